@@ -1,0 +1,134 @@
+"""The book's pipeline: sync pairs, execute notebooks, write the status page, make the student edition.
+
+    python scripts/book.py sync                 # jupytext: notebooks/NN.py -> notebooks/NN.ipynb
+    python scripts/book.py execute [NN ...]     # papermill: notebooks/NN.ipynb -> book/NN.ipynb
+    python scripts/book.py status               # book/status.md from the executed notebooks
+    python scripts/book.py student [--out DIR]  # notebooks without their `solution` cells
+
+``execute`` resolves ``device``/``profile`` ("auto" = cuda + full on a GPU, cpu + quick
+otherwise) and passes them to papermill, so the executed notebook records what it ran with.
+The committed ``book/`` is the quick profile on a CPU: ``execute --profile quick --device cpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS, BOOK = ROOT / "notebooks", ROOT / "book"
+META_KEY = "transformer_book"
+
+
+def chapters(names: list[str] | None = None) -> list[Path]:
+    """The chapter sources notebooks/NN_slug.py, optionally filtered by prefix (e.g. '01')."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+    if names:
+        paths = [p for p in paths if any(p.stem.startswith(n) for n in names)]
+        if not paths:
+            sys.exit(f"no chapter in {NOTEBOOKS} matches {names}")
+    return paths
+
+
+def sync(_: argparse.Namespace) -> None:
+    for src in chapters():
+        subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)], check=True)
+
+
+def execute(args: argparse.Namespace) -> None:
+    import papermill
+    import torch
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from transformer_book.runtime import resolve_device, resolve_profile
+
+    device = resolve_device(args.device)
+    profile = resolve_profile(args.profile, device)
+    for src in chapters(args.names):
+        subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)], check=True)
+        out = BOOK / f"{src.stem}.ipynb"
+        print(f"executing {src.stem} (profile={profile}, device={device.type})", flush=True)
+        papermill.execute_notebook(
+            str(src.with_suffix(".ipynb")), str(out), kernel_name="python3", cwd=str(BOOK),
+            parameters={"device": device.type, "profile": profile}, progress_bar=False,
+        )
+        nb = nbformat.read(out, as_version=4)
+        nb.metadata[META_KEY] = {
+            "profile": profile,
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "seconds": round(nb.metadata["papermill"]["duration"], 1),
+            "executed": dt.date.today().isoformat(),
+        }
+        nbformat.write(nb, out)
+    status(args)
+
+
+def status_markdown() -> str:
+    """The execution-status page, from the metadata ``execute`` left in book/*.ipynb."""
+    rows = []
+    for src in chapters():
+        built = BOOK / f"{src.stem}.ipynb"
+        meta = nbformat.read(built, as_version=4).metadata.get(META_KEY) if built.exists() else None
+        if meta is None:
+            rows.append(f"| [{src.stem}]({src.stem}.ipynb) | not executed | | | | |")
+            continue
+        rows.append(f"| [{src.stem}]({src.stem}.ipynb) | {meta['seconds']:.1f} | {meta['profile']} | {meta['device']} "
+                    f"| {meta['torch']} | {meta['executed']} |")
+    table = "\n".join(rows)
+    return f"""# Execution status
+
+Every number in this book comes from executing its notebooks. This page is written by
+`python scripts/book.py execute` from what each executed notebook recorded. The edition
+you are reading was executed with the profile and on the device listed for each chapter;
+the `quick` profile is meant to finish in at most 60 seconds per chapter on two CPU cores.
+
+| chapter | seconds | profile | device | torch | executed |
+|---|---:|---|---|---|---|
+{table}
+"""
+
+
+def status(_: argparse.Namespace) -> None:
+    (BOOK / "status.md").write_text(status_markdown())
+    print(f"wrote {BOOK / 'status.md'}")
+
+
+def student(args: argparse.Namespace) -> None:
+    """Copy the notebooks without the cells tagged ``solution`` (their exercises' stubs stay)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for src in chapters():
+        nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+        nb.cells = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
+        for c in nb.cells:
+            if c.cell_type == "code":
+                c.outputs, c.execution_count = [], None
+        nbformat.write(nb, out / f"{src.stem}.ipynb")
+        print(f"wrote {out / (src.stem + '.ipynb')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("sync").set_defaults(func=sync)
+    ex = sub.add_parser("execute")
+    ex.add_argument("names", nargs="*", help="chapter prefixes such as 01 02 (default: all)")
+    ex.add_argument("--profile", default="auto", choices=["auto", "quick", "full"])
+    ex.add_argument("--device", default="auto")
+    ex.set_defaults(func=execute)
+    sub.add_parser("status").set_defaults(func=status)
+    st = sub.add_parser("student")
+    st.add_argument("--out", default=str(ROOT / "student"))
+    st.set_defaults(func=student)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Scaled dot-product attention and multi-head attention (chapters 01-02).
+
+The functional core, :func:`scaled_dot_product_attention`, computes
+
+    softmax(Q Kᵀ / √d_k + bias, masked) V
+
+and returns the output *and* the attention weights, because the weights are what a
+student wants to look at. With ``need_weights=False`` it takes torch's fused kernel
+instead; ``tests/test_attention.py`` checks the two paths agree.
+
+Follows Vaswani et al. (2017), "Attention Is All You Need", section 3.2.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "split_heads", "merge_heads"]
+
+
+def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: Optional[Tensor]) -> tuple[int, ...]:
+    """Validate shapes and return the shape of the score matrix (..., Tq, Tk)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share their last dimension d_k: q has {tuple(q.shape)}, k has {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions (dim -2): k has {tuple(k.shape)}, v has {tuple(v.shape)}"
+        )
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} "
+            "do not broadcast"
+        ) from None
+    scores = (*batch, q.shape[-2], k.shape[-2])
+    for name, t in (("mask", mask), ("bias", bias)):
+        if t is None:
+            continue
+        if name == "mask" and t.dtype != torch.bool:
+            raise ValueError(f"mask must be boolean (True = may attend), got dtype {t.dtype}")
+        try:
+            ok = torch.broadcast_shapes(t.shape, scores) == torch.Size(scores)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention scores' shape {scores} "
+                "(..., queries, keys)"
+            )
+    return scores
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    scale: Optional[float] = None,
+    need_weights: bool = True,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Optional[Tensor]]:
+    """Attention ``softmax(q kᵀ · scale + bias) v`` with a boolean mask (True = may attend).
+
+    Shapes: q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v); mask and bias broadcast
+    to (..., Tq, Tk). Returns output (..., Tq, d_v) and weights (..., Tq, Tk), or
+    ``(output, None)`` through torch's fused kernel when ``need_weights`` is False.
+    A query that may attend to nothing gets a zero output (not NaN). ``scale``
+    defaults to 1/√d_k (Vaswani et al., 2017, eq. 1).
+    """
+    score_shape = _check_inputs(q, k, v, mask, bias)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    empty_rows = None
+    if mask is not None:
+        # A row with no allowed key would be softmax over all -inf = NaN. Let such rows
+        # attend everywhere (finite numbers, finite gradients), then zero them below.
+        empty_rows = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
+        mask = mask | empty_rows
+
+    if need_weights:
+        scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+        if bias is not None:
+            scores = scores + bias
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        if empty_rows is not None:
+            weights = weights.masked_fill(empty_rows, 0.0)
+        if dropout_p > 0.0:
+            weights = F.dropout(weights, p=dropout_p)
+        return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
+
+    attn_mask = None
+    if bias is not None:
+        attn_mask = bias.to(q.dtype).expand(score_shape)
+        if mask is not None:
+            attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
+    elif mask is not None:
+        attn_mask = mask
+    # The fused kernel wants q, k, v with the same leading dims.
+    q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+    return out, None
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """Cut the feature axis into heads. Shapes: (B, T, H·Dh) -> (B, H, T, Dh)."""
+    B, T, D = x.shape
+    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, Dh)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Concatenate the heads again. Shapes: (B, H, T, Dh) -> (B, T, H·Dh)."""
+    B, H, T, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: per-head projections, attention, concatenation, output projection.
+
+    Shapes: x (B, Tq, d_model), context (B, Tk, d_model) for cross-attention (defaults to
+    x), mask broadcastable to (B, H, Tq, Tk), bias to (B, H, Tq, Tk). Returns output
+    (B, Tq, d_model) and weights (B, H, Tq, Tk) or None.
+    ``rope``, if given, is a callable ``(q, k) -> (q, k)`` on (B, H, T, Dh) tensors that
+    rotates queries and keys (chapter 04). Vaswani et al. (2017), section 3.2.2.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        rope: Optional[Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = None,
+    ) -> None:
+        super().__init__()
+        if n_heads < 1 or d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) so every head gets the same width"
+            )
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.rope = rope
+        # One (d_model x d_model) matrix per role = n_heads stacked (d_model x head_dim) blocks:
+        # the lecture's A_Q, A_K, A_V for every head at once.
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.o_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Optional[Tensor] = None,
+        mask: Optional[Tensor] = None,
+        bias: Optional[Tensor] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        context = x if context is None else context
+        for name, t in (("x", x), ("context", context)):
+            if t.dim() != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {tuple(t.shape)}")
+        if context.shape[0] != x.shape[0]:
+            raise ValueError(f"x and context must share the batch size, got {tuple(x.shape)} and {tuple(context.shape)}")
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, Dh)
+        k = split_heads(self.k_proj(context), self.n_heads)  # (B, H, Tk, Dh)
+        v = split_heads(self.v_proj(context), self.n_heads)  # (B, H, Tk, Dh)
+        if self.rope is not None:
+            q, k = self.rope(q, k)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, need_weights=need_weights, dropout_p=p)
+        return self.o_proj(merge_heads(out)), weights  # (B, Tq, d_model), (B, H, Tq, Tk)

@@ -1,0 +1,6 @@
+"""Self-checking exercises: ``checks.check_X(your_function)`` tests an answer against the
+reference on random inputs, prints ``Correct: ...`` or raises :class:`ExerciseError`
+explaining what is wrong. One submodule per concept module of the package."""
+
+from ._core import ExerciseError
+from .attention import *  # noqa: F401,F403

@@ -1,0 +1,68 @@
+"""Where and how big a notebook runs: device, profile and seeds.
+
+Every notebook has a papermill ``parameters`` cell with ``device = "auto"`` and
+``profile = "auto"``; :func:`setup` turns them into a concrete device and profile
+(``full`` on a GPU, ``quick`` on a CPU) and seeds every random generator.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["PROFILES", "Run", "resolve_device", "resolve_profile", "seed_everything", "setup"]
+
+PROFILES = ("quick", "full")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``"auto"`` means CUDA when available, else the CPU; anything else is passed to torch."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def resolve_profile(profile: str, device: torch.device) -> str:
+    """``"auto"`` means ``full`` on a GPU and ``quick`` on a CPU."""
+    if profile == "auto":
+        return "full" if device.type == "cuda" else "quick"
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be 'auto' or one of {PROFILES}, got {profile!r}")
+    return profile
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) so a run repeats exactly on the CPU."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class Run:
+    """The resolved settings of one notebook run."""
+
+    device: torch.device
+    profile: str
+    seed: int
+
+    def pick(self, quick, full):
+        """Choose a value by profile: ``run.pick(quick=200, full=5000)``."""
+        return quick if self.profile == "quick" else full
+
+    def __str__(self) -> str:
+        return f"device={self.device.type} profile={self.profile} seed={self.seed} torch={torch.__version__.split('+')[0]}"
+
+
+def setup(device: str = "auto", profile: str = "auto", seed: int = 0) -> Run:
+    """Resolve the notebook parameters and seed everything."""
+    dev = resolve_device(device)
+    run = Run(device=dev, profile=resolve_profile(profile, dev), seed=seed)
+    seed_everything(seed)
+    return run
