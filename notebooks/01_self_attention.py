@@ -73,7 +73,8 @@ lengths = run.pick(quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 51
 # 2. lets every output depend on the whole sentence (context);
 # 3. can take the order of the words into account.
 #
-# A recurrent network meets all three, but it reads the sentence one word at a time:
+# A recurrent network {cite}`hochreiter1997lstm` meets all three, but it reads the sentence
+# one word at a time:
 # the state after word $t$ needs the state after word $t-1$. Below, a minimal recurrent
 # cell makes that dependence explicit: the loop cannot be replaced by one big operation
 # over all positions, so the work for a long sentence is a long chain of small steps.
@@ -96,8 +97,8 @@ def rnn(x: torch.Tensor) -> torch.Tensor:
 print("sequential steps for 128 words:", x.shape[1], "| output shape:", tuple(rnn(x).shape))
 
 # %% [markdown]
-# Attention takes the opposite route: every word is compared with every other word at the
-# same time. To compare words we need a notion of similarity between their vectors.
+# Attention {cite}`bahdanau2015neural,vaswani2017attention` takes the opposite route: every
+# word is compared with every other word at the same time. To compare words we need a notion of similarity between their vectors.
 #
 # ## The dot product measures similarity
 #
