@@ -1,0 +1,94 @@
+"""LayerNorm (src/transformer_book/norms.py) against torch.nn.LayerNorm, and its input checks."""
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_book.norms import LayerNorm
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _pair(d_model: int, seed: int = 0, **kwargs) -> tuple[LayerNorm, nn.LayerNorm]:
+    """Our LayerNorm and torch's with the same random (non-trivial) γ and β."""
+    g = torch.Generator().manual_seed(seed)
+    ours, ref = LayerNorm(d_model, **kwargs), nn.LayerNorm(d_model, **kwargs)
+    with torch.no_grad():
+        ours.weight.copy_(1 + torch.randn(d_model, generator=g))
+        ref.weight.copy_(ours.weight)
+        if ours.bias is not None:
+            ours.bias.copy_(torch.randn(d_model, generator=g))
+            ref.bias.copy_(ours.bias)
+    return ours, ref
+
+
+@pytest.mark.parametrize("shape", [(8,), (4, 8), (2, 5, 16), (2, 3, 4, 32)])
+def test_equals_torch_layer_norm(shape):
+    ours, ref = _pair(shape[-1])
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)) * 3 + 2
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_gradients_equal_torch():
+    ours, ref = _pair(16, seed=2)
+    x1 = (torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(3)) * 5).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    upstream = torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(4))
+    (ours(x1) * upstream).sum().backward()
+    (ref(x2) * upstream).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.weight.grad, ref.weight.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.bias.grad, ref.bias.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_gradcheck_float64():
+    ln = LayerNorm(6).double()
+    x = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ln, (x,))
+
+
+def test_without_bias_and_other_eps():
+    ours, ref = _pair(10, seed=5, bias=False, eps=1e-3)
+    assert ours.bias is None and sum(p.numel() for p in ours.parameters()) == 10
+    x = torch.randn(4, 10) * 0.01  # small variance: eps matters
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_each_token_standardised_at_init():
+    x = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(6)) * torch.tensor([0.1, 1.0, 100.0, 3.0, 7.0])[None, :, None]  # wildly different scales
+    y = LayerNorm(32)(x)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+    v = x.var(-1, unbiased=False)
+    torch.testing.assert_close(y.var(-1, unbiased=False), v / (v + 1e-5), atol=1e-5, rtol=1e-5)  # 1 up to ε
+
+
+def test_independent_of_the_rest_of_the_batch():
+    ln = LayerNorm(8)
+    x = torch.randn(4, 3, 8, generator=torch.Generator().manual_seed(7))
+    y = ln(x)
+    x2 = x.clone()
+    x2[1:] = 1000 * torch.randn(3, 3, 8)
+    torch.testing.assert_close(ln(x2)[0], y[0])
+
+
+def test_half_precision_statistics_in_float32():
+    x = torch.randn(4, 64) * 300 + 1000  # large mean: fp16 variance would be poor
+    ln = LayerNorm(64)
+    y16 = ln.half()(x.half())
+    assert y16.dtype == torch.float16
+    torch.testing.assert_close(y16.float(), nn.functional.layer_norm(x, (64,)), atol=2e-2, rtol=0)
+
+
+def test_wrong_last_dimension_raises():
+    with pytest.raises(ValueError, match=r"d_model=8.*\(2, 3, 4\)"):
+        LayerNorm(8)(torch.randn(2, 3, 4))
+
+
+def test_bad_constructor_arguments_raise():
+    with pytest.raises(ValueError, match="d_model must be a positive"):
+        LayerNorm(0)
+    with pytest.raises(ValueError, match="eps must be positive"):
+        LayerNorm(4, eps=0.0)
