@@ -1,0 +1,204 @@
+"""Putting the encoder to work: a label for every token, or one label for the whole sentence (chapter 05).
+
+Both models embed the words, tell attention where each word is, run :class:`transformer_book.blocks.Encoder`
+with a padding mask, and put a linear layer on top. Positions (chapter 04) are either learned
+absolute vectors added to the input (``positions="learned"``, as in BERT) or T5's learned
+relative bias added to the attention scores (``positions="relative"``, Raffel et al., 2020),
+which lets a head look at "the word to my left" with the same few numbers at every position.
+
+- :class:`TokenClassifier` applies the linear layer to every contextual embedding (slot filling:
+  one BIO tag per word). Its per-token choices can break the BIO rules (an ``I-x`` that
+  continues nothing); :func:`bio_viterbi` picks the best sequence that keeps them.
+- :class:`SentenceClassifier` first pools the sentence into one vector, either with a learned
+  ``[CLS]`` vector prepended to the input and read back at the output (``pooling="cls"``, as in
+  BERT, Devlin et al., 2019) or with the mean of the contextual embeddings over the real,
+  non-padding tokens (``pooling="mean"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from .blocks import Encoder
+from .positions import T5RelativeBias
+
+__all__ = ["ClassifierConfig", "TokenClassifier", "SentenceClassifier", "masked_mean", "bio_transitions", "bio_viterbi",
+           "POOLINGS", "POSITIONS"]
+
+POOLINGS = ("cls", "mean")
+POSITIONS = ("learned", "relative")
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """Sizes of a token or sentence classifier.
+
+    ``max_len`` bounds the input (the [CLS] position included) only for ``positions="learned"``,
+    which has one vector per position; the relative bias has no such limit.
+    """
+
+    vocab_size: int
+    n_classes: int
+    max_len: int = 64
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    n_layers: int = 1
+    dropout: float = 0.1
+    pad_id: int = 0
+    positions: str = "learned"  # "learned" (absolute, added to the input) or "relative" (T5 bias on the scores)
+    pooling: str = "cls"  # SentenceClassifier only: "cls" or "mean"
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id must lie in [0, vocab_size={self.vocab_size}), got {self.pad_id}")
+
+
+def masked_mean(h: Tensor, keep: Tensor) -> Tensor:
+    """Average of the vectors whose ``keep`` entry is True: sum(h_t · keep_t) / sum(keep_t).
+
+    Shapes: h (B, T, D), keep (B, T) bool -> (B, D). A row with nothing kept gives zeros.
+    """
+    if keep.shape != h.shape[:2] or keep.dtype != torch.bool:
+        raise ValueError(f"keep must be a bool tensor of shape {tuple(h.shape[:2])}, "
+                         f"got {keep.dtype} {tuple(keep.shape)}")
+    w = keep.to(h.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (h * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, D)
+
+
+class _EncoderBody(nn.Module):
+    """Token embedding + positions (absolute or relative) + encoder stack, with a padding mask."""
+
+    def __init__(self, cfg: ClassifierConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        if cfg.positions == "learned":
+            # Learned absolute positions (chapter 04) as a plain nn.Embedding; a position >= max_len
+            # has no vector, hence the ValueError in `check_ids`.
+            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        else:
+            # One learned scalar per head and distance bucket, shared by all layers as in T5.
+            self.rel_bias = T5RelativeBias(cfg.n_heads)
+        self.encoder = Encoder(cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff, dropout=cfg.dropout)
+        self.emb_dropout = nn.Dropout(cfg.dropout)
+
+    def check_ids(self, ids: Tensor, extra: int = 0) -> None:
+        if ids.dim() != 2 or ids.dtype.is_floating_point:
+            raise ValueError(f"ids must be an integer tensor of shape (B, T), got {ids.dtype} {tuple(ids.shape)}")
+        if self.cfg.positions == "learned" and ids.shape[1] + extra > self.cfg.max_len:
+            raise ValueError(f"a sequence of {ids.shape[1]} tokens{' plus [CLS]' if extra else ''} is longer than "
+                             f"max_len={self.cfg.max_len}: learned positions stop there; raise max_len or truncate")
+
+    def run(self, x: Tensor, keep: Tensor) -> Tensor:
+        """Add positions, then encode. Shapes: x (B, T, D), keep (B, T) bool -> (B, T, D)."""
+        mask = keep[:, None, None, :]  # (B, 1, 1, T): True = may attend
+        if self.cfg.positions == "learned":
+            x = x + self.pos_emb(torch.arange(x.shape[1], device=x.device))  # + (T, D)
+            return self.encoder(self.emb_dropout(x), mask=mask)
+        bias = self.rel_bias(x.shape[1])  # (1, H, T, T)
+        return self.encoder(self.emb_dropout(x), mask=mask, bias=bias)
+
+
+class TokenClassifier(nn.Module):
+    """One label per token: logits_t = W · h_t + b on every contextual embedding h_t.
+
+    Shapes: ids (B, T) with ``cfg.pad_id`` as padding -> logits (B, T, n_classes).
+    """
+
+    def __init__(self, cfg: ClassifierConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _EncoderBody(cfg)
+        self.head = nn.Linear(cfg.d_model, cfg.n_classes)
+
+    def contextual(self, ids: Tensor) -> Tensor:
+        """The encoder's output for every token. Shapes: (B, T) -> (B, T, d_model)."""
+        self.body.check_ids(ids)
+        keep = ids != self.cfg.pad_id  # (B, T)
+        return self.body.run(self.body.tok_emb(ids), keep)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.head(self.contextual(ids))  # (B, T, n_classes)
+
+
+class SentenceClassifier(nn.Module):
+    """One label per sentence from a pooled vector: the [CLS] output or the mean over real tokens.
+
+    Shapes: ids (B, T) with ``cfg.pad_id`` as padding -> logits (B, n_classes).
+    Devlin et al. (2019) for the [CLS] token.
+    """
+
+    def __init__(self, cfg: ClassifierConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _EncoderBody(cfg)
+        if cfg.pooling == "cls":
+            self.cls = nn.Parameter(torch.randn(1, 1, cfg.d_model) * 0.02)  # one learned input vector
+        self.head = nn.Linear(cfg.d_model, cfg.n_classes)
+
+    def pool(self, ids: Tensor) -> Tensor:
+        """The sentence vector the head sees. Shapes: (B, T) -> (B, d_model)."""
+        self.body.check_ids(ids, extra=1 if self.cfg.pooling == "cls" else 0)
+        keep = ids != self.cfg.pad_id  # (B, T)
+        x = self.body.tok_emb(ids)  # (B, T, D)
+        if self.cfg.pooling == "cls":
+            x = torch.cat([self.cls.expand(ids.shape[0], 1, -1), x], dim=1)  # (B, 1 + T, D)
+            keep = torch.cat([keep.new_ones(ids.shape[0], 1), keep], dim=1)  # (B, 1 + T)
+            return self.body.run(x, keep)[:, 0]  # (B, D): the output at the [CLS] position
+        return masked_mean(self.body.run(x, keep), keep)  # (B, D)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.head(self.pool(ids))  # (B, n_classes)
+
+
+def bio_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:
+    """Which tags may start a sentence and which may follow which, under BIO.
+
+    ``I-x`` may only follow ``B-x`` or ``I-x``, so it can never come first; everything else is free.
+    Shapes: returns start (C,) and allowed (C, C) bool, ``allowed[i, j]`` = tag j may follow tag i.
+    """
+    kind = [t[2:] if t[:2] in ("B-", "I-") else None for t in tags]
+    inside = torch.tensor([t.startswith("I-") for t in tags])  # (C,)
+    same = torch.tensor([[a is not None and a == b for b in kind] for a in kind])  # (C, C)
+    allowed = ~inside[None, :] | same  # (C, C): j is not an I-, or i and j share the type
+    return ~inside, allowed
+
+
+def bio_viterbi(log_probs: Tensor, lengths: Tensor, start: Tensor, allowed: Tensor) -> Tensor:
+    """The tag sequence with the highest total log-probability among those the transition rules allow.
+
+    Dynamic programming (Viterbi): the best score of a prefix ending in tag j at step t is
+    ``δ_t(j) = log p_t(j) + max_i {δ_{t-1}(i) : i -> j allowed}``, then follow the arg-max back.
+    Shapes: log_probs (B, T, C), lengths (B,), start (C,) and allowed (C, C) bool -> ids (B, T);
+    positions past a sentence's length repeat its last tag.
+    """
+    B, T, C = log_probs.shape
+    if start.shape != (C,) or allowed.shape != (C, C):
+        raise ValueError(f"start must have shape ({C},) and allowed ({C}, {C}), got {tuple(start.shape)} "
+                         f"and {tuple(allowed.shape)}")
+    dev, neg_inf = log_probs.device, torch.finfo(log_probs.dtype).min
+    if T == 0:
+        return torch.zeros(B, 0, dtype=torch.long, device=dev)
+    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev).masked_fill(~allowed.to(dev), neg_inf)  # (C, C)
+    score = log_probs[:, 0].masked_fill(~start.to(dev), neg_inf)  # (B, C)
+    lengths = lengths.to(dev)
+    stay = torch.arange(C, device=dev).expand(B, C)  # (B, C): "came from the same tag"
+    back = []
+    for t in range(1, T):
+        run = (t < lengths).nonzero().squeeze(1)  # (b,): the sentences still running at step t
+        best, arg = (score[run, :, None] + trans).max(dim=1)  # (b, C, C) -> (b, C): best previous tag for each tag
+        score = score.index_copy(0, run, best + log_probs[run, t])  # (B, C)
+        back.append(stay.index_copy(0, run, arg))  # (B, C); finished sentences stay on their tag
+    path = [score.argmax(dim=-1)]  # (B,): the best last tag
+    for arg in reversed(back):
+        path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)
+    return torch.stack(path[::-1], dim=1)  # (B, T)

@@ -1,0 +1,140 @@
+"""Scores for token and sentence classification: accuracy, BIO spans and span-level F1 (chapter 05).
+
+Slot filling tags every word with a BIO label (Ramshaw and Marcus, 1995): ``B-type`` begins a
+span of that type, ``I-type`` continues it, ``O`` is outside every span. Token accuracy counts
+tags; span scores count whole spans, the way the CoNLL ``conlleval`` script does:
+
+    precision = correct spans / predicted spans      recall = correct spans / gold spans
+    F1 = 2 · precision · recall / (precision + recall)
+
+A predicted span is correct only if its type, start and end all equal a gold span's. ``O`` is
+never a span, so the easy majority tag earns nothing here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Hashable, Optional, Sequence
+
+__all__ = ["accuracy", "token_accuracy", "bio_spans", "SpanScores", "span_scores", "span_scores_by_type"]
+
+Span = tuple[str, int, int]
+
+
+def _check_paired(gold: Sequence, pred: Sequence, what: str) -> None:
+    if len(gold) != len(pred):
+        raise ValueError(f"{what}: gold has {len(gold)} items but pred has {len(pred)}")
+
+
+def accuracy(gold: Sequence[Hashable], pred: Sequence[Hashable]) -> float:
+    """Fraction of positions where ``pred`` equals ``gold`` (e.g. one intent per sentence)."""
+    _check_paired(gold, pred, "accuracy")
+    if not gold:
+        raise ValueError("accuracy of an empty sequence is undefined")
+    return sum(g == p for g, p in zip(gold, pred)) / len(gold)
+
+
+def token_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], ignore: Optional[str] = None) -> float:
+    """Fraction of tokens tagged correctly over all sentences.
+
+    ``ignore="O"`` scores only the tokens whose *gold* tag is not ``ignore``.
+    Shapes: gold and pred are lists of sentences, each a list of tags of equal length.
+    """
+    _check_paired(gold, pred, "token_accuracy")
+    correct = total = 0
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if len(g) != len(p):
+            raise ValueError(f"token_accuracy: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags")
+        for gt, pt in zip(g, p):
+            if ignore is not None and gt == ignore:
+                continue
+            correct += gt == pt
+            total += 1
+    if total == 0:
+        raise ValueError("token_accuracy: no tokens to score")
+    return correct / total
+
+
+def bio_spans(tags: Sequence[str]) -> list[Span]:
+    """The spans ``(type, start, end)`` of one BIO-tagged sentence; ``end`` is exclusive (slice-style).
+
+    As in conlleval: a span starts at ``B-x``, and also at ``I-x`` when the previous tag is ``O``
+    or of another type (a stray ``I-`` is read as the start of a span, not dropped). A span ends
+    before ``O``, before ``B-``, before an ``I-`` of another type, and at the end of the sentence.
+    """
+    spans: list[Span] = []
+    kind: Optional[str] = None  # type of the open span, None when outside
+    start = 0
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            prefix, typ = "O", None
+        elif len(tag) > 2 and tag[:2] in ("B-", "I-"):
+            prefix, typ = tag[0], tag[2:]
+        else:
+            raise ValueError(f"bio_spans: tag {tag!r} at position {i} is neither 'O' nor 'B-type'/'I-type'")
+        continues = prefix == "I" and typ == kind
+        if kind is not None and not continues:
+            spans.append((kind, start, i))
+            kind = None
+        if typ is not None and not continues:
+            kind, start = typ, i
+    if kind is not None:
+        spans.append((kind, start, len(tags)))
+    return spans
+
+
+@dataclass(frozen=True)
+class SpanScores:
+    """Span counts and the precision, recall and F1 they give (0.0 where a denominator is 0)."""
+
+    n_gold: int
+    n_pred: int
+    n_correct: int
+
+    @property
+    def precision(self) -> float:
+        return self.n_correct / self.n_pred if self.n_pred else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.n_correct / self.n_gold if self.n_gold else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def __str__(self) -> str:
+        return (f"precision {self.precision:.4f}  recall {self.recall:.4f}  F1 {self.f1:.4f}  "
+                f"({self.n_correct} correct of {self.n_pred} predicted, {self.n_gold} gold spans)")
+
+
+def _span_sets(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> tuple[Counter, Counter]:
+    _check_paired(gold, pred, "span scores")
+    g_all: Counter = Counter()
+    p_all: Counter = Counter()
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if len(g) != len(p):
+            raise ValueError(f"span scores: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags")
+        g_all.update((i, *s) for s in bio_spans(g))
+        p_all.update((i, *s) for s in bio_spans(p))
+    return g_all, p_all
+
+
+def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> SpanScores:
+    """Span-level precision, recall and F1 over a corpus (micro-averaged, as conlleval reports them)."""
+    g, p = _span_sets(gold, pred)
+    return SpanScores(n_gold=sum(g.values()), n_pred=sum(p.values()), n_correct=sum((g & p).values()))
+
+
+def span_scores_by_type(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, SpanScores]:
+    """:func:`span_scores` for each span type separately, sorted by type name."""
+    g, p = _span_sets(gold, pred)
+    both = g & p
+    types = sorted({k[1] for k in g} | {k[1] for k in p})
+
+    def count(c: Counter, t: str) -> int:
+        return sum(n for k, n in c.items() if k[1] == t)
+
+    return {t: SpanScores(count(g, t), count(p, t), count(both, t)) for t in types}
