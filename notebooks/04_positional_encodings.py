@@ -61,9 +61,7 @@ device = "auto"   # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0)
-if run.device.type == "cpu":
-    torch.set_num_threads(1)  # the models here are tiny: one thread wastes nothing and runs the same everywhere
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: one CPU thread is enough
 print(run)
 # the experiment at the end: model size and training length per profile
 d_model, n_heads, n_layers = run.pick(quick=32, full=64), 4, run.pick(quick=1, full=2)

@@ -58,9 +58,7 @@ device = "auto"   # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0)
-if run.device.type == "cpu":
-    torch.set_num_threads(1)  # tiny matrices: more threads gain little, and lose a lot on a busy machine
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: one CPU thread is enough
 print(run)
 # model size and training length per profile (the same sizes for the slot and the intent models)
 d_model, n_heads, d_ff = run.pick(quick=64, full=128), 8, run.pick(quick=128, full=512)

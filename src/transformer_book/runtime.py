@@ -60,9 +60,17 @@ class Run:
         return f"device={self.device.type} profile={self.profile} seed={self.seed} torch={torch.__version__.split('+')[0]}"
 
 
-def setup(device: str = "auto", profile: str = "auto", seed: int = 0) -> Run:
-    """Resolve the notebook parameters and seed everything."""
+def setup(device: str = "auto", profile: str = "auto", seed: int = 0, cpu_threads: int | None = None) -> Run:
+    """Resolve the notebook parameters and seed everything.
+
+    ``cpu_threads``: on a CPU, limit torch to this many threads. Chapters that train tiny
+    models pass 1: such models gain nothing from more threads, and lose a lot on a busy machine.
+    """
     dev = resolve_device(device)
     run = Run(device=dev, profile=resolve_profile(profile, dev), seed=seed)
+    if cpu_threads is not None and dev.type == "cpu":
+        if cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be a positive number of threads or None, got {cpu_threads}")
+        torch.set_num_threads(cpu_threads)
     seed_everything(seed)
     return run
