@@ -61,7 +61,7 @@ lengths = run.pick(quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 51
 # ## What a sequence model has to do
 #
 # Take the sentence *"We ate at the new restaurant on Main Street and their pasta was
-# superb."* To understand *their*, a reader has to connect it to *restaurant*, eight words
+# superb."* To understand *their*, a reader has to connect it to *restaurant*, five words
 # earlier. A model that turns each word into a vector has to let the vector for *their*
 # draw on the vector for *restaurant*, and how strongly it does so should depend on the two
 # words themselves, not on a fixed wiring between positions.
@@ -128,8 +128,8 @@ for w, row in zip(words, similarity):
     print(f"{w:>6}  " + " ".join(f"{v:6.2f}" for v in row.tolist()))
 
 # %% [markdown]
-# *fish* is closest to *cat* (both animals) and to *ate* (food meets eating), *man* is
-# closest to itself, and the filler word *the* is weakly similar to everything. A single
+# *fish* is closest to *cat* (both animals) and to *ate* (food meets eating), *man*'s
+# nearest other word is *cat*, and only weakly; the filler word *the* is weakly similar to everything. A single
 # matrix product $EE^\top$ produced the whole table.
 #
 # ## Self-attention, one word at a time
@@ -253,8 +253,8 @@ for T, lt, mt in zip(lengths, loop_times, matrix_times):
     print(f"T = {T:4d}: loops {lt * 1e3:9.2f} ms   matrix {mt * 1e3:7.3f} ms   speed-up x{lt / mt:8.0f}")
 
 # %% [markdown]
-# The speed-up is several orders of magnitude and grows with $T$ (the exact factors in
-# the table above come from the machine that executed this page). Both versions do
+# The matrix form is hundreds to thousands of times faster, and the gap grows with $T$
+# (the exact factors in the table above come from the machine that executed this page). Both versions do
 # $O(T^2 d)$ arithmetic; what differs is that the matrix form does it in a handful of
 # large, parallel operations instead of $T^2$ small sequential ones, and nothing in it
 # has to wait for an earlier position, unlike the recurrent cell above.

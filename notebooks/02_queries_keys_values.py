@@ -26,8 +26,8 @@
 # - show with numbers why the scores are divided by $\sqrt{d_k}$;
 # - mask positions out of attention;
 # - build multi-head attention (per-head projections, concatenation, output projection),
-#   look at what each head attends to, and prove it equal to PyTorch's
-#   `nn.MultiheadAttention`;
+#   look at what each head attends to, and check it equal to PyTorch's
+#   `nn.MultiheadAttention` (to 1e-5);
 # - measure what attention costs in time and memory, and what a fused kernel saves.
 
 # %% tags=["remove-cell"]
@@ -95,7 +95,7 @@ print("weights:", [round(v, 3) for v in w[0].tolist()], "-> result:", [round(v, 
 d_model, d_k, T = 32, 32, 12
 X = torch.randn(200, T, d_model)  # (B, T, d_model): 200 random sentences
 A_Q, A_K, A_V = (torch.randn(d_model, d_k) / math.sqrt(d_model) for _ in range(3))
-_, W_plain = attention.scaled_dot_product_attention(X, X, X)  # parameter-free, as in chapter 1
+_, W_plain = attention.scaled_dot_product_attention(X, X, X, scale=1.0)  # parameter-free, as in chapter 1
 _, W_proj = attention.scaled_dot_product_attention(X @ A_Q, X @ A_K, X @ A_V)
 diagonal_share = lambda W: (W.argmax(dim=-1) == torch.arange(T)).float().mean().item()
 print(f"rows whose largest weight is on the word itself: parameter-free {diagonal_share(W_plain):.1%}, "
@@ -331,20 +331,20 @@ for h in range(2):
 # softmax another one: memory grows as $T^2$. A fused kernel such as PyTorch's
 # `scaled_dot_product_attention` (flash attention and its relatives
 # {cite}`dao2022flashattention,rabe2021selfattention`) computes the same output in tiles
-# with a running softmax, so the full matrix never exists. Chapter 8 writes that algorithm
-# out; here we measure the difference, for one sequence with 4 heads of width 64.
+# with a running softmax, so the full matrix never exists. A later chapter writes that
+# algorithm out; here we measure the difference, for one sequence with 4 heads of width 64.
 
 # %%
 cost = []
-for T in cost_lengths:
-    q, k, v = (torch.randn(1, 4, T, 64, device=run.device) for _ in range(3))  # (B, H, T, Dh)
+for seq_len in cost_lengths:
+    q, k, v = (torch.randn(1, 4, seq_len, 64, device=run.device) for _ in range(3))  # (B, H, T, Dh)
     naive = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=True)
     fused = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=False)
-    cost.append(dict(T=T, naive_s=benchmark.median_time(naive, device=run.device),
+    cost.append(dict(T=seq_len, naive_s=benchmark.median_time(naive, device=run.device),
                      fused_s=benchmark.median_time(fused, device=run.device),
                      naive_mb=benchmark.allocated_bytes(naive, run.device) / 2**20,
                      fused_mb=benchmark.allocated_bytes(fused, run.device) / 2**20,
-                     scores_mb=4 * T * T * 4 / 2**20))  # one float32 (H, T, T) matrix
+                     scores_mb=4 * seq_len**2 * 4 / 2**20))  # one float32 (H, T, T) matrix
 print("lengths measured:", [c["T"] for c in cost])
 
 # %% tags=["hide-input"]

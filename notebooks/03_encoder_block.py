@@ -15,9 +15,9 @@
 # ---
 
 # %% [markdown]
-# # 03. The encoder block
+# # 3. The encoder block
 #
-# Multi-head attention (chapter 02) lets every token gather information from the others.
+# Multi-head attention (chapter 2) lets every token gather information from the others.
 # On its own it is not yet a layer you can stack dozens of times. The transformer's
 # encoder block {cite}`vaswani2017attention` wraps it with three more ingredients: a
 # residual connection, layer normalisation and a feed-forward network. After this
@@ -163,6 +163,9 @@ print(f"gradient norm at layer 1; width d = {depth_width}, {n_seeds} initialisat
 print(f"{'depth':>5} " + " ".join(f"{m:>22}" for m in modes))
 for i, L in enumerate(depths):
     print(f"{L:>5} " + " ".join(f"{grad_norm[m][i].item():>22.3g}" for m in modes))
+print("standard deviation of the stack's output")
+for i, L in enumerate(depths):
+    print(f"{L:>5} " + " ".join(f"{out_std[m][i].item():>22.3f}" for m in modes))
 
 # %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -223,8 +226,9 @@ for i, scale in enumerate(scales.tolist()):
 
 # %% [markdown]
 # Every token now has mean 0 and standard deviation 1, whatever its scale before (the
-# token at scale 0.1 stays a little below 1: its variance is not much larger than
-# $\epsilon$, which the denominator adds). The package's `norms.LayerNorm` is the same
+# token at scale 0.1 stays a little below 1: its variance, about 0.004, is only a few
+# hundred times $\epsilon$, so adding $\epsilon$ under the root shrinks its standard deviation
+# by about 0.1 %). The package's `norms.LayerNorm` is the same
 # computation as a module, with $\gamma$ and $\beta$ as parameters; it should agree with
 # our function, and with PyTorch's own, for any $\gamma$ and $\beta$:
 
@@ -306,9 +310,9 @@ def feed_forward(x, W1, b1, W2, b2):
 
 ff = blocks.FeedForward(d_model, d_ff)
 x = torch.randn(2, 5, d_model)  # (B, T, d_model)
-ours = feed_forward(x, ff.up_proj.weight.T, ff.up_proj.bias, ff.down_proj.weight.T, ff.down_proj.bias)
-torch.testing.assert_close(ours, ff(x))
-print(f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ours.shape)}; equals blocks.FeedForward")
+ff_out = feed_forward(x, ff.up_proj.weight.T, ff.up_proj.bias, ff.down_proj.weight.T, ff.down_proj.bias)
+torch.testing.assert_close(ff_out, ff(x))
+print(f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ff_out.shape)}; equals blocks.FeedForward")
 
 # %% [markdown]
 # "Position-wise" is easy to check: the output for token 2 does not change when we feed
@@ -333,7 +337,7 @@ print("FFN(shuffled tokens) == shuffled FFN(tokens):", torch.allclose(ff(x[:, pe
 # $$
 #
 # We write it with our own `layer_norm` and `feed_forward`, taking the weights (and the
-# multi-head attention of chapter 02) from a package block, and compare with
+# multi-head attention of chapter 2) from a package block, and compare with
 # `blocks.EncoderBlock`:
 
 # %%
@@ -384,7 +388,7 @@ print("std per token: ", show(y.std(-1, unbiased=False).flatten()))
 # %% [markdown]
 # The other arrangement, **pre-norm**, normalises the input of each sublayer instead,
 # $x + F(\mathrm{LayerNorm}(x))$; the package builds it with `norm_first=True`, and
-# chapter 06 compares the two. Exercise 2 below asks you to write it.
+# a later chapter compares the two. Exercise 2 below asks you to write it.
 
 # %% [markdown]
 # ## 5. Stacking blocks
@@ -422,7 +426,7 @@ print("Encoder == nn.TransformerEncoder")
 #
 # | part | weights | parameters |
 # |---|---|---|
-# | multi-head attention | $W_Q, W_K, W_V, W_O$ ($d \times d$) and their biases | $4d^2 + 4d$ |
+# | multi-head attention | $W_Q, W_K, W_V, W_O$ ($d \times d$; chapter 2's $A_Q, A_K, A_V, A_O$ for all heads) and their biases | $4d^2 + 4d$ |
 # | feed-forward | $W_1$ ($d \times d_\text{ff}$), $b_1$, $W_2$ ($d_\text{ff} \times d$), $b_2$ | $2 d\, d_\text{ff} + d_\text{ff} + d$ |
 # | LayerNorm (×2 per block) | $\gamma, \beta$ | $2d$ each |
 # | **block** | | $4d^2 + 2d\,d_\text{ff} + 9d + d_\text{ff}$ |
@@ -430,7 +434,7 @@ print("Encoder == nn.TransformerEncoder")
 # | **encoder** | embeddings + $N$ blocks | $Vd + N(4d^2 + 2d\,d_\text{ff} + 9d + d_\text{ff})$ |
 #
 # The number of heads does not appear: heads split d_model into slices, they do not add
-# weights (chapter 02). `params` has these closed forms; each
+# weights (chapter 2). `params` has these closed forms; each
 # should equal the count of the module it describes:
 
 # %%
@@ -515,7 +519,7 @@ for T in (10, 10_000):
 # %% [markdown]
 # The parameter count is the same for both lengths; what grows with $T$ is the work.
 # Each head computes $T^2$ attention weights, a million times more for the long input
-# (chapter 08 deals with that cost). The time the two calls above took on this machine
+# (a later chapter deals with that cost). The time the two calls above took on this machine
 # (for 10 tokens it is mostly the fixed cost of calling a few dozen operations):
 
 # %% tags=["nbval-ignore-output"]
@@ -524,7 +528,7 @@ for T, sec in seconds.items():
 
 # %% [markdown]
 # Only one common part of a transformer ties its parameters to a length: a *learned*
-# table of position embeddings (chapter 04), one row per position up to a fixed maximum.
+# table of position embeddings (chapter 4), one row per position up to a fixed maximum.
 # That caps the input length; it still does not depend on the input. The closed form
 # takes it as `max_len`:
 
@@ -533,12 +537,13 @@ for max_len in (None, 512, 2048):
     print(f"max_len={str(max_len):>5}: {params.encoder_params(2, 32, 64, vocab_size, max_len=max_len):>8,} parameters")
 
 # %% [markdown]
-# The same arithmetic scales to the largest models. A GPT-3 block (chapter 14) has the
-# same parts as an encoder block, a self-attention and a feed-forward sublayer with two
-# LayerNorms. With 96 blocks of width 12,288, $d_\text{ff} = 4 \cdot 12{,}288$, a
+# The same arithmetic scales to the largest models. A GPT-3 block has the same parts as
+# an encoder block, a self-attention and a feed-forward sublayer with two LayerNorms; GPT-3
+# puts each LayerNorm before its sublayer (pre-norm) and adds one more after the last block,
+# which `final_norm=True` counts. With 96 blocks of width 12,288, $d_\text{ff} = 4 \cdot 12{,}288$, a
 # vocabulary of 50,257 tokens and a learned table of 2,048 positions, the closed form
 # lands near the 175 billion parameters reported for it {cite}`brown2020gpt3`
-# (chapter 10 does this count properly):
+# (a later chapter does this count in full, model family by model family):
 
 # %%
 gpt3 = params.encoder_params(96, 12_288, 4 * 12_288, 50_257, max_len=2048, final_norm=True)

@@ -121,7 +121,7 @@ for T in (5, 20):
 #
 # ## 3. Learned absolute embeddings
 #
-# Give each position $t = 0, \dots, \text{max\_len}-1$ its own trainable vector $p_t$ and add
+# Give each position $t = 0, \dots, \mathrm{max\_len}-1$ its own trainable vector $p_t$ and add
 # it to the token embedding, $x_t + p_t$. BERT and GPT-2 do this; the original transformer
 # tried it too and found it about as good as the fixed sinusoids {cite}`vaswani2017attention`.
 # The table has `max_len` rows, and a position past the last row has no vector at all.
@@ -246,7 +246,7 @@ plt.show()
 # on both sides are allowed) and $e = n/2$ exact ones, a distance $\delta = |j - i|$ goes to
 #
 # $$\mathrm{bucket} = \begin{cases} \delta & \delta < e \\
-# \min\!\Big(n - 1,\; e + \Big\lfloor \frac{\log(\delta / e)}{\log(\text{max\_distance} / e)}\,(n - e) \Big\rfloor\Big) & \text{otherwise,} \end{cases}$$
+# \min\!\Big(n - 1,\; e + \Big\lfloor \frac{\log(\delta / e)}{\log(\mathrm{max\_distance} / e)}\,(n - e) \Big\rfloor\Big) & \text{otherwise,} \end{cases}$$
 #
 # plus $n$ when the key comes after the query. A causal model (a decoder) sees no keys after
 # the query, so it spends all `num_buckets` on the past ($n$ = `num_buckets`), and future
@@ -465,7 +465,7 @@ for shift in (0, 7, 100):
 # $$\Big|\sum_{i=0}^{d/2-1} h_i\, e^{\mathrm{i}(m-n)\theta_i}\Big| \le \Big(\max_i |h_{i+1} - h_i|\Big)
 # \sum_{j=1}^{d/2} |S_j|, \qquad S_j = \sum_{i=0}^{j-1} e^{\mathrm{i}(m-n)\theta_i}.$$
 #
-# The first factor depends on the vectors, the second only on the distance. The paper plots
+# (with $h_{d/2} := 0$, as in the paper). The first factor depends on the vectors, the second only on the distance. The paper plots
 # the mean $\frac{1}{d/2}\sum_j |S_j|$ against the distance; here it is for $d = 128$:
 
 # %%
@@ -526,8 +526,8 @@ print("tokens     ", ids[0].tolist(), "\ncopy       ", copy[0].tolist(), "\nlast
 # (−100 marks positions with no answer yet; the loss and the accuracy skip them.)
 # The model takes the scheme's name. The T5 bias gets 16 buckets with `max_distance` equal
 # to the training length, so that every distance longer than the training sequences falls
-# into the last bucket, which training has reached; with the defaults (32, 128), distances
-# 32–63 would land in buckets that training never updated. The learned table has
+# into the last bucket, which training has reached; with the defaults (32, 128), most of the
+# distances 32–63 (from 35 on) would land in buckets that training never updated. The learned table has
 # `max_len = 32`, the training length.
 
 # %%
@@ -747,21 +747,21 @@ checks.check_alibi_slopes(slopes)
 # %% [markdown]
 # ### Exercise 3: RoPE in the half-split layout
 #
-# Write `rope_rotate(x, positions)` for x of shape (B, H, T, Dh) and integer positions of
+# Write `rope_rotate(x, pos)` for x of shape (B, H, T, Dh) and integer positions of
 # shape (T,): pair $i$ is $(x_i, x_{i + D_h/2})$, turned counter-clockwise by the angle
 # $p\,\theta_i$, $\theta_i = 10000^{-2i/D_h}$. Use only `torch` (not the package).
 
 # %%
-def rope_rotate(x, positions):
+def rope_rotate(x, pos):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def rope_rotate(x, positions):
+def rope_rotate(x, pos):
     Dh = x.shape[-1]
     theta = 10000.0 ** (-torch.arange(0, Dh, 2) / Dh)  # (Dh/2,)
-    angle = positions[:, None].float() * theta  # (T, Dh/2)
+    angle = pos[:, None].float() * theta  # (T, Dh/2)
     cos, sin = angle.cos(), angle.sin()
     x1, x2 = x[..., : Dh // 2], x[..., Dh // 2 :]  # (B, H, T, Dh/2) each: pair i = (x1[i], x2[i])
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, T, Dh)

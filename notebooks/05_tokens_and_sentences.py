@@ -200,7 +200,8 @@ print("same scores alone and padded:", alone.shape)
 class LengthBatches:
     """Shuffled batches of queries of similar length; a fraction p_unk of the words becomes <unk>."""
 
-    def __init__(self, ids, lengths, targets, batch_size, p_unk=0.0, seed=0):
+    def __init__(self, vocab, ids, lengths, targets, batch_size, p_unk=0.0, seed=0):
+        self.pad_id, self.unk_id = vocab.pad_id, vocab.unk_id
         self.ids, self.lengths, self.targets = ids, lengths, targets
         self.batch_size, self.p_unk = batch_size, p_unk
         self.gen = torch.Generator().manual_seed(seed)
@@ -213,8 +214,8 @@ class LengthBatches:
             idx = chunks[j]
             T = int(self.lengths[idx].max())
             x = self.ids[idx, :T].clone()  # (b, T): padded only up to this batch's longest query
-            drop = (torch.rand(x.shape, generator=self.gen) < self.p_unk) & (x != words.pad_id)
-            x[drop] = words.unk_id
+            drop = (torch.rand(x.shape, generator=self.gen) < self.p_unk) & (x != self.pad_id)
+            x[drop] = self.unk_id
             y = self.targets[idx, :T] if self.targets.dim() == 2 else self.targets[idx]  # (b, T) or (b,)
             yield x, y
 
@@ -222,8 +223,8 @@ class LengthBatches:
 # %%
 train_ids, train_lengths = words.encode_batch(train.sentences)  # (N, T_max), (N,)
 train_tags, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)  # (N, T_max)
-slot_batches = LengthBatches(train_ids, train_lengths, train_tags, batch_size, p_unk=p_unk, seed=run.seed)
-x, y = next(iter(LengthBatches(train_ids, train_lengths, train_tags, batch_size)))  # a look at one batch
+slot_batches = LengthBatches(words, train_ids, train_lengths, train_tags, batch_size, p_unk=p_unk, seed=run.seed)
+x, y = next(iter(LengthBatches(words, train_ids, train_lengths, train_tags, batch_size)))  # a look at one batch
 print(x.shape, y.shape, f"{len(train)} queries -> {-(-len(train) // batch_size)} batches per epoch")
 
 
@@ -426,7 +427,7 @@ print(", e.g.:", " ".join(test.sentences[given_a_role[0]]) if given_a_role else 
 # %% [markdown]
 # Questions about ground transport, airports and distances name a city as a place, not as
 # the end of a flight; telling them apart takes the whole query, while the model has learnt
-# that a city right after *to* is nearly always a destination. Per type, the frequent slots
+# that a city next to words such as *to* or *and* usually ends a trip. Per type, the frequent slots
 # score well and the rare ones pull the average down:
 
 # %%
@@ -498,7 +499,7 @@ def train_intent_model(pooling):
     runtime.seed_everything(run.seed)  # the same start for both
     cfg = dataclasses.replace(slot_cfg, n_classes=len(intent_vocab), pooling=pooling)  # same sizes as the tagger
     model = classifiers.SentenceClassifier(cfg).to(run.device)
-    batches = LengthBatches(train_ids, train_lengths, train_intents_ids, batch_size, p_unk=p_unk, seed=run.seed)
+    batches = LengthBatches(words, train_ids, train_lengths, train_intents_ids, batch_size, p_unk=p_unk, seed=run.seed)
     return model, fit(model, batches, intent_loss, intent_steps)
 
 
@@ -531,7 +532,7 @@ plt.show()
 # %%
 cls_model = intent_runs["cls"][0]
 query = test.sentences[next(n for n, x in enumerate(test.intents) if x == "atis_airfare")]
-with torch.no_grad():
+with torch.no_grad():  # the first steps of SentenceClassifier's forward pass, repeated to keep the weights
     q_ids = torch.tensor([words.encode(query)], device=run.device)  # (1, T)
     x = torch.cat([cls_model.cls, cls_model.body.tok_emb(q_ids)], dim=1)  # (1, 1 + T, D): [CLS] first
     bias = cls_model.body.rel_bias(x.shape[1])  # (1, H, 1 + T, 1 + T)
@@ -553,11 +554,11 @@ plt.show()
 # %% [markdown]
 # Both poolings beat the majority baseline by a wide margin, and neither reaches the ceiling
 # set by the test intents never seen in training. They differ in how the words are weighed:
-# the mean gives *show*, *me* and *the* the same say as *fare*, while the [CLS] position
+# the mean gives *on*, *i* and *a* the same say as *ticket*, while the [CLS] position
 # weighs the words through attention, with weights trained for the task (the plot shows
 # which words it favoured in one query). Each variant was
 # trained once, with one seed, so the table is one sample rather than a verdict; exercise 3
-# writes the masked mean itself, and chapter 11 meets [CLS] again in BERT, where
+# writes the masked mean itself, and a later chapter meets [CLS] again in BERT, where
 # pre-training prepares it before any task is seen.
 #
 # ## Exercises

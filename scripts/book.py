@@ -58,6 +58,10 @@ def execute(args: argparse.Namespace) -> None:
             parameters={"device": device.type, "profile": profile}, progress_bar=False,
         )
         nb = nbformat.read(out, as_version=4)
+        for cell in nb.cells:  # the rendered page shows the parameters cell and the run line; hide papermill's copy
+            tags = cell.metadata.get("tags", [])
+            if "injected-parameters" in tags and "remove-cell" not in tags:
+                tags.append("remove-cell")
         nb.metadata[META_KEY] = {
             "profile": profile,
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -88,7 +88,7 @@ def _rope_reference(x: Tensor, pos: Tensor, sign: float = 1.0, half_split: bool 
 
 
 def check_rope_rotation(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
-    """``fn(x, positions)`` with x (B, H, T, Dh) and positions (T,) must rotate pair (x_i, x_{i+Dh/2})
+    """``fn(x, pos)`` with x (B, H, T, Dh) and positions (T,) must rotate pair (x_i, x_{i+Dh/2})
     of the token at position p by the angle p·θ_i, ``θ_i = 10000^(-2i/Dh)`` (the book's half-split layout)."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 3, 7, 8, generator=g)
