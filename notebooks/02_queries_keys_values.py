@@ -371,9 +371,10 @@ for c in cost:
 # %% [markdown]
 # The explicit version's memory follows the $T^2$ line of the score matrix (a small
 # multiple of it: scores, softmax and output each need space), while the fused kernel's
-# stays close to the size of $Q$, $K$ and $V$ themselves. Time is also lower for the fused
-# kernel, since it makes fewer passes over memory; the exact ratios depend on the machine
-# that executed this page, so they are printed above rather than quoted.
+# stays close to the size of $Q$, $K$ and $V$ themselves. At the longer lengths the fused
+# kernel is also faster, since it makes fewer passes over memory; at the shortest ones the two
+# are within the noise of the measurement. Timings depend on the machine that executed this
+# page, so they are printed above rather than quoted.
 #
 # ## Exercises
 #
