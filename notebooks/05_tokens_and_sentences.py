@@ -532,11 +532,9 @@ plt.show()
 # %%
 cls_model = intent_runs["cls"][0]
 query = test.sentences[next(n for n, x in enumerate(test.intents) if x == "atis_airfare")]
-with torch.no_grad():  # the first steps of SentenceClassifier's forward pass, repeated to keep the weights
+with torch.no_grad():
     q_ids = torch.tensor([words.encode(query)], device=run.device)  # (1, T)
-    x = torch.cat([cls_model.cls, cls_model.body.tok_emb(q_ids)], dim=1)  # (1, 1 + T, D): [CLS] first
-    bias = cls_model.body.rel_bias(x.shape[1])  # (1, H, 1 + T, 1 + T)
-    _, weights = cls_model.body.encoder.layers[0].attn(x, bias=bias, need_weights=True)  # (1, H, 1 + T, 1 + T)
+    weights = cls_model.attention_weights(q_ids)  # (1, H, 1 + T, 1 + T): [CLS] is position 0
 cls_weights = weights[0, :, 0].mean(dim=0).cpu()  # (1 + T,): row of the [CLS] query, mean over heads
 print(" ".join(query), "->", predict_intents(cls_model, [query])[0])
 top = cls_weights.argsort(descending=True)[:3].tolist()

@@ -219,3 +219,25 @@ def test_bio_viterbi_keeps_a_valid_argmax():
     assert is_valid([TAGS[k] for k in out])
     with pytest.raises(ValueError, match="start must have shape"):
         classifiers.bio_viterbi(log_probs, torch.tensor([3]), start[:3], allowed)
+
+
+@pytest.mark.parametrize("positions", ["learned", "relative"])
+def test_attention_weights_are_what_the_first_block_uses(positions):
+    torch.manual_seed(0)
+    cfg = classifiers.ClassifierConfig(vocab_size=20, n_classes=3, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+                                       positions=positions, pooling="cls")
+    model = classifiers.SentenceClassifier(cfg).eval()
+    ids = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])  # (B, T) with padding id 0
+    w = model.attention_weights(ids)
+    assert w.shape == (2, 4, 5, 5)  # [CLS] + 4 tokens
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 5))
+    assert torch.all(w[1, :, :, 3:] == 0)  # padding keys get no weight
+    # the same weights the block's own attention produces inside the forward pass
+    seen = {}
+    hook = model.body.encoder.layers[0].attn.register_forward_hook(
+        lambda mod, args, kwargs, out: seen.update(x=args[0], kw=kwargs), with_kwargs=True)
+    model(ids)
+    hook.remove()
+    _, ref = model.body.encoder.layers[0].attn(seen["x"], mask=seen["kw"]["mask"], bias=seen["kw"]["bias"],
+                                               need_weights=True)
+    torch.testing.assert_close(w, ref)

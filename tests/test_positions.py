@@ -81,7 +81,7 @@ def test_sinusoidal_rejects_odd_width():
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 32), (8, 20)])
 def test_t5_buckets_equal_hugging_face(bidirectional, num_buckets, max_distance):
-    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    import transformers.models.t5.modeling_t5 as t5  # a test dependency (requirements.txt): never skip
     rel = torch.arange(-300, 301)
     ours = positions.t5_relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
     ref = t5.T5Attention._relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
@@ -186,7 +186,7 @@ def test_rope_preserves_norms_and_position_zero():
 
 
 def test_rope_equals_hugging_face_llama():
-    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    import transformers.models.llama.modeling_llama as llama  # a test dependency: never skip
     from transformers import LlamaConfig
 
     head_dim, n_heads, T = 16, 4, 23

@@ -98,14 +98,28 @@ class _EncoderBody(nn.Module):
             raise ValueError(f"a sequence of {ids.shape[1]} tokens{' plus [CLS]' if extra else ''} is longer than "
                              f"max_len={self.cfg.max_len}: learned positions stop there; raise max_len or truncate")
 
-    def run(self, x: Tensor, keep: Tensor) -> Tensor:
-        """Add positions, then encode. Shapes: x (B, T, D), keep (B, T) bool -> (B, T, D)."""
+    def _prepare(self, x: Tensor, keep: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Positions (added to x, or as an attention bias) and the padding mask.
+
+        Shapes: x (B, T, D), keep (B, T) bool -> x (B, T, D), mask (B, 1, 1, T), bias (1, H, T, T) or None.
+        """
         mask = keep[:, None, None, :]  # (B, 1, 1, T): True = may attend
         if self.cfg.positions == "learned":
             x = x + self.pos_emb(torch.arange(x.shape[1], device=x.device))  # + (T, D)
-            return self.encoder(self.emb_dropout(x), mask=mask)
-        bias = self.rel_bias(x.shape[1])  # (1, H, T, T)
-        return self.encoder(self.emb_dropout(x), mask=mask, bias=bias)
+            return self.emb_dropout(x), mask, None
+        return self.emb_dropout(x), mask, self.rel_bias(x.shape[1])
+
+    def run(self, x: Tensor, keep: Tensor) -> Tensor:
+        """Add positions, then encode. Shapes: x (B, T, D), keep (B, T) bool -> (B, T, D)."""
+        x, mask, bias = self._prepare(x, keep)
+        return self.encoder(x, mask=mask, bias=bias)
+
+    def first_layer_attention(self, x: Tensor, keep: Tensor) -> Tensor:
+        """Attention weights of the first block, as ``run`` computes them. Shapes: -> (B, H, T, T)."""
+        x, mask, bias = self._prepare(x, keep)
+        layer = self.encoder.layers[0]
+        h = layer.norm1(x) if layer.norm_first else x  # what that block's attention sees
+        return layer.attn(h, mask=mask, bias=bias, need_weights=True)[1]
 
 
 class TokenClassifier(nn.Module):
@@ -145,16 +159,26 @@ class SentenceClassifier(nn.Module):
             self.cls = nn.Parameter(torch.randn(1, 1, cfg.d_model) * 0.02)  # one learned input vector
         self.head = nn.Linear(cfg.d_model, cfg.n_classes)
 
-    def pool(self, ids: Tensor) -> Tensor:
-        """The sentence vector the head sees. Shapes: (B, T) -> (B, d_model)."""
+    def _inputs(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """Embedded tokens, with [CLS] prepended for cls pooling. Shapes: (B, T) -> x (B, T', D), keep (B, T')."""
         self.body.check_ids(ids, extra=1 if self.cfg.pooling == "cls" else 0)
         keep = ids != self.cfg.pad_id  # (B, T)
         x = self.body.tok_emb(ids)  # (B, T, D)
         if self.cfg.pooling == "cls":
             x = torch.cat([self.cls.expand(ids.shape[0], 1, -1), x], dim=1)  # (B, 1 + T, D)
             keep = torch.cat([keep.new_ones(ids.shape[0], 1), keep], dim=1)  # (B, 1 + T)
+        return x, keep
+
+    def pool(self, ids: Tensor) -> Tensor:
+        """The sentence vector the head sees. Shapes: (B, T) -> (B, d_model)."""
+        x, keep = self._inputs(ids)
+        if self.cfg.pooling == "cls":
             return self.body.run(x, keep)[:, 0]  # (B, D): the output at the [CLS] position
         return masked_mean(self.body.run(x, keep), keep)  # (B, D)
+
+    def attention_weights(self, ids: Tensor) -> Tensor:
+        """First-block attention weights; with cls pooling, position 0 is [CLS]. Shapes: (B, T) -> (B, H, T', T')."""
+        return self.body.first_layer_attention(*self._inputs(ids))
 
     def forward(self, ids: Tensor) -> Tensor:
         return self.head(self.pool(ids))  # (B, n_classes)
