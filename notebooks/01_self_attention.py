@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -38,9 +38,9 @@ import sys
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "transformer-book @ git+https://github.com/transformers-step-by-step/transformers-step-by-step"],
-                   check=True)
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
 import matplotlib.pyplot as plt
@@ -49,13 +49,15 @@ import torch
 from transformer_book import attention, benchmark, checks, plotting, runtime
 
 # %% tags=["parameters"]
-device = "auto"   # "auto": cuda when available, else cpu
+device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
 run = runtime.setup(device, profile, seed=0)
 print(run)
-lengths = run.pick(quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 512])  # timing sweep
+lengths = run.pick(
+    quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 512]
+)  # timing sweep
 
 # %% [markdown]
 # ## What a sequence model has to do
@@ -81,8 +83,13 @@ lengths = run.pick(quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 51
 
 # %%
 d = 64
-x = torch.randn(1, 128, d, device=run.device)  # (B, T, d): one sentence of 128 word vectors
-W_h, W_x = torch.randn(d, d, device=run.device) / d**0.5, torch.randn(d, d, device=run.device) / d**0.5
+x = torch.randn(
+    1, 128, d, device=run.device
+)  # (B, T, d): one sentence of 128 word vectors
+W_h, W_x = (
+    torch.randn(d, d, device=run.device) / d**0.5,
+    torch.randn(d, d, device=run.device) / d**0.5,
+)
 
 
 def rnn(x: torch.Tensor) -> torch.Tensor:
@@ -94,7 +101,12 @@ def rnn(x: torch.Tensor) -> torch.Tensor:
     return torch.stack(states, dim=1)  # (B, T, d)
 
 
-print("sequential steps for 128 words:", x.shape[1], "| output shape:", tuple(rnn(x).shape))
+print(
+    "sequential steps for 128 words:",
+    x.shape[1],
+    "| output shape:",
+    tuple(rnn(x).shape),
+)
 
 # %% [markdown]
 # Attention {cite}`bahdanau2015neural,vaswani2017attention` takes the opposite route: every
@@ -114,11 +126,11 @@ print("sequential steps for 128 words:", x.shape[1], "| output shape:", tuple(rn
 # %%
 features = ["person", "animal", "food", "action"]
 vocab = {
-    "the":  [0.1, 0.1, 0.1, 0.1],
-    "man":  [1.0, 0.2, 0.0, 0.0],
+    "the": [0.1, 0.1, 0.1, 0.1],
+    "man": [1.0, 0.2, 0.0, 0.0],
     "fish": [0.0, 0.9, 0.8, 0.0],
-    "ate":  [0.1, 0.1, 0.7, 1.0],
-    "cat":  [0.0, 1.0, 0.0, 0.1],
+    "ate": [0.1, 0.1, 0.7, 1.0],
+    "cat": [0.0, 1.0, 0.0, 0.1],
 }
 E = torch.tensor(list(vocab.values()))  # (V, 4): one row per word
 words = list(vocab)
@@ -144,6 +156,7 @@ for w, row in zip(words, similarity):
 #
 # Written exactly like that, with Python loops:
 
+
 # %%
 def self_attention_loops(X: torch.Tensor) -> torch.Tensor:
     """Parameter-free self-attention with explicit loops. Shapes: X (T, d) -> (T, d)."""
@@ -151,13 +164,13 @@ def self_attention_loops(X: torch.Tensor) -> torch.Tensor:
     Y = torch.zeros_like(X)
     for i in range(T):
         scores = torch.stack([X[i] @ X[j] for j in range(T)])  # (T,): s_ij
-        weights = torch.exp(scores) / torch.exp(scores).sum()   # (T,): w_ij, sums to 1
+        weights = torch.exp(scores) / torch.exp(scores).sum()  # (T,): w_ij, sums to 1
         for j in range(T):
             Y[i] += weights[j] * X[j]
     return Y
 
 
-sentence = "the man ate the fish".split()
+sentence = ["the", "man", "ate", "the", "fish"]
 X = torch.stack([E[words.index(w)] for w in sentence])  # (T=5, 4)
 Y_loops = self_attention_loops(X)
 print(Y_loops)
@@ -176,16 +189,22 @@ print(Y_loops)
 #   \underbrace{X}_{T\times d}\;\underbrace{X^\top}_{d\times T} \to T\times T, \qquad
 #   \underbrace{W}_{T\times T}\;\underbrace{X}_{T\times d} \to T \times d .$$
 
+
 # %%
 def self_attention_matrix(X: torch.Tensor) -> torch.Tensor:
     """Parameter-free self-attention as softmax(X Xᵀ) X. Shapes: X (..., T, d) -> (..., T, d)."""
-    W = (X @ X.transpose(-2, -1)).softmax(dim=-1)  # (..., T, T): row i = weights of word i
+    W = (X @ X.transpose(-2, -1)).softmax(
+        dim=-1
+    )  # (..., T, T): row i = weights of word i
     return W @ X  # (..., T, d)
 
 
 Y_matrix = self_attention_matrix(X)
 torch.testing.assert_close(Y_matrix, Y_loops)
-print("loops and matrix formula agree; max difference:", (Y_matrix - Y_loops).abs().max().item())
+print(
+    "loops and matrix formula agree; max difference:",
+    (Y_matrix - Y_loops).abs().max().item(),
+)
 
 # %% [markdown]
 # The package's attention function, which later chapters use everywhere, computes
@@ -195,7 +214,12 @@ print("loops and matrix formula agree; max difference:", (Y_matrix - Y_loops).ab
 # %%
 Y_pkg, W = attention.scaled_dot_product_attention(X, X, X, scale=1.0)
 torch.testing.assert_close(Y_pkg, Y_matrix)
-print("weights: shape", tuple(W.shape), "| row sums:", [round(s, 6) for s in W.sum(dim=-1).tolist()])
+print(
+    "weights: shape",
+    tuple(W.shape),
+    "| row sums:",
+    [round(s, 6) for s in W.sum(dim=-1).tolist()],
+)
 
 # %% [markdown]
 # ## Looking at the weights
@@ -214,7 +238,13 @@ plt.show()
 # %%
 for i, w in enumerate(sentence):
     top = W[i].topk(2)
-    print(f"{w:>5} -> " + ", ".join(f"{sentence[j]} ({p:.2f})" for p, j in zip(top.values.tolist(), top.indices.tolist())))
+    print(
+        f"{w:>5} -> "
+        + ", ".join(
+            f"{sentence[j]} ({p:.2f})"
+            for p, j in zip(top.values.tolist(), top.indices.tolist())
+        )
+    )
 
 # %% [markdown]
 # Every content word draws most on itself, because $x_i\cdot x_i = \lVert x_i\rVert^2$ tends
@@ -234,8 +264,16 @@ for i, w in enumerate(sentence):
 loop_times, matrix_times = [], []
 for T in lengths:
     Xr = torch.randn(T, 64, device=run.device)
-    loop_times.append(benchmark.median_time(lambda: self_attention_loops(Xr), repeats=1, warmup=0, device=run.device))
-    matrix_times.append(benchmark.median_time(lambda: self_attention_matrix(Xr), repeats=20, device=run.device))
+    loop_times.append(
+        benchmark.median_time(
+            lambda: self_attention_loops(Xr), repeats=1, warmup=0, device=run.device
+        )
+    )
+    matrix_times.append(
+        benchmark.median_time(
+            lambda: self_attention_matrix(Xr), repeats=20, device=run.device
+        )
+    )
 print("lengths timed:", lengths)
 
 # %% tags=["hide-input"]
@@ -250,7 +288,9 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 for T, lt, mt in zip(lengths, loop_times, matrix_times):
-    print(f"T = {T:4d}: loops {lt * 1e3:9.2f} ms   matrix {mt * 1e3:7.3f} ms   speed-up x{lt / mt:8.0f}")
+    print(
+        f"T = {T:4d}: loops {lt * 1e3:9.2f} ms   matrix {mt * 1e3:7.3f} ms   speed-up x{lt / mt:8.0f}"
+    )
 
 # %% [markdown]
 # The matrix form is hundreds to thousands of times faster, and the gap grows with $T$
@@ -271,8 +311,10 @@ for T, lt, mt in zip(lengths, loop_times, matrix_times):
 # vectors*, merely reordered.
 
 # %%
-swapped = "the fish ate the man".split()
-perm = torch.tensor([sentence.index(w) if w != "the" else i for i, w in enumerate(swapped)])  # where each word came from
+swapped = ["the", "fish", "ate", "the", "man"]
+perm = torch.tensor(
+    [sentence.index(w) if w != "the" else i for i, w in enumerate(swapped)]
+)  # where each word came from
 X_swapped = X[perm]  # (T, 4): the same rows in the new order
 Y_swapped = self_attention_matrix(X_swapped)
 torch.testing.assert_close(Y_swapped, Y_matrix[perm])
@@ -286,8 +328,14 @@ for w in ["man", "fish"]:
 # Averaged into one sentence vector, the two sentences become indistinguishable:
 
 # %%
-print("mean output, 'the man ate the fish':", [round(v, 4) for v in Y_matrix.mean(dim=0).tolist()])
-print("mean output, 'the fish ate the man':", [round(v, 4) for v in Y_swapped.mean(dim=0).tolist()])
+print(
+    "mean output, 'the man ate the fish':",
+    [round(v, 4) for v in Y_matrix.mean(dim=0).tolist()],
+)
+print(
+    "mean output, 'the fish ate the man':",
+    [round(v, 4) for v in Y_swapped.mean(dim=0).tolist()],
+)
 print("equal:", torch.allclose(Y_matrix.mean(dim=0), Y_swapped.mean(dim=0)))
 
 # %% [markdown]
@@ -297,10 +345,18 @@ print("equal:", torch.allclose(Y_matrix.mean(dim=0), Y_swapped.mean(dim=0)))
 # %%
 gen = torch.Generator().manual_seed(1)
 Xb = torch.randn(16, 10, 8, generator=gen)  # (B, T, d): 16 random "sentences"
-P = torch.stack([torch.randperm(10, generator=gen) for _ in range(16)])  # (B, T): one permutation each
-permute = lambda t: torch.gather(t, 1, P[..., None].expand_as(t))  # reorder the rows of every sentence
-torch.testing.assert_close(self_attention_matrix(permute(Xb)), permute(self_attention_matrix(Xb)))
-print("attention(permute(X)) == permute(attention(X)) for 16 random sentences and permutations")
+P = torch.stack(
+    [torch.randperm(10, generator=gen) for _ in range(16)]
+)  # (B, T): one permutation each
+permute = lambda t: torch.gather(
+    t, 1, P[..., None].expand_as(t)
+)  # reorder the rows of every sentence
+torch.testing.assert_close(
+    self_attention_matrix(permute(Xb)), permute(self_attention_matrix(Xb))
+)
+print(
+    "attention(permute(X)) == permute(attention(X)) for 16 random sentences and permutations"
+)
 
 # %% [markdown]
 # So requirement 3, order, is not met yet. Chapter 4 fixes it by adding information about
@@ -315,6 +371,7 @@ print("attention(permute(X)) == permute(attention(X)) for 16 random sentences an
 #
 # Write `attention_weights(X)` that takes $X$ of shape $(T, d)$ and returns the $T\times T$
 # matrix $\mathrm{softmax}(XX^\top)$, softmax along each row.
+
 
 # %%
 def attention_weights(X):
@@ -335,6 +392,7 @@ checks.check_self_attention_weights(attention_weights)
 #
 # Write `batched_self_attention(X)` for $X$ of shape $(B, T, d)$: the same formula applied to
 # each of the $B$ sentences, with no Python loop.
+
 
 # %%
 def batched_self_attention(X):
@@ -358,6 +416,7 @@ checks.check_batched_self_attention(batched_self_attention)
 # every row. Replace it by the cosine similarity divided by a temperature $\tau$:
 # $\mathrm{softmax}(\hat X \hat X^\top / \tau)\,X$, where $\hat X$ holds the rows of $X$ scaled to
 # unit length. Write `cosine_attention(X, tau)` for $X$ of shape $(B, T, d)$.
+
 
 # %%
 def cosine_attention(X, tau):

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -37,9 +37,9 @@ import sys
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "transformer-book @ git+https://github.com/transformers-step-by-step/transformers-step-by-step"],
-                   check=True)
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
 import math
@@ -49,17 +49,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book import attention, benchmark, checks, masks, plotting, runtime, training
+from transformer_book import (
+    attention,
+    benchmark,
+    checks,
+    masks,
+    plotting,
+    runtime,
+    training,
+)
 
 # %% tags=["parameters"]
-device = "auto"   # "auto": cuda when available, else cpu
+device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
 run = runtime.setup(device, profile, seed=0)
 print(run)
-train_steps = run.pick(quick=200, full=2000)                                      # heads experiment
-cost_lengths = run.pick(quick=[128, 256, 512, 1024, 2048], full=[512, 1024, 2048, 4096, 8192, 16384])
+train_steps = run.pick(quick=200, full=2000)  # heads experiment
+cost_lengths = run.pick(
+    quick=[128, 256, 512, 1024, 2048], full=[512, 1024, 2048, 4096, 8192, 16384]
+)
 
 # %% [markdown]
 # ## Three roles for every word
@@ -73,11 +83,18 @@ cost_lengths = run.pick(quick=[128, 256, 512, 1024, 2048], full=[512, 1024, 2048
 # second key, so the result is mostly the second value:
 
 # %%
-keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])   # (3, 2): three titles
-values = torch.tensor([[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]])  # (3, 3): their contents
+keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])  # (3, 2): three titles
+values = torch.tensor(
+    [[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]]
+)  # (3, 3): their contents
 query = torch.tensor([[0.2, 3.0]])  # (1, 2): a search request close to title 2
 out, w = attention.scaled_dot_product_attention(query, keys, values, scale=1.0)
-print("weights:", [round(v, 3) for v in w[0].tolist()], "-> result:", [round(v, 2) for v in out[0].tolist()])
+print(
+    "weights:",
+    [round(v, 3) for v in w[0].tolist()],
+    "-> result:",
+    [round(v, 2) for v in out[0].tolist()],
+)
 
 # %% [markdown]
 # In self-attention, every word plays all three roles. Three learnable matrices $A_Q$,
@@ -95,11 +112,15 @@ print("weights:", [round(v, 3) for v in w[0].tolist()], "-> result:", [round(v, 
 d_model, d_k, T = 32, 32, 12
 X = torch.randn(200, T, d_model)  # (B, T, d_model): 200 random sentences
 A_Q, A_K, A_V = (torch.randn(d_model, d_k) / math.sqrt(d_model) for _ in range(3))
-_, W_plain = attention.scaled_dot_product_attention(X, X, X, scale=1.0)  # parameter-free, as in chapter 1
+_, W_plain = attention.scaled_dot_product_attention(
+    X, X, X, scale=1.0
+)  # parameter-free, as in chapter 1
 _, W_proj = attention.scaled_dot_product_attention(X @ A_Q, X @ A_K, X @ A_V)
 diagonal_share = lambda W: (W.argmax(dim=-1) == torch.arange(T)).float().mean().item()
-print(f"rows whose largest weight is on the word itself: parameter-free {diagonal_share(W_plain):.1%}, "
-      f"with A_Q, A_K, A_V {diagonal_share(W_proj):.1%} (chance: {1 / T:.1%})")
+print(
+    f"rows whose largest weight is on the word itself: parameter-free {diagonal_share(W_plain):.1%}, "
+    f"with A_Q, A_K, A_V {diagonal_share(W_proj):.1%} (chance: {1 / T:.1%})"
+)
 
 # %% [markdown]
 # ## Why divide by $\sqrt{d_k}$
@@ -112,8 +133,11 @@ print(f"rows whose largest weight is on the word itself: parameter-free {diagona
 # $\sqrt{d_k}$ brings the standard deviation back to 1 whatever the width. We measure the
 # largest weight in a row, and the gradient that reaches the scores, for growing $d_k$:
 
+
 # %%
-def saturation(d_k: int, scale: float, n_keys: int = 16, trials: int = 2000) -> tuple[float, float]:
+def saturation(
+    d_k: int, scale: float, n_keys: int = 16, trials: int = 2000
+) -> tuple[float, float]:
     """Mean largest softmax weight and mean gradient norm w.r.t. the scores, for random q, k."""
     q, k = torch.randn(trials, 1, d_k), torch.randn(trials, n_keys, d_k)
     scores = (q @ k.transpose(-2, -1) * scale).requires_grad_()  # (trials, 1, n_keys)
@@ -124,7 +148,9 @@ def saturation(d_k: int, scale: float, n_keys: int = 16, trials: int = 2000) -> 
 
 dims = [4, 16, 64, 256, 1024]
 rows = [(d, *saturation(d, 1.0), *saturation(d, 1 / math.sqrt(d))) for d in dims]
-print("  d_k | max weight, unscaled | grad norm, unscaled | max weight, /sqrt(d_k) | grad norm, /sqrt(d_k)")
+print(
+    "  d_k | max weight, unscaled | grad norm, unscaled | max weight, /sqrt(d_k) | grad norm, /sqrt(d_k)"
+)
 for d, mw, g, mws, gs in rows:
     print(f"{d:5d} | {mw:20.3f} | {g:19.4f} | {mws:22.3f} | {gs:21.4f}")
 
@@ -136,7 +162,9 @@ axes[0].axhline(1 / 16, color="gray", ls=":", label="uniform over 16 keys")
 axes[0].set(xlabel="d_k", ylabel="mean largest weight", title="Softmax saturation")
 axes[1].loglog(dims, [r[2] for r in rows], "o-", label="q·k")
 axes[1].loglog(dims, [r[4] for r in rows], "s-", label="q·k / √d_k")
-axes[1].set(xlabel="d_k", ylabel="mean ‖∂loss/∂scores‖", title="Gradient reaching the scores")
+axes[1].set(
+    xlabel="d_k", ylabel="mean ‖∂loss/∂scores‖", title="Gradient reaching the scores"
+)
 for ax in axes:
     ax.legend()
 fig.tight_layout()
@@ -165,10 +193,17 @@ print("causal mask, 4 positions:\n", masks.causal_mask(4).int())
 
 # %%
 q = k = v = torch.randn(2, 5, 8)  # (B, T, d)
-out, w = attention.scaled_dot_product_attention(q, k, v, mask=pad[:, 0])  # mask (B, 1, T) broadcasts over queries
+out, w = attention.scaled_dot_product_attention(
+    q, k, v, mask=pad[:, 0]
+)  # mask (B, 1, T) broadcasts over queries
 print("weights of sentence 2, query 1:", [round(x, 3) for x in w[1, 0].tolist()])
 nothing = torch.zeros(1, 5, dtype=torch.bool)  # (Tq=1, Tk=5): this query may see no key
-print("fully masked row -> output", attention.scaled_dot_product_attention(q[:1, :1], k[:1], v[:1], mask=nothing)[0].flatten().tolist())
+print(
+    "fully masked row -> output",
+    attention.scaled_dot_product_attention(q[:1, :1], k[:1], v[:1], mask=nothing)[0]
+    .flatten()
+    .tolist(),
+)
 
 # %% [markdown]
 # ## Checking against PyTorch
@@ -182,13 +217,19 @@ print("fully masked row -> output", attention.scaled_dot_product_attention(q[:1,
 # %%
 gen = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(2, 4, 7, 16, generator=gen) for _ in range(3))  # (B, H, T, Dh)
-mask = masks.causal_mask(7) & masks.padding_mask(torch.tensor([7, 4]), 7)  # (T, T) & (B, 1, 1, T) -> (B, 1, T, T)
+mask = masks.causal_mask(7) & masks.padding_mask(
+    torch.tensor([7, 4]), 7
+)  # (T, T) & (B, 1, 1, T) -> (B, 1, T, T)
 ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 explicit, _ = attention.scaled_dot_product_attention(q, k, v, mask=mask)
-fused, _ = attention.scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+fused, _ = attention.scaled_dot_product_attention(
+    q, k, v, mask=mask, need_weights=False
+)
 torch.testing.assert_close(explicit, ref, atol=1e-5, rtol=0)
 torch.testing.assert_close(fused, ref, atol=1e-5, rtol=0)
-print(f"explicit vs torch: {(explicit - ref).abs().max():.1e}, fused path vs torch: {(fused - ref).abs().max():.1e}")
+print(
+    f"explicit vs torch: {(explicit - ref).abs().max():.1e}, fused path vs torch: {(fused - ref).abs().max():.1e}"
+)
 
 # %% [markdown]
 # ## Many heads
@@ -203,20 +244,32 @@ print(f"explicit vs torch: {(explicit - ref).abs().max():.1e}, fused path vs tor
 #
 # First with a loop over heads, so each step is visible:
 
+
 # %%
 def multi_head_loop(X, A_Q, A_K, A_V, A_O):
     """Shapes: X (T, d_model); A_Q/A_K/A_V lists of H (d_model, d_k) matrices; A_O (H·d_k, d_model)."""
-    heads = [attention.scaled_dot_product_attention(X @ Aq, X @ Ak, X @ Av)[0] for Aq, Ak, Av in zip(A_Q, A_K, A_V)]
-    return torch.cat(heads, dim=-1) @ A_O  # (T, H·d_k) @ (H·d_k, d_model) -> (T, d_model)
+    heads = [
+        attention.scaled_dot_product_attention(X @ Aq, X @ Ak, X @ Av)[0]
+        for Aq, Ak, Av in zip(A_Q, A_K, A_V)
+    ]
+    return (
+        torch.cat(heads, dim=-1) @ A_O
+    )  # (T, H·d_k) @ (H·d_k, d_model) -> (T, d_model)
 
 
 d_model, H = 16, 4
 d_k = d_model // H
 mha = attention.MultiHeadAttention(d_model, H, bias=False)
 # The module stores all heads' A_Q side by side in one (d_model, d_model) matrix; head h owns columns h·d_k ... (h+1)·d_k.
-per_head = lambda lin: [lin.weight.T[:, h * d_k:(h + 1) * d_k] for h in range(H)]
+per_head = lambda lin: [lin.weight.T[:, h * d_k : (h + 1) * d_k] for h in range(H)]
 X = torch.randn(6, d_model)  # (T, d_model)
-Y_loop = multi_head_loop(X, per_head(mha.q_proj), per_head(mha.k_proj), per_head(mha.v_proj), mha.o_proj.weight.T)
+Y_loop = multi_head_loop(
+    X,
+    per_head(mha.q_proj),
+    per_head(mha.k_proj),
+    per_head(mha.v_proj),
+    mha.o_proj.weight.T,
+)
 Y_module, _ = mha(X[None])  # the module works on batches: (1, T, d_model)
 torch.testing.assert_close(Y_module[0], Y_loop)
 print("loop over heads == MultiHeadAttention:", tuple(Y_module.shape))
@@ -232,8 +285,16 @@ x = torch.randn(2, 6, d_model)  # (B, T, d_model)
 q_all = mha.q_proj(x)  # (B, T, H·d_k)
 q_heads = q_all.view(2, 6, H, d_k).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 torch.testing.assert_close(q_heads, attention.split_heads(q_all, H))
-torch.testing.assert_close(attention.merge_heads(q_heads), q_all)  # and back: (B, H, T, d_k) -> (B, T, H·d_k)
-print("split:", tuple(q_all.shape), "->", tuple(q_heads.shape), "; merge restores the original")
+torch.testing.assert_close(
+    attention.merge_heads(q_heads), q_all
+)  # and back: (B, H, T, d_k) -> (B, T, H·d_k)
+print(
+    "split:",
+    tuple(q_all.shape),
+    "->",
+    tuple(q_heads.shape),
+    "; merge restores the original",
+)
 
 # %% [markdown]
 # ## Equal to `nn.MultiheadAttention`
@@ -248,18 +309,26 @@ d_model, H, B, T = 32, 4, 3, 9
 ours = attention.MultiHeadAttention(d_model, H).eval()
 theirs = nn.MultiheadAttention(d_model, H, batch_first=True).eval()
 with torch.no_grad():
-    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.in_proj_weight.copy_(
+        torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+    )
+    theirs.in_proj_bias.copy_(
+        torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
+    )
     theirs.out_proj.weight.copy_(ours.o_proj.weight)
     theirs.out_proj.bias.copy_(ours.o_proj.bias)
 
 x = torch.randn(B, T, d_model)
 keep = masks.padding_mask(torch.tensor([9, 6, 2]), T)  # (B, 1, 1, T), True = may attend
 out_ours, w_ours = ours(x, mask=keep, need_weights=True)
-out_theirs, w_theirs = theirs(x, x, x, key_padding_mask=~keep[:, 0, 0], average_attn_weights=False)  # True = ignore
+out_theirs, w_theirs = theirs(
+    x, x, x, key_padding_mask=~keep[:, 0, 0], average_attn_weights=False
+)  # True = ignore
 torch.testing.assert_close(out_ours, out_theirs, atol=1e-5, rtol=0)
 torch.testing.assert_close(w_ours, w_theirs, atol=1e-5, rtol=0)
-print(f"max |difference|: output {(out_ours - out_theirs).abs().max():.1e}, weights {(w_ours - w_theirs).abs().max():.1e}")
+print(
+    f"max |difference|: output {(out_ours - out_theirs).abs().max():.1e}, weights {(w_ours - w_theirs).abs().max():.1e}"
+)
 
 # %% [markdown]
 # ## What heads learn
@@ -277,15 +346,28 @@ d_model = n_tokens + T  # one-hot token | one-hot position
 
 def make_batch(batch_size: int, gen: torch.Generator):
     tokens = torch.randint(n_tokens, (batch_size, T), generator=gen)  # (B, T)
-    x = torch.cat([F.one_hot(tokens, n_tokens), F.one_hot(torch.arange(T), T).expand(batch_size, T, T)], dim=-1)
-    return x.float(), tokens.roll(1, dims=1), tokens.roll(-1, dims=1)  # inputs, previous token, next token
+    x = torch.cat(
+        [
+            F.one_hot(tokens, n_tokens),
+            F.one_hot(torch.arange(T), T).expand(batch_size, T, T),
+        ],
+        dim=-1,
+    )
+    return (
+        x.float(),
+        tokens.roll(1, dims=1),
+        tokens.roll(-1, dims=1),
+    )  # inputs, previous token, next token
 
 
 class NeighbourModel(nn.Module):
     def __init__(self):
         super().__init__()
         self.attn = attention.MultiHeadAttention(d_model, n_heads=2)
-        self.prev_head, self.next_head = nn.Linear(d_model, n_tokens), nn.Linear(d_model, n_tokens)
+        self.prev_head, self.next_head = (
+            nn.Linear(d_model, n_tokens),
+            nn.Linear(d_model, n_tokens),
+        )
 
     def forward(self, x):
         h, w = self.attn(x, need_weights=True)  # (B, T, d_model), (B, 2, T, T)
@@ -295,17 +377,23 @@ class NeighbourModel(nn.Module):
 def loss_fn(model, batch):
     x, prev, nxt = batch
     lp, ln, _ = model(x)
-    return F.cross_entropy(lp.flatten(0, 1), prev.flatten()) + F.cross_entropy(ln.flatten(0, 1), nxt.flatten())
+    return F.cross_entropy(lp.flatten(0, 1), prev.flatten()) + F.cross_entropy(
+        ln.flatten(0, 1), nxt.flatten()
+    )
 
 
 gen = torch.Generator().manual_seed(0)
 model = NeighbourModel()
-history = training.train(model, [make_batch(64, gen) for _ in range(50)], loss_fn, steps=train_steps, lr=1e-2)
+history = training.train(
+    model, [make_batch(64, gen) for _ in range(50)], loss_fn, steps=train_steps, lr=1e-2
+)
 x, prev, nxt = make_batch(1000, gen)
 with torch.no_grad():
     lp, ln, w = model(x)
-print(f"loss {history[0]:.2f} -> {history[-1]:.3f}; held-out accuracy: previous token "
-      f"{(lp.argmax(-1) == prev).float().mean():.1%}, next token {(ln.argmax(-1) == nxt).float().mean():.1%}")
+print(
+    f"loss {history[0]:.2f} -> {history[-1]:.3f}; held-out accuracy: previous token "
+    f"{(lp.argmax(-1) == prev).float().mean():.1%}, next token {(ln.argmax(-1) == nxt).float().mean():.1%}"
+)
 
 # %% tags=["hide-input"]
 labels = [f"p{i}" for i in range(T)]
@@ -321,8 +409,14 @@ plt.show()
 # %%
 offsets = {"i-1": torch.arange(T).roll(1), "i+1": torch.arange(T).roll(-1)}
 for h in range(2):
-    shares = {name: w[:, h, torch.arange(T), idx].mean().item() for name, idx in offsets.items()}
-    print(f"head {h}: " + ", ".join(f"weight on {name} = {s:.2f}" for name, s in shares.items()))
+    shares = {
+        name: w[:, h, torch.arange(T), idx].mean().item()
+        for name, idx in offsets.items()
+    }
+    print(
+        f"head {h}: "
+        + ", ".join(f"weight on {name} = {s:.2f}" for name, s in shares.items())
+    )
 
 # %% [markdown]
 # ## What attention costs
@@ -337,14 +431,21 @@ for h in range(2):
 # %%
 cost = []
 for seq_len in cost_lengths:
-    q, k, v = (torch.randn(1, 4, seq_len, 64, device=run.device) for _ in range(3))  # (B, H, T, Dh)
+    q, k, v = (
+        torch.randn(1, 4, seq_len, 64, device=run.device) for _ in range(3)
+    )  # (B, H, T, Dh)
     naive = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=True)
     fused = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=False)
-    cost.append(dict(T=seq_len, naive_s=benchmark.median_time(naive, device=run.device),
-                     fused_s=benchmark.median_time(fused, device=run.device),
-                     naive_mb=benchmark.allocated_bytes(naive, run.device) / 2**20,
-                     fused_mb=benchmark.allocated_bytes(fused, run.device) / 2**20,
-                     scores_mb=4 * seq_len**2 * 4 / 2**20))  # one float32 (H, T, T) matrix
+    cost.append(
+        dict(
+            T=seq_len,
+            naive_s=benchmark.median_time(naive, device=run.device),
+            fused_s=benchmark.median_time(fused, device=run.device),
+            naive_mb=benchmark.allocated_bytes(naive, run.device) / 2**20,
+            fused_mb=benchmark.allocated_bytes(fused, run.device) / 2**20,
+            scores_mb=4 * seq_len**2 * 4 / 2**20,
+        )
+    )  # one float32 (H, T, T) matrix
 print("lengths measured:", [c["T"] for c in cost])
 
 # %% tags=["hide-input"]
@@ -352,7 +453,11 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 Ts = [c["T"] for c in cost]
 axes[0].loglog(Ts, [c["naive_s"] for c in cost], "o-", label="explicit (weights kept)")
 axes[0].loglog(Ts, [c["fused_s"] for c in cost], "s-", label="fused kernel")
-axes[0].set(xlabel="sequence length T", ylabel="seconds (median)", title=f"Time, {run.device.type}")
+axes[0].set(
+    xlabel="sequence length T",
+    ylabel="seconds (median)",
+    title=f"Time, {run.device.type}",
+)
 axes[1].loglog(Ts, [c["naive_mb"] for c in cost], "o-", label="explicit (weights kept)")
 axes[1].loglog(Ts, [c["fused_mb"] for c in cost], "s-", label="fused kernel")
 axes[1].loglog(Ts, [c["scores_mb"] for c in cost], "k:", label="one T×T score matrix")
@@ -363,10 +468,14 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["nbval-ignore-output"]
-print("     T | explicit ms | fused ms | time ratio | explicit MiB | fused MiB | memory ratio")
+print(
+    "     T | explicit ms | fused ms | time ratio | explicit MiB | fused MiB | memory ratio"
+)
 for c in cost:
-    print(f"{c['T']:6d} | {c['naive_s'] * 1e3:11.2f} | {c['fused_s'] * 1e3:8.2f} | {c['naive_s'] / c['fused_s']:10.1f} "
-          f"| {c['naive_mb']:12.1f} | {c['fused_mb']:9.1f} | {c['naive_mb'] / c['fused_mb']:12.1f}")
+    print(
+        f"{c['T']:6d} | {c['naive_s'] * 1e3:11.2f} | {c['fused_s'] * 1e3:8.2f} | {c['naive_s'] / c['fused_s']:10.1f} "
+        f"| {c['naive_mb']:12.1f} | {c['fused_mb']:9.1f} | {c['naive_mb'] / c['fused_mb']:12.1f}"
+    )
 
 # %% [markdown]
 # The explicit version's memory follows the $T^2$ line of the score matrix (a small
@@ -384,6 +493,7 @@ for c in cost:
 # $(\dots, T_q, d_k)$, $k$ of shape $(\dots, T_k, d_k)$, $v$ of shape $(\dots, T_k, d_v)$ and a boolean
 # mask broadcastable to $(\dots, T_q, T_k)$ with True = may attend. Every query may attend
 # to at least one key.
+
 
 # %%
 def masked_attention(q, k, v, mask):
@@ -409,6 +519,7 @@ checks.check_masked_attention(masked_attention)
 # `reshape(B, H, T, D // H)` has the right shape but the wrong contents; the check tells you
 # if you fell for it.)
 
+
 # %%
 def split_into_heads(x, n_heads):
     # YOUR CODE HERE
@@ -429,6 +540,7 @@ checks.check_split_heads(split_into_heads)
 #
 # Write `mha_parameters(d_model, n_heads)`: how many parameters does
 # `MultiHeadAttention(d_model, n_heads)` (with biases) have? Does the number of heads matter?
+
 
 # %%
 def mha_parameters(d_model, n_heads):

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -38,9 +38,9 @@ import sys
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "transformer-book @ git+https://github.com/transformers-step-by-step/transformers-step-by-step"],
-                   check=True)
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
 import time
@@ -56,17 +56,26 @@ def show(t: torch.Tensor, digits: int = 3):
     """A tensor as a rounded NumPy array for printing (without the sign of -0.0)."""
     return t.detach().cpu().numpy().round(digits) + 0.0
 
+
 # %% tags=["parameters"]
-device = "auto"   # "auto": cuda when available, else cpu
+device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
 run = runtime.setup(device, profile, seed=0)
 print(run)
-d_model, n_heads, d_ff = 16, 4, 64  # small sizes for the block: the checks below take milliseconds
+d_model, n_heads, d_ff = (
+    16,
+    4,
+    64,
+)  # small sizes for the block: the checks below take milliseconds
 depths = [1, 2, 4, 8, 16, 32, 64]  # stack depths in the residual experiment
-depth_width = run.pick(quick=64, full=256)  # d_model of the deep stacks in the residual experiment
-n_seeds = run.pick(quick=1, full=5)  # the full profile averages the experiment over several initialisations
+depth_width = run.pick(
+    quick=64, full=256
+)  # d_model of the deep stacks in the residual experiment
+n_seeds = run.pick(
+    quick=1, full=5
+)  # the full profile averages the experiment over several initialisations
 
 # %% [markdown]
 # ## The block at a glance
@@ -115,7 +124,9 @@ print(block)
 sublayer = blocks.FeedForward(4, 8)
 x1 = torch.randn(4)  # one token with 4 features
 J_F = torch.autograd.functional.jacobian(sublayer, x1)  # (4, 4): ∂F/∂x
-J_res = torch.autograd.functional.jacobian(lambda v: v + sublayer(v), x1)  # (4, 4): ∂(x + F(x))/∂x
+J_res = torch.autograd.functional.jacobian(
+    lambda v: v + sublayer(v), x1
+)  # (4, 4): ∂(x + F(x))/∂x
 torch.testing.assert_close(J_res, torch.eye(4) + J_F)
 print("∂(x + F(x))/∂x equals I + ∂F/∂x:", torch.allclose(J_res, torch.eye(4) + J_F))
 
@@ -135,13 +146,22 @@ print("∂(x + F(x))/∂x equals I + ∂F/∂x:", torch.allclose(J_res, torch.ey
 # $\lVert \partial \ell / \partial W_1^{(1)} \rVert$. We compute in float64 so that tiny
 # gradients do not underflow to zero.
 
+
 # %%
-def first_layer_gradient(depth: int, mode: str, d: int, seed: int) -> tuple[float, float]:
+def first_layer_gradient(
+    depth: int, mode: str, d: int, seed: int
+) -> tuple[float, float]:
     """Stack `depth` feed-forward sublayers; return (‖∂ℓ/∂W of layer 1‖, std of the stack's output)."""
     torch.manual_seed(seed)
-    layers = nn.ModuleList(blocks.FeedForward(d, 4 * d) for _ in range(depth)).to(run.device, torch.float64)
-    norm = norms.LayerNorm(d).to(run.device, torch.float64)  # γ = 1, β = 0: no effect beyond standardising
-    x = torch.randn(4, 8, d, dtype=torch.float64, device=run.device)  # (B, T, d): 4 sequences of 8 tokens
+    layers = nn.ModuleList(blocks.FeedForward(d, 4 * d) for _ in range(depth)).to(
+        run.device, torch.float64
+    )
+    norm = norms.LayerNorm(d).to(
+        run.device, torch.float64
+    )  # γ = 1, β = 0: no effect beyond standardising
+    x = torch.randn(
+        4, 8, d, dtype=torch.float64, device=run.device
+    )  # (B, T, d): 4 sequences of 8 tokens
     for F_l in layers:
         if mode == "plain":
             x = F_l(x)
@@ -155,9 +175,18 @@ def first_layer_gradient(depth: int, mode: str, d: int, seed: int) -> tuple[floa
 
 
 modes = ["plain", "residual", "residual + LayerNorm"]
-results = {m: torch.tensor([[first_layer_gradient(L, m, depth_width, s) for s in range(n_seeds)] for L in depths])
-           for m in modes}  # each (len(depths), n_seeds, 2)
-grad_norm = {m: r[..., 0].log().mean(dim=1).exp() for m, r in results.items()}  # geometric mean over seeds
+results = {
+    m: torch.tensor(
+        [
+            [first_layer_gradient(L, m, depth_width, s) for s in range(n_seeds)]
+            for L in depths
+        ]
+    )
+    for m in modes
+}  # each (len(depths), n_seeds, 2)
+grad_norm = {
+    m: r[..., 0].log().mean(dim=1).exp() for m, r in results.items()
+}  # geometric mean over seeds
 out_std = {m: r[..., 1].mean(dim=1) for m, r in results.items()}
 print(f"gradient norm at layer 1; width d = {depth_width}, {n_seeds} initialisation(s)")
 print(f"{'depth':>5} " + " ".join(f"{m:>22}" for m in modes))
@@ -172,10 +201,16 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
 for m, style in zip(modes, ["o-", "s-", "^-"]):
     ax1.semilogy(depths, grad_norm[m], style, label=m)
     ax2.plot(depths, out_std[m], style, label=m)
-ax1.set(xlabel="depth L (number of stacked sublayers)", ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
-        title="Gradient reaching the first layer")
-ax2.set(xlabel="depth L (number of stacked sublayers)", ylabel="standard deviation of the output",
-        title="Size of the signal at the top")
+ax1.set(
+    xlabel="depth L (number of stacked sublayers)",
+    ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
+    title="Gradient reaching the first layer",
+)
+ax2.set(
+    xlabel="depth L (number of stacked sublayers)",
+    ylabel="standard deviation of the output",
+    title="Size of the signal at the top",
+)
 ax1.legend()
 ax2.legend()
 fig.tight_layout()
@@ -209,20 +244,29 @@ plt.show()
 # number per feature, and start at 1 and 0. They let the model choose the scale and
 # offset it passes on.
 
+
 # %%
-def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def layer_norm(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
     """Normalise over the last axis (the features of each token). Shapes: x (..., d), gamma, beta (d,)."""
     mu = x.mean(dim=-1, keepdim=True)  # (..., 1): one mean per token
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # (..., 1): biased variance, divides by d
+    var = ((x - mu) ** 2).mean(
+        dim=-1, keepdim=True
+    )  # (..., 1): biased variance, divides by d
     return gamma * (x - mu) / torch.sqrt(var + eps) + beta  # (..., d)
 
 
 scales = torch.tensor([0.1, 1.0, 100.0])
-tokens = torch.randn(3, 8) * scales[:, None] + 5  # 3 tokens of 8 features, on very different scales
+tokens = (
+    torch.randn(3, 8) * scales[:, None] + 5
+)  # 3 tokens of 8 features, on very different scales
 y = layer_norm(tokens, torch.ones(8), torch.zeros(8))  # γ = 1, β = 0
 for i, scale in enumerate(scales.tolist()):
-    print(f"token at scale {scale:>5g}: mean {tokens[i].mean():7.2f} -> {show(y[i].mean(), 2):5.2f}, "
-          f"std {tokens[i].std(unbiased=False):8.4f} -> {y[i].std(unbiased=False):.4f}")
+    print(
+        f"token at scale {scale:>5g}: mean {tokens[i].mean():7.2f} -> {show(y[i].mean(), 2):5.2f}, "
+        f"std {tokens[i].std(unbiased=False):8.4f} -> {y[i].std(unbiased=False):.4f}"
+    )
 
 # %% [markdown]
 # Every token now has mean 0 and standard deviation 1, whatever its scale before (the
@@ -239,9 +283,16 @@ with torch.no_grad():
     ln.bias.normal_(0.0, 0.5)  # ... and β, as after some training
 x = torch.randn(2, 5, d_model) * 3 + 1  # (B, T, d_model)
 torch.testing.assert_close(layer_norm(x, ln.weight, ln.bias), ln(x))
-torch.testing.assert_close(ln(x), nn.functional.layer_norm(x, (d_model,), ln.weight, ln.bias))
+torch.testing.assert_close(
+    ln(x), nn.functional.layer_norm(x, (d_model,), ln.weight, ln.bias)
+)
 print("ours == norms.LayerNorm == torch's layer_norm")
-print({name: tuple(p.shape) for name, p in ln.named_parameters()}, "->", params.count_params(ln), "= 2 · d_model")
+print(
+    {name: tuple(p.shape) for name, p in ln.named_parameters()},
+    "->",
+    params.count_params(ln),
+    "= 2 · d_model",
+)
 
 # %% [markdown]
 # ### LayerNorm is not BatchNorm
@@ -258,11 +309,15 @@ print({name: tuple(p.shape) for name, p in ln.named_parameters()}, "->", params.
 # Apply both to one tensor and look along each axis:
 
 # %%
-x = torch.randn(2, 3, 4) * torch.tensor([1.0, 5.0, 0.2, 2.0]) + torch.tensor([0.0, 3.0, -1.0, 10.0])  # (B, T, D)
+x = torch.randn(2, 3, 4) * torch.tensor([1.0, 5.0, 0.2, 2.0]) + torch.tensor(
+    [0.0, 3.0, -1.0, 10.0]
+)  # (B, T, D)
 ln_out = norms.LayerNorm(4)(x)
 bn = nn.BatchNorm1d(4)  # wants the features on axis 1: (B, D, T)
 bn_out = bn(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D) -> (B, D, T) -> (B, T, D)
-print("LayerNorm: mean of each token   ", show(ln_out.mean(dim=-1).flatten()))  # B·T = 6 values
+print(
+    "LayerNorm: mean of each token   ", show(ln_out.mean(dim=-1).flatten())
+)  # B·T = 6 values
 print("           mean of each feature ", show(ln_out.mean(dim=(0, 1))))  # D = 4 values
 print("BatchNorm: mean of each token   ", show(bn_out.mean(dim=-1).flatten()))
 print("           mean of each feature ", show(bn_out.mean(dim=(0, 1))))
@@ -278,11 +333,17 @@ print("           mean of each feature ", show(bn_out.mean(dim=(0, 1))))
 x_other = x.clone()
 x_other[1] = 10 * torch.randn(3, 4)  # replace the other sentence in the batch
 ln_change = (norms.LayerNorm(4)(x_other)[0] - ln_out[0]).abs().max().item()
-bn_change = (bn(x_other.transpose(1, 2)).transpose(1, 2)[0] - bn_out[0]).abs().max().item()
-print(f"change in sentence 0's output: LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}")
+bn_change = (
+    (bn(x_other.transpose(1, 2)).transpose(1, 2)[0] - bn_out[0]).abs().max().item()
+)
+print(
+    f"change in sentence 0's output: LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}"
+)
 bn.eval()  # evaluation mode: BatchNorm switches to its running averages
 bn_eval_change = (bn(x.transpose(1, 2)).transpose(1, 2) - bn_out).abs().max().item()
-print(f"same input, train vs eval mode: BatchNorm output changes by {bn_eval_change:.3g}")
+print(
+    f"same input, train vs eval mode: BatchNorm output changes by {bn_eval_change:.3g}"
+)
 
 # %% [markdown]
 # ## 3. The feed-forward sublayer
@@ -301,6 +362,7 @@ print(f"same input, train vs eval mode: BatchNorm output changes by {bn_eval_cha
 # transforms each token *on its own*. Written out, and compared with
 # `blocks.FeedForward` (which stores $W^\top$, as `nn.Linear` does):
 
+
 # %%
 def feed_forward(x, W1, b1, W2, b2):
     """max(0, x W1 + b1) W2 + b2. Shapes: x (..., d_model), W1 (d_model, d_ff), W2 (d_ff, d_model)."""
@@ -310,9 +372,13 @@ def feed_forward(x, W1, b1, W2, b2):
 
 ff = blocks.FeedForward(d_model, d_ff)
 x = torch.randn(2, 5, d_model)  # (B, T, d_model)
-ff_out = feed_forward(x, ff.up_proj.weight.T, ff.up_proj.bias, ff.down_proj.weight.T, ff.down_proj.bias)
+ff_out = feed_forward(
+    x, ff.up_proj.weight.T, ff.up_proj.bias, ff.down_proj.weight.T, ff.down_proj.bias
+)
 torch.testing.assert_close(ff_out, ff(x))
-print(f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ff_out.shape)}; equals blocks.FeedForward")
+print(
+    f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ff_out.shape)}; equals blocks.FeedForward"
+)
 
 # %% [markdown]
 # "Position-wise" is easy to check: the output for token 2 does not change when we feed
@@ -321,9 +387,15 @@ print(f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ff_out
 
 # %%
 alone = ff(x[:, 2:3])  # (B, 1, d_model): token 2 without its neighbours
-print("token 2 alone == token 2 in the sentence:", torch.allclose(alone[:, 0], ff(x)[:, 2], atol=1e-6))
+print(
+    "token 2 alone == token 2 in the sentence:",
+    torch.allclose(alone[:, 0], ff(x)[:, 2], atol=1e-6),
+)
 perm = torch.randperm(5)  # a shuffled token order
-print("FFN(shuffled tokens) == shuffled FFN(tokens):", torch.allclose(ff(x[:, perm]), ff(x)[:, perm], atol=1e-6))
+print(
+    "FFN(shuffled tokens) == shuffled FFN(tokens):",
+    torch.allclose(ff(x[:, perm]), ff(x)[:, perm], atol=1e-6),
+)
 
 # %% [markdown]
 # ## 4. Add & Norm: the post-norm block
@@ -340,13 +412,21 @@ print("FFN(shuffled tokens) == shuffled FFN(tokens):", torch.allclose(ff(x[:, pe
 # multi-head attention of chapter 2) from a package block, and compare with
 # `blocks.EncoderBlock`:
 
+
 # %%
-def post_norm_block(x: torch.Tensor, block: blocks.EncoderBlock, mask=None) -> torch.Tensor:
+def post_norm_block(
+    x: torch.Tensor, block: blocks.EncoderBlock, mask=None
+) -> torch.Tensor:
     """Add & Norm around attention, then around the feed-forward network. Shapes: (B, T, D) -> (B, T, D)."""
     a = block.attn(x, mask=mask)[0]  # (B, T, D): multi-head self-attention
     h = layer_norm(x + a, block.norm1.weight, block.norm1.bias)  # Add & Norm 1
-    f = feed_forward(h, block.ff.up_proj.weight.T, block.ff.up_proj.bias,
-                     block.ff.down_proj.weight.T, block.ff.down_proj.bias)  # (B, T, D)
+    f = feed_forward(
+        h,
+        block.ff.up_proj.weight.T,
+        block.ff.up_proj.bias,
+        block.ff.down_proj.weight.T,
+        block.ff.down_proj.bias,
+    )  # (B, T, D)
     return layer_norm(h + f, block.norm2.weight, block.norm2.bias)  # Add & Norm 2
 
 
@@ -364,16 +444,25 @@ print("post_norm_block == blocks.EncoderBlock:", tuple(block(x).shape))
 # `src_key_padding_mask` says True = *ignore this key*, so we pass its negation.
 
 # %%
-torch_layer = nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True, norm_first=False)
-ours = blocks.load_torch_encoder_layer(blocks.EncoderBlock(d_model, n_heads, d_ff), torch_layer)
+torch_layer = nn.TransformerEncoderLayer(
+    d_model, n_heads, d_ff, dropout=0.0, batch_first=True, norm_first=False
+)
+ours = blocks.load_torch_encoder_layer(
+    blocks.EncoderBlock(d_model, n_heads, d_ff), torch_layer
+)
 x = torch.randn(3, 6, d_model)  # (B, T, d_model)
 lengths = torch.tensor([6, 4, 2])  # real tokens per sentence; the rest is padding
 keep = masks.padding_mask(lengths, 6)  # (B, 1, 1, T), True = may attend
 torch.testing.assert_close(ours(x), torch_layer(x), atol=1e-5, rtol=1e-5)
-got, ref = ours(x, mask=keep), torch_layer(x, src_key_padding_mask=~keep[:, 0, 0])  # (B, T): True = ignore
+got, ref = (
+    ours(x, mask=keep),
+    torch_layer(x, src_key_padding_mask=~keep[:, 0, 0]),
+)  # (B, T): True = ignore
 for b, n in enumerate(lengths.tolist()):  # compare the real tokens
     torch.testing.assert_close(got[b, :n], ref[b, :n], atol=1e-5, rtol=1e-5)
-print("EncoderBlock == nn.TransformerEncoderLayer (atol 1e-5), without and with a padding mask")
+print(
+    "EncoderBlock == nn.TransformerEncoderLayer (atol 1e-5), without and with a padding mask"
+)
 
 # %% [markdown]
 # One property of post-norm is visible directly: the block ends with a LayerNorm, so at
@@ -404,10 +493,14 @@ n_layers = 6
 encoder = blocks.Encoder(n_layers, d_model, n_heads, d_ff)
 torch_encoder = nn.TransformerEncoder(
     nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True),
-    num_layers=n_layers, enable_nested_tensor=False)
+    num_layers=n_layers,
+    enable_nested_tensor=False,
+)
 # torch's constructor deep-copies one layer n_layers times; give every layer its own random weights
 torch_encoder.layers = nn.ModuleList(
-    nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True) for _ in range(n_layers))
+    nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True)
+    for _ in range(n_layers)
+)
 for ours_l, theirs_l in zip(encoder.layers, torch_encoder.layers):
     blocks.load_torch_encoder_layer(ours_l, theirs_l)
 x = torch.randn(2, 7, d_model)  # (B, T, d_model)
@@ -439,11 +532,27 @@ print("Encoder == nn.TransformerEncoder")
 
 # %%
 rows = [
-    ("multi-head attention", params.mha_params(d_model), attention.MultiHeadAttention(d_model, n_heads)),
-    ("feed-forward", params.feed_forward_params(d_model, d_ff), blocks.FeedForward(d_model, d_ff)),
+    (
+        "multi-head attention",
+        params.mha_params(d_model),
+        attention.MultiHeadAttention(d_model, n_heads),
+    ),
+    (
+        "feed-forward",
+        params.feed_forward_params(d_model, d_ff),
+        blocks.FeedForward(d_model, d_ff),
+    ),
     ("LayerNorm", params.layer_norm_params(d_model), norms.LayerNorm(d_model)),
-    ("encoder block", params.encoder_block_params(d_model, d_ff), blocks.EncoderBlock(d_model, n_heads, d_ff)),
-    ("nn.TransformerEncoderLayer", params.encoder_block_params(d_model, d_ff), torch_layer),
+    (
+        "encoder block",
+        params.encoder_block_params(d_model, d_ff),
+        blocks.EncoderBlock(d_model, n_heads, d_ff),
+    ),
+    (
+        "nn.TransformerEncoderLayer",
+        params.encoder_block_params(d_model, d_ff),
+        torch_layer,
+    ),
 ]
 print(f"d_model={d_model}, d_ff={d_ff}\n{'part':<28}{'formula':>10}{'module':>10}")
 for name, formula, module in rows:
@@ -457,7 +566,9 @@ for name, formula, module in rows:
 
 # %%
 V, D, D_FF, N = 37_000, 512, 2048, 6
-base = nn.ModuleDict({"embed": nn.Embedding(V, D), "encoder": blocks.Encoder(N, D, 8, D_FF)})
+base = nn.ModuleDict(
+    {"embed": nn.Embedding(V, D), "encoder": blocks.Encoder(N, D, 8, D_FF)}
+)
 parts = {
     "token embeddings": params.embedding_params(V, D),
     f"attention ({N} blocks)": N * params.mha_params(D),
@@ -484,11 +595,14 @@ print(f"{'total (formula = module)':<24}{total:>12,}")
 # input, not stored. Take a small model, token embeddings plus an encoder, list its
 # parameter shapes, and run it on 10 tokens and on 10,000:
 
+
 # %%
 class TokenEncoder(nn.Module):
     """Token embeddings followed by an encoder stack. Shapes: ids (B, T) -> (B, T, d_model)."""
 
-    def __init__(self, vocab_size: int, n_layers: int, d_model: int, n_heads: int, d_ff: int):
+    def __init__(
+        self, vocab_size: int, n_layers: int, d_model: int, n_heads: int, d_ff: int
+    ):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, d_model)
         self.encoder = blocks.Encoder(n_layers, d_model, n_heads, d_ff)
@@ -498,23 +612,40 @@ class TokenEncoder(nn.Module):
 
 
 vocab_size = 1000
-model = TokenEncoder(vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64).to(run.device).eval()
+model = (
+    TokenEncoder(vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64)
+    .to(run.device)
+    .eval()
+)
 print(sorted({tuple(p.shape) for p in model.parameters()}), "<- every parameter shape")
-print("closed form:", params.encoder_params(2, 32, 64, vocab_size), " module:", params.count_params(model))
+print(
+    "closed form:",
+    params.encoder_params(2, 32, 64, vocab_size),
+    " module:",
+    params.count_params(model),
+)
 
 # %%
 seconds = {}
-with torch.no_grad():  # warm-up, so that one-time start-up costs do not count against T = 10
+with (
+    torch.no_grad()
+):  # warm-up, so that one-time start-up costs do not count against T = 10
     model(torch.zeros(1, 10, dtype=torch.long, device=run.device))
 for T in (10, 10_000):
-    ids = torch.randint(0, vocab_size, (1, T), device=run.device)  # (1, T): one sequence of T tokens
+    ids = torch.randint(
+        0, vocab_size, (1, T), device=run.device
+    )  # (1, T): one sequence of T tokens
     start = time.perf_counter()
     with torch.no_grad():
         out = model(ids)  # (1, T, d_model)
-    finite = bool(out.isfinite().all())  # (reading the result also waits for a GPU to finish)
+    finite = bool(
+        out.isfinite().all()
+    )  # (reading the result also waits for a GPU to finish)
     seconds[T] = time.perf_counter() - start
-    print(f"T = {T:>6,}: output {tuple(out.shape)}, finite: {finite}, "
-          f"parameters: {params.count_params(model):,}, attention weights per head: {T * T:,}")
+    print(
+        f"T = {T:>6,}: output {tuple(out.shape)}, finite: {finite}, "
+        f"parameters: {params.count_params(model):,}, attention weights per head: {T * T:,}"
+    )
 
 # %% [markdown]
 # The parameter count is the same for both lengths; what grows with $T$ is the work.
@@ -534,7 +665,9 @@ for T, sec in seconds.items():
 
 # %%
 for max_len in (None, 512, 2048):
-    print(f"max_len={str(max_len):>5}: {params.encoder_params(2, 32, 64, vocab_size, max_len=max_len):>8,} parameters")
+    print(
+        f"max_len={str(max_len):>5}: {params.encoder_params(2, 32, 64, vocab_size, max_len=max_len):>8,} parameters"
+    )
 
 # %% [markdown]
 # The same arithmetic scales to the largest models. A GPT-3 block has the same parts as
@@ -546,9 +679,13 @@ for max_len in (None, 512, 2048):
 # (a later chapter does this count in full, model family by model family):
 
 # %%
-gpt3 = params.encoder_params(96, 12_288, 4 * 12_288, 50_257, max_len=2048, final_norm=True)
-print(f"{gpt3:,} parameters = {gpt3 / 1e9:.1f} billion; "
-      f"{100 * 96 * params.encoder_block_params(12_288, 4 * 12_288) / gpt3:.1f} % of them in the 96 blocks")
+gpt3 = params.encoder_params(
+    96, 12_288, 4 * 12_288, 50_257, max_len=2048, final_norm=True
+)
+print(
+    f"{gpt3:,} parameters = {gpt3 / 1e9:.1f} billion; "
+    f"{100 * 96 * params.encoder_block_params(12_288, 4 * 12_288) / gpt3:.1f} % of them in the 96 blocks"
+)
 
 # %% [markdown]
 # ## Summary
@@ -573,6 +710,7 @@ print(f"{gpt3:,} parameters = {gpt3 / 1e9:.1f} billion; "
 # BatchNorm, which normalises every feature with the mean and (biased) variance of that
 # feature over all B·T tokens, then applies $\gamma$ and $\beta$ of shape (D,). Compare
 # with `layer_norm` above: only the axis changes.
+
 
 # %%
 def batch_norm(x, gamma, beta, eps=1e-5):
@@ -606,6 +744,7 @@ checks.check_batch_norm(batch_norm)
 # `blocks.EncoderBlock(..., norm_first=True)`. Watch the skip path: it must carry the
 # raw input, not the normalised one.
 
+
 # %%
 def pre_norm_block(x, self_attention, feed_forward, norm1, norm2):
     # YOUR CODE HERE
@@ -630,6 +769,7 @@ checks.check_pre_norm_block(pre_norm_block)
 # (a Python `int`) that fits. Start from the table in section 6: how many parameters
 # does one more unit of $d_\text{ff}$ cost per block?
 
+
 # %%
 def max_d_ff(budget, n_layers, d_model, vocab_size):
     # YOUR CODE HERE
@@ -638,8 +778,12 @@ def max_d_ff(budget, n_layers, d_model, vocab_size):
 
 # %% tags=["solution", "hide-cell"]
 def max_d_ff(budget, n_layers, d_model, vocab_size):
-    fixed = vocab_size * d_model + n_layers * (4 * d_model**2 + 9 * d_model)  # everything but the d_ff terms
-    return (budget - fixed) // (n_layers * (2 * d_model + 1))  # each unit of d_ff: a column of W1, b1 entry, a row of W2
+    fixed = vocab_size * d_model + n_layers * (
+        4 * d_model**2 + 9 * d_model
+    )  # everything but the d_ff terms
+    return (budget - fixed) // (
+        n_layers * (2 * d_model + 1)
+    )  # each unit of d_ff: a column of W1, b1 entry, a row of W2
 
 
 # %%

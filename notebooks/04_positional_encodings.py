@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -42,9 +42,9 @@ import sys
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "transformer-book @ git+https://github.com/transformers-step-by-step/transformers-step-by-step"],
-                   check=True)
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
 import math
@@ -57,15 +57,21 @@ from torch import nn
 from transformer_book import blocks, checks, masks, positions, runtime, training
 
 # %% tags=["parameters"]
-device = "auto"   # "auto": cuda when available, else cpu
+device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: one CPU thread is enough
+run = runtime.setup(
+    device, profile, seed=0, cpu_threads=1
+)  # tiny models: one CPU thread is enough
 print(run)
 # the experiment at the end: model size and training length per profile
 d_model, n_heads, n_layers = run.pick(quick=32, full=64), 4, run.pick(quick=1, full=2)
-n_steps, batch_size, lr = run.pick(quick=80, full=1500), run.pick(quick=16, full=64), run.pick(quick=2e-2, full=3e-3)
+n_steps, batch_size, lr = (
+    run.pick(quick=80, full=1500),
+    run.pick(quick=16, full=64),
+    run.pick(quick=2e-2, full=3e-3),
+)
 
 # %% [markdown]
 # ## 1. Attention needs to be told the order
@@ -78,15 +84,19 @@ n_steps, batch_size, lr = run.pick(quick=80, full=1500), run.pick(quick=16, full
 
 # %%
 gen = torch.Generator().manual_seed(0)
-vectors = dict(zip(["the", "man", "ate", "fish"], torch.randn(4, 8, generator=gen)))  # one random vector per word
-s1, s2 = "the man ate the fish".split(), "the fish ate the man".split()
+vectors = dict(
+    zip(["the", "man", "ate", "fish"], torch.randn(4, 8, generator=gen))
+)  # one random vector per word
+s1, s2 = ["the", "man", "ate", "the", "fish"], ["the", "fish", "ate", "the", "man"]
 X1, X2 = (torch.stack([vectors[w] for w in s]) for s in (s1, s2))  # (5, 8) each
 self_attention = lambda X: (X @ X.T).softmax(dim=-1) @ X  # chapter 1
 P = positions.sinusoidal_encoding(5, 8)  # (5, 8): one vector per position
 for name, A, B in (("no positions  ", X1, X2), ("with positions", X1 + P, X2 + P)):
     man1, man2 = self_attention(A)[s1.index("man")], self_attention(B)[s2.index("man")]
-    print(f"{name}: output for 'man' the same in both sentences? {torch.allclose(man1, man2)}"
-          f"  (max difference {(man1 - man2).abs().max():.3f})")
+    print(
+        f"{name}: output for 'man' the same in both sentences? {torch.allclose(man1, man2)}"
+        f"  (max difference {(man1 - man2).abs().max():.3f})"
+    )
 
 # %% [markdown]
 # The rest of the chapter is about what $p_t$ should be, and about schemes that put the
@@ -100,7 +110,9 @@ for name, A, B in (("no positions  ", X1, X2), ("with positions", X1 + P, X2 + P
 
 # %%
 token_vectors = nn.Embedding(1000, 64).weight  # freshly initialised token embeddings
-print(f"token embedding entries: std {token_vectors.std():.2f};  raw position of the 512th token: 512")
+print(
+    f"token embedding entries: std {token_vectors.std():.2f};  raw position of the 512th token: 512"
+)
 
 # %% [markdown]
 # Dividing by the length $T$ keeps every value in $(0, 1]$, but then a number no longer
@@ -129,7 +141,9 @@ for T in (5, 20):
 
 # %%
 learned = positions.LearnedPositionalEmbedding(max_len=8, d_model=4)
-print("parameters:", sum(p.numel() for p in learned.parameters()), "= max_len x d_model")
+print(
+    "parameters:", sum(p.numel() for p in learned.parameters()), "= max_len x d_model"
+)
 print("8 tokens ->", tuple(learned(torch.zeros(1, 8, 4)).shape))
 try:
     learned(torch.zeros(1, 9, 4))  # one token too many
@@ -162,6 +176,7 @@ print("positions without one:   ", (~has_grad).nonzero().flatten().tolist())
 # The first pair turns by one radian per position, the last one almost not at all. Written
 # with loops, then compared with the package:
 
+
 # %%
 def sinusoids(n_positions: int, d: int) -> torch.Tensor:
     pe = torch.zeros(n_positions, d)
@@ -175,7 +190,9 @@ def sinusoids(n_positions: int, d: int) -> torch.Tensor:
 pe = positions.sinusoidal_encoding(50, 128)  # (50, 128)
 torch.testing.assert_close(sinusoids(50, 128), pe)
 print("loops == positions.sinusoidal_encoding:", tuple(pe.shape))
-print(f"omega_0 = {10000 ** (-0 / 128):g} rad per position, omega_63 = {10000 ** (-126 / 128):.2g} rad per position")
+print(
+    f"omega_0 = {10000 ** (-0 / 128):g} rad per position, omega_63 = {10000 ** (-126 / 128):.2g} rad per position"
+)
 
 # %% [markdown]
 # Each row of the heatmap is one position's vector. The left columns change quickly from
@@ -201,12 +218,16 @@ plt.show()
 # products, so each diagonal should hold a single value, the one of the formula:
 
 # %%
-gram = pe.double() @ pe.double().T  # (50, 50): gram[m, n] = PE_m · PE_n (float64: no round-off to distract)
+gram = (
+    pe.double() @ pe.double().T
+)  # (50, 50): gram[m, n] = PE_m · PE_n (float64: no round-off to distract)
 omega = 10000.0 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)  # (64,)
 for k in (0, 1, 5, 20, 45):
     diag = torch.diagonal(gram, offset=k)  # all pairs with n - m = k
-    print(f"n - m = {k:2d}: {len(diag):2d} pairs, dot products from {diag.min():8.4f} to {diag.max():8.4f};"
-          f"  sum_i cos(k w_i) = {torch.cos(k * omega).sum():8.4f}")
+    print(
+        f"n - m = {k:2d}: {len(diag):2d} pairs, dot products from {diag.min():8.4f} to {diag.max():8.4f};"
+        f"  sum_i cos(k w_i) = {torch.cos(k * omega).sum():8.4f}"
+    )
 
 # %% [markdown]
 # The dot product is largest at distance 0 ($\cos 0 = 1$ in every pair, so it equals
@@ -215,8 +236,18 @@ for k in (0, 1, 5, 20, 45):
 # %% tags=["hide-input"]
 offsets = torch.arange(-49, 50)
 fig, ax = plt.subplots(figsize=(7, 3))
-ax.plot(offsets, torch.cos(offsets[:, None] * omega).sum(dim=1), label=r"$\sum_i \cos(k\,\omega_i)$")
-ax.plot(torch.arange(50) - 25, gram[25], "o", ms=3, label=r"$\mathrm{PE}_{25} \cdot \mathrm{PE}_n$, $k = n - 25$")
+ax.plot(
+    offsets,
+    torch.cos(offsets[:, None] * omega).sum(dim=1),
+    label=r"$\sum_i \cos(k\,\omega_i)$",
+)
+ax.plot(
+    torch.arange(50) - 25,
+    gram[25],
+    "o",
+    ms=3,
+    label=r"$\mathrm{PE}_{25} \cdot \mathrm{PE}_n$, $k = n - 25$",
+)
 ax.set_xlabel("offset k = n - m")
 ax.set_ylabel("dot product")
 ax.set_title("sinusoidal encodings: similarity depends on the offset only")
@@ -253,6 +284,7 @@ plt.show()
 # keys, hidden by the mask anyway, share bucket 0. Written for one distance at a time, then
 # compared with the vectorised package version over 601 distances:
 
+
 # %%
 def bucket(delta: int, num_buckets: int = 32, max_distance: int = 128) -> int:
     n = num_buckets // 2  # buckets per direction
@@ -261,11 +293,15 @@ def bucket(delta: int, num_buckets: int = 32, max_distance: int = 128) -> int:
     d = abs(delta)
     if d < e:
         return side + d
-    return side + min(n - 1, e + int(math.log(d / e) / math.log(max_distance / e) * (n - e)))
+    return side + min(
+        n - 1, e + int(math.log(d / e) / math.log(max_distance / e) * (n - e))
+    )
 
 
 rel = torch.arange(-300, 301)  # key position - query position
-assert [bucket(int(r)) for r in rel] == positions.t5_relative_position_bucket(rel).tolist()
+assert [bucket(int(r)) for r in rel] == positions.t5_relative_position_bucket(
+    rel
+).tolist()
 for r in (-200, -128, -60, -20, -9, -8, -7, -1, 0, 1, 7, 8, 20, 200):
     print(f"{r:5d}", end="")
 print()
@@ -280,8 +316,18 @@ print("   <- bucket")
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(7, 3))
-ax.step(rel, positions.t5_relative_position_bucket(rel), where="mid", label="bidirectional (encoder)")
-ax.step(rel, positions.t5_relative_position_bucket(rel, bidirectional=False), where="mid", label="causal (decoder)")
+ax.step(
+    rel,
+    positions.t5_relative_position_bucket(rel),
+    where="mid",
+    label="bidirectional (encoder)",
+)
+ax.step(
+    rel,
+    positions.t5_relative_position_bucket(rel, bidirectional=False),
+    where="mid",
+    label="causal (decoder)",
+)
 ax.axvline(-128, color="grey", ls=":", lw=1)
 ax.axvline(128, color="grey", ls=":", lw=1, label="±max_distance")
 ax.set_xlabel("relative position j - i (key - query)")
@@ -300,8 +346,13 @@ plt.show()
 t5_bias = positions.T5RelativeBias(n_heads=2, num_buckets=8, max_distance=16)
 B = t5_bias(6, 6)  # (1, H, 6, 6)
 print("shape:", tuple(B.shape))
-print("constant along every diagonal:",
-      all(torch.diagonal(B[0], k, -2, -1).std(dim=-1).abs().max() == 0 for k in range(-4, 5)))
+print(
+    "constant along every diagonal:",
+    all(
+        torch.diagonal(B[0], k, -2, -1).std(dim=-1).abs().max() == 0
+        for k in range(-4, 5)
+    ),
+)
 
 # %% [markdown]
 # ## 6. ALiBi: a fixed linear penalty
@@ -328,16 +379,23 @@ print("8 heads: ", [f"1/{1 / m:g}" for m in slopes8.tolist()])
 # %%
 for n in (6, 12):
     p = 2 ** int(math.log2(n))
-    print(f"{n} heads = slopes for {p} heads + every other slope for {2 * p} heads (first {n - p}):")
+    print(
+        f"{n} heads = slopes for {p} heads + every other slope for {2 * p} heads (first {n - p}):"
+    )
     print("   ", [round(m, 4) for m in positions.alibi_slopes(n).tolist()])
-    assert positions.alibi_slopes(n)[p:].tolist() == positions.alibi_slopes(2 * p)[0::2][: n - p].tolist()
+    assert (
+        positions.alibi_slopes(n)[p:].tolist()
+        == positions.alibi_slopes(2 * p)[0::2][: n - p].tolist()
+    )
 
 # %% [markdown]
 # Steep heads penalise distance strongly, shallow heads hardly at all. The penalty each head
 # of an 8-head model adds, against the distance:
 
 # %% tags=["hide-input"]
-bias = positions.alibi_bias(8, 1, 33)[0, :, 0].flip(-1)  # (H, 33): query at position 32, keys 32 … 0 back
+bias = positions.alibi_bias(8, 1, 33)[0, :, 0].flip(
+    -1
+)  # (H, 33): query at position 32, keys 32 … 0 back
 fig, ax = plt.subplots(figsize=(7, 3))
 for h in range(8):
     ax.plot(bias[h], label=f"head {h}: m = 1/{2 ** (h + 1)}")
@@ -356,7 +414,10 @@ plt.show()
 # cannot tell left from right:
 
 # %%
-print("head 0, query at position 3 of 7, bias per key:", positions.alibi_bias(8, 7)[0, 0, 3].tolist())
+print(
+    "head 0, query at position 3 of 7, bias per key:",
+    positions.alibi_bias(8, 7)[0, 0, 3].tolist(),
+)
 
 # %% [markdown]
 #
@@ -373,13 +434,18 @@ print("head 0, query at position 3 of 7, bias per key:", positions.alibi_bias(8,
 # because turning back by $m\theta$ and forward by $n\theta$ is one turn by $(n - m)\theta$.
 # Three pairs of positions with the same offset give the same score:
 
+
 # %%
 def rotation(phi: float) -> torch.Tensor:
-    return torch.tensor([[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]])
+    return torch.tensor(
+        [[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]]
+    )
 
 
 q, k, theta = torch.tensor([1.0, 2.0]), torch.tensor([0.5, -1.0]), 0.3
-print(f"|q| = {q.norm():.4f}, |R(0.9) q| = {(rotation(0.9) @ q).norm():.4f}   (a rotation keeps lengths)")
+print(
+    f"|q| = {q.norm():.4f}, |R(0.9) q| = {(rotation(0.9) @ q).norm():.4f}   (a rotation keeps lengths)"
+)
 for m, n in ((0, 3), (2, 5), (40, 43)):
     score = (rotation(m * theta) @ q) @ (rotation(n * theta) @ k)
     print(f"m = {m:2d}, n = {n:2d}: score {score:.5f}")
@@ -393,11 +459,14 @@ print(f"q . R(3 theta) k   = {q @ rotation(3 * theta) @ k:.5f}")
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad
 # R_m^\top R_n = R_{n-m}.$$
 
+
 # %%
 def rope_matrix(m: int, d: int) -> torch.Tensor:
     R = torch.zeros(d, d)
     for i in range(d // 2):
-        R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = rotation(m * 10000 ** (-2 * i / d))  # pair (2i, 2i+1)
+        R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = rotation(
+            m * 10000 ** (-2 * i / d)
+        )  # pair (2i, 2i+1)
     return R
 
 
@@ -422,7 +491,9 @@ print("R_3^T R_10 == R_7 and R_m^T R_m == I for d =", d)
 
 # %%
 x = torch.randn(d)
-perm = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2)))  # [0, 2, 4, 6, 1, 3, 5, 7]
+perm = torch.cat(
+    (torch.arange(0, d, 2), torch.arange(1, d, 2))
+)  # [0, 2, 4, 6, 1, 3, 5, 7]
 cos, sin = positions.rope_angles(torch.arange(10), d)  # (10, d) each, half-split layout
 for m in (1, 4, 9):
     paper = rope_matrix(m, d) @ x  # interleaved pairs
@@ -444,14 +515,25 @@ print("paper's rotation, reordered == positions.apply_rope on the reordered vect
 # %%
 rope = positions.RotaryEmbedding(head_dim=16)
 gen = torch.Generator().manual_seed(1)
-q, k = torch.randn(1, 1, 1, 16, generator=gen), torch.randn(1, 1, 1, 16, generator=gen)  # (B, H, 1, Dh)
+q, k = (
+    torch.randn(1, 1, 1, 16, generator=gen),
+    torch.randn(1, 1, 1, 16, generator=gen),
+)  # (B, H, 1, Dh)
+reference = None
 for shift in (0, 7, 100):
-    qs, ks = q.expand(1, 1, shift + 4, 16), k.expand(1, 1, shift + 4, 16)  # the same vectors at every position
+    qs, ks = (
+        q.expand(1, 1, shift + 4, 16),
+        k.expand(1, 1, shift + 4, 16),
+    )  # the same vectors at every position
     qr, kr = rope(qs, ks)  # rotated by their positions 0 … shift+3
-    scores = qr[0, 0, shift + 3] @ kr[0, 0, shift:].T  # query at shift+3, keys at shift … shift+3
+    scores = (
+        qr[0, 0, shift + 3] @ kr[0, 0, shift:].T
+    )  # query at shift+3, keys at shift … shift+3
     reference = scores if shift == 0 else reference
-    print(f"shift {shift:3d}: scores for offsets -3 … 0 = {[round(s, 3) for s in scores.tolist()]}"
-          f"  same as shift 0: {torch.allclose(scores, reference, atol=1e-4)}")
+    print(
+        f"shift {shift:3d}: scores for offsets -3 … 0 = {[round(s, 3) for s in scores.tolist()]}"
+        f"  same as shift 0: {torch.allclose(scores, reference, atol=1e-4)}"
+    )
 
 # %% [markdown]
 # ### The long-term decay
@@ -475,7 +557,10 @@ dist = torch.arange(0, 257, dtype=torch.float64)  # m - n
 S = torch.exp(1j * dist[:, None] * theta).cumsum(dim=1)  # (257, d/2): S_1 … S_{d/2}
 relative_bound = S.abs().mean(dim=1)  # (257,)
 print("distance:      ", [0, 10, 50, 100, 250])
-print("relative bound:", [round(relative_bound[i].item(), 2) for i in (0, 10, 50, 100, 250)])
+print(
+    "relative bound:",
+    [round(relative_bound[i].item(), 2) for i in (0, 10, 50, 100, 250)],
+)
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(7, 3))
@@ -508,19 +593,32 @@ plt.show()
 vocab_size, n_markers, offset, train_len, IGNORE = 16, 4, 3, 32, -100
 
 
-def make_batch(n: int, T: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_batch(
+    n: int, T: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ids = torch.randint(n_markers, vocab_size, (n, T), generator=gen)  # ordinary tokens
     is_marker = torch.rand(n, T, generator=gen) < 0.2
-    ids = torch.where(is_marker, torch.randint(0, n_markers, (n, T), generator=gen), ids)  # (n, T)
+    ids = torch.where(
+        is_marker, torch.randint(0, n_markers, (n, T), generator=gen), ids
+    )  # (n, T)
     copy = torch.full_like(ids, IGNORE)
     copy[:, offset:] = ids[:, :-offset]  # the token `offset` places back
-    last = torch.where(is_marker, torch.arange(T), -1).cummax(dim=1).values  # (n, T): index of the latest marker
+    last = (
+        torch.where(is_marker, torch.arange(T), -1).cummax(dim=1).values
+    )  # (n, T): index of the latest marker
     marker = torch.where(last >= 0, ids.gather(1, last.clamp(min=0)), IGNORE)
     return ids, copy, marker
 
 
 ids, copy, marker = make_batch(1, 14, torch.Generator().manual_seed(8))
-print("tokens     ", ids[0].tolist(), "\ncopy       ", copy[0].tolist(), "\nlast marker", marker[0].tolist())
+print(
+    "tokens     ",
+    ids[0].tolist(),
+    "\ncopy       ",
+    copy[0].tolist(),
+    "\nlast marker",
+    marker[0].tolist(),
+)
 
 # %% [markdown]
 # (−100 marks positions with no answer yet; the loss and the accuracy skip them.)
@@ -531,9 +629,17 @@ print("tokens     ", ids[0].tolist(), "\ncopy       ", copy[0].tolist(), "\nlast
 # `max_len = 32`, the training length.
 
 # %%
-print("causal buckets (16, max_distance=32) for distances 28 … 63:",
-      positions.t5_relative_position_bucket(-torch.arange(28, 64), bidirectional=False, num_buckets=16,
-                                            max_distance=train_len).unique().tolist())
+print(
+    "causal buckets (16, max_distance=32) for distances 28 … 63:",
+    positions.t5_relative_position_bucket(
+        -torch.arange(28, 64),
+        bidirectional=False,
+        num_buckets=16,
+        max_distance=train_len,
+    )
+    .unique()
+    .tolist(),
+)
 SCHEMES = ["none", "learned", "sinusoidal", "T5 bias", "ALiBi", "RoPE"]
 
 
@@ -544,11 +650,24 @@ class Tagger(nn.Module):
         super().__init__()
         self.scheme = scheme
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.learned = positions.LearnedPositionalEmbedding(train_len, d_model) if scheme == "learned" else None
-        self.t5 = (positions.T5RelativeBias(n_heads, num_buckets=16, max_distance=train_len, bidirectional=False)
-                   if scheme == "T5 bias" else None)
-        rope = positions.RotaryEmbedding(d_model // n_heads) if scheme == "RoPE" else None
-        self.encoder = blocks.Encoder(n_layers, d_model, n_heads, 2 * d_model, rope=rope)
+        self.learned = (
+            positions.LearnedPositionalEmbedding(train_len, d_model)
+            if scheme == "learned"
+            else None
+        )
+        self.t5 = (
+            positions.T5RelativeBias(
+                n_heads, num_buckets=16, max_distance=train_len, bidirectional=False
+            )
+            if scheme == "T5 bias"
+            else None
+        )
+        rope = (
+            positions.RotaryEmbedding(d_model // n_heads) if scheme == "RoPE" else None
+        )
+        self.encoder = blocks.Encoder(
+            n_layers, d_model, n_heads, 2 * d_model, rope=rope
+        )
         self.head = nn.Linear(d_model, vocab_size)
 
     def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -578,9 +697,16 @@ class Tagger(nn.Module):
 
 # %%
 gen = torch.Generator().manual_seed(0)
-train_batches = [tuple(t.to(run.device) for t in make_batch(batch_size, train_len, gen)) for _ in range(n_steps)]
-test_sets = {L: tuple(t.to(run.device) for t in make_batch(256, L, torch.Generator().manual_seed(L)))
-             for L in (train_len, 2 * train_len)}
+train_batches = [
+    tuple(t.to(run.device) for t in make_batch(batch_size, train_len, gen))
+    for _ in range(n_steps)
+]
+test_sets = {
+    L: tuple(
+        t.to(run.device) for t in make_batch(256, L, torch.Generator().manual_seed(L))
+    )
+    for L in (train_len, 2 * train_len)
+}
 
 
 @torch.no_grad()
@@ -595,20 +721,28 @@ models = {}
 def train_and_test(scheme: str, task: int) -> dict:
     torch.manual_seed(run.seed)
     model = models[scheme, task] = Tagger(scheme).to(run.device)
-    loss_fn = lambda m, b: F.cross_entropy(m(b[0]).flatten(0, 1), b[task].flatten(), ignore_index=IGNORE)
+    loss_fn = lambda m, b: F.cross_entropy(
+        m(b[0]).flatten(0, 1), b[task].flatten(), ignore_index=IGNORE
+    )
     training.train(model, train_batches, loss_fn, n_steps, lr=lr)
     result = {}
     for L, batch in test_sets.items():
         try:
             result[L] = accuracy(model, batch[0], batch[task])
-        except ValueError as err:  # the learned table has no row for positions >= train_len
+        except (
+            ValueError
+        ) as err:  # the learned table has no row for positions >= train_len
             result[L] = None
             if task == 1:
                 print(f"{scheme} at length {L}: ValueError: {err}")
     return result
 
 
-results = {(s, task): train_and_test(s, i) for task, i in (("copy", 1), ("last marker", 2)) for s in SCHEMES}
+results = {
+    (s, task): train_and_test(s, i)
+    for task, i in (("copy", 1), ("last marker", 2))
+    for s in SCHEMES
+}
 
 # %%
 fmt = lambda a: "  n/a " if a is None else f"{a:6.3f}"
@@ -616,7 +750,9 @@ L1, L2 = train_len, 2 * train_len
 print(f"{'scheme':11s} | copy @{L1} | copy @{L2} | marker @{L1} | marker @{L2}")
 for s in SCHEMES:
     c, m = results[s, "copy"], results[s, "last marker"]
-    print(f"{s:11s} |  {fmt(c[L1])}  |  {fmt(c[L2])}  |   {fmt(m[L1])}   |   {fmt(m[L2])}")
+    print(
+        f"{s:11s} |  {fmt(c[L1])}  |  {fmt(c[L2])}  |   {fmt(m[L1])}   |   {fmt(m[L2])}"
+    )
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
@@ -643,7 +779,9 @@ plt.show()
 # %%
 for task in ("copy", "last marker"):
     learnt = [s for s in SCHEMES if results[s, task][L1] >= 0.8]
-    kept = [s for s in learnt if (results[s, task][L2] or 0.0) >= 0.9 * results[s, task][L1]]  # n/a counts as 0
+    kept = [
+        s for s in learnt if (results[s, task][L2] or 0.0) >= 0.9 * results[s, task][L1]
+    ]  # n/a counts as 0
     print(f"{task:11s}: accuracy >= 0.8 at length {L1}: {learnt}")
     print(f"{'':11s}  of these, keep >= 90% of it at length {L2}: {kept}")
 
@@ -671,19 +809,28 @@ for task in ("copy", "last marker"):
 # attention that queries at positions 32–63 put on keys at least 32 places back, distances
 # no training sequence contained:
 
+
 # %%
 @torch.no_grad()
 def far_attention(model: Tagger, ids: torch.Tensor) -> float:
     x, bias = model.prepare(ids)
     T = ids.shape[1]
     mask = masks.causal_mask(T, device=ids.device)
-    _, w = model.encoder.layers[0].attn(x, mask=mask, bias=bias, need_weights=True)  # (B, H, T, T)
-    far = positions.relative_positions(T, device=ids.device) <= -train_len  # (T, T): key >= train_len back
-    return (w * far).sum(dim=-1)[..., train_len:].mean().item()  # queries at positions >= train_len
+    _, w = model.encoder.layers[0].attn(
+        x, mask=mask, bias=bias, need_weights=True
+    )  # (B, H, T, T)
+    far = (
+        positions.relative_positions(T, device=ids.device) <= -train_len
+    )  # (T, T): key >= train_len back
+    return (
+        (w * far).sum(dim=-1)[..., train_len:].mean().item()
+    )  # queries at positions >= train_len
 
 
 for s in ("sinusoidal", "T5 bias", "ALiBi", "RoPE"):
-    print(f"{s:11s}: {far_attention(models[s, 1], test_sets[L2][0]):.3f} of the attention on keys >= {L1} back")
+    print(
+        f"{s:11s}: {far_attention(models[s, 1], test_sets[L2][0]):.3f} of the attention on keys >= {L1} back"
+    )
 
 # %% [markdown]
 # The RoPE model sends most of its attention to distances it has never seen, where the
@@ -703,6 +850,7 @@ for s in ("sinusoidal", "T5 bias", "ALiBi", "RoPE"):
 # $p\,\omega_i$ as an (n_positions, d_model/2) table by broadcasting, then place the sines in
 # the even columns and the cosines in the odd ones.
 
+
 # %%
 def sinusoidal(n_positions, d_model):
     # YOUR CODE HERE
@@ -713,7 +861,9 @@ def sinusoidal(n_positions, d_model):
 def sinusoidal(n_positions, d_model):
     omega = 10000.0 ** (-torch.arange(0, d_model, 2) / d_model)  # (d/2,)
     angles = torch.arange(n_positions)[:, None] * omega  # (P, d/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(n_positions, d_model)  # (P, d/2, 2) -> (P, d)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(
+        n_positions, d_model
+    )  # (P, d/2, 2) -> (P, d)
 
 
 # %%
@@ -725,6 +875,7 @@ checks.check_sinusoidal_encoding(sinusoidal)
 # Write `slopes(n_heads)` returning a tensor of the ALiBi slopes for any `n_heads >= 1`:
 # the geometric sequence $2^{-8(h+1)/n}$ when $n$ is a power of two, and the paper's recipe
 # (section 6) otherwise. A recursive function is the shortest way.
+
 
 # %%
 def slopes(n_heads):
@@ -751,6 +902,7 @@ checks.check_alibi_slopes(slopes)
 # shape (T,): pair $i$ is $(x_i, x_{i + D_h/2})$, turned counter-clockwise by the angle
 # $p\,\theta_i$, $\theta_i = 10000^{-2i/D_h}$. Use only `torch` (not the package).
 
+
 # %%
 def rope_rotate(x, pos):
     # YOUR CODE HERE
@@ -763,8 +915,13 @@ def rope_rotate(x, pos):
     theta = 10000.0 ** (-torch.arange(0, Dh, 2) / Dh)  # (Dh/2,)
     angle = pos[:, None].float() * theta  # (T, Dh/2)
     cos, sin = angle.cos(), angle.sin()
-    x1, x2 = x[..., : Dh // 2], x[..., Dh // 2 :]  # (B, H, T, Dh/2) each: pair i = (x1[i], x2[i])
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (B, H, T, Dh)
+    x1, x2 = (
+        x[..., : Dh // 2],
+        x[..., Dh // 2 :],
+    )  # (B, H, T, Dh/2) each: pair i = (x1[i], x2[i])
+    return torch.cat(
+        (x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1
+    )  # (B, H, T, Dh)
 
 
 # %%

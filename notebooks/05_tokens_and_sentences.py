@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -38,9 +38,9 @@ import sys
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "transformer-book @ git+https://github.com/transformers-step-by-step/transformers-step-by-step"],
-                   check=True)
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
 import dataclasses
@@ -54,16 +54,21 @@ from transformer_book import checks, classifiers, data, metrics, runtime, traini
 from transformer_book.vocab import Vocab
 
 # %% tags=["parameters"]
-device = "auto"   # "auto": cuda when available, else cpu
+device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: one CPU thread is enough
+run = runtime.setup(
+    device, profile, seed=0, cpu_threads=1
+)  # tiny models: one CPU thread is enough
 print(run)
 # model size and training length per profile (the same sizes for the slot and the intent models)
 d_model, n_heads, d_ff = run.pick(quick=64, full=128), 8, run.pick(quick=128, full=512)
 dropout, p_unk = run.pick(quick=0.0, full=0.3), run.pick(quick=0.1, full=0.2)
-slot_steps, intent_steps = run.pick(quick=400, full=5000), run.pick(quick=250, full=1500)  # +1/5 at lr/10
+slot_steps, intent_steps = (
+    run.pick(quick=400, full=5000),
+    run.pick(quick=250, full=1500),
+)  # +1/5 at lr/10
 batch_size, lr = 64, run.pick(quick=1e-2, full=1e-3)
 
 # %% [markdown]
@@ -78,7 +83,12 @@ batch_size, lr = 64, run.pick(quick=1e-2, full=1e-3)
 
 # %%
 train, dev, test = (data.load_atis(split) for split in ("train", "dev", "test"))
-print({name: len(split) for name, split in (("train", train), ("dev", dev), ("test", test))})
+print(
+    {
+        name: len(split)
+        for name, split in (("train", train), ("dev", dev), ("test", test))
+    }
+)
 i = 0
 print(" ".join(train.sentences[i]), "->", train.intents[i])
 for word, tag in zip(train.sentences[i], train.tags[i]):
@@ -94,11 +104,21 @@ for word, tag in zip(train.sentences[i], train.tags[i]):
 # %%
 slot_types = {t[2:] for tags in train.tags for t in tags if t != "O"}
 train_intents = set(train.intents)
-print(f"{len(slot_types)} slot types, {len({t for s in train.tags for t in s})} distinct tags in train")
-print(f"{len(train_intents)} intents in train, {sum('#' in x for x in train.intents)} train queries with two")
-print("test queries whose intent is unseen in train:", sum(x not in train_intents for x in test.intents))
+print(
+    f"{len(slot_types)} slot types, {len({t for s in train.tags for t in s})} distinct tags in train"
+)
+print(
+    f"{len(train_intents)} intents in train, {sum('#' in x for x in train.intents)} train queries with two"
+)
+print(
+    "test queries whose intent is unseen in train:",
+    sum(x not in train_intents for x in test.intents),
+)
 all_train_tags = {t for s in train.tags for t in s}
-print("test queries with a tag unseen in train:", sum(any(t not in all_train_tags for t in s) for s in test.tags))
+print(
+    "test queries with a tag unseen in train:",
+    sum(any(t not in all_train_tags for t in s) for s in test.tags),
+)
 
 # %% [markdown]
 # ## 2. From words to ids
@@ -111,15 +131,23 @@ print("test queries with a tag unseen in train:", sum(any(t not in all_train_tag
 # %%
 words = Vocab.from_corpus(train.sentences)
 tag_vocab = Vocab.from_corpus(train.tags, pad_token=None, unk_token=None)
-intent_vocab = Vocab.from_corpus([[x] for x in train.intents], pad_token=None, unk_token=None)
+intent_vocab = Vocab.from_corpus(
+    [[x] for x in train.intents], pad_token=None, unk_token=None
+)
 print(words, f"pad_id={words.pad_id} unk_id={words.unk_id}")
 print(f"{len(tag_vocab)} tags, {len(intent_vocab)} intents")
 test_words = [w for s in test.sentences for w in s]
-print(f"test words not in the vocabulary: {sum(w not in words for w in test_words)} of {len(test_words)}")
+print(
+    f"test words not in the vocabulary: {sum(w not in words for w in test_words)} of {len(test_words)}"
+)
 
 # %%
-ids, lengths = words.encode_batch([["flights", "to", "ulan", "bator"], ["cheapest", "fare"]])
-print(ids, lengths, sep="\n")  # ids (B=2, T_max=4); the unknown city became <unk>, the short query <pad>
+ids, lengths = words.encode_batch(
+    [["flights", "to", "ulan", "bator"], ["cheapest", "fare"]]
+)
+print(
+    ids, lengths, sep="\n"
+)  # ids (B=2, T_max=4); the unknown city became <unk>, the short query <pad>
 print(words.decode(ids[0]))
 
 # %% [markdown]
@@ -128,15 +156,23 @@ print(words.decode(ids[0]))
 # The same word can fill different slots. Here is how *boston* is tagged in the training
 # data, overall and right after *from* or *to*:
 
+
 # %%
 def tags_of(word, previous=None):
     """Counter of the tags `word` gets in train, optionally only right after the word `previous`."""
-    return Counter(tags[t] for sent, tags in zip(train.sentences, train.tags) for t in range(len(sent))
-                   if sent[t] == word and (previous is None or (t > 0 and sent[t - 1] == previous)))
+    return Counter(
+        tags[t]
+        for sent, tags in zip(train.sentences, train.tags)
+        for t in range(len(sent))
+        if sent[t] == word and (previous is None or (t > 0 and sent[t - 1] == previous))
+    )
 
 
 for previous in (None, "from", "to"):
-    print(f"{'anywhere' if previous is None else 'after ' + previous:>10}:", tags_of("boston", previous).most_common(3))
+    print(
+        f"{'anywhere' if previous is None else 'after ' + previous:>10}:",
+        tags_of("boston", previous).most_common(3),
+    )
 
 # %% [markdown]
 # The word alone leaves the slot open; the word on its left nearly settles it. So the model
@@ -157,12 +193,22 @@ for previous in (None, "from", "to"):
 
 # %%
 slot_cfg = classifiers.ClassifierConfig(
-    vocab_size=len(words), n_classes=len(tag_vocab), d_model=d_model, n_heads=n_heads, d_ff=d_ff,
-    n_layers=1, dropout=dropout, pad_id=words.pad_id, positions="relative")
+    vocab_size=len(words),
+    n_classes=len(tag_vocab),
+    d_model=d_model,
+    n_heads=n_heads,
+    d_ff=d_ff,
+    n_layers=1,
+    dropout=dropout,
+    pad_id=words.pad_id,
+    positions="relative",
+)
 slot_model = classifiers.TokenClassifier(slot_cfg).to(run.device)
 print(slot_cfg)
 print(f"{sum(p.numel() for p in slot_model.parameters()):,} parameters")
-print(slot_model(ids.to(run.device)).shape)  # (B, T, C): one score per tag for every token
+print(
+    slot_model(ids.to(run.device)).shape
+)  # (B, T, C): one score per tag for every token
 
 # %% [markdown]
 # Padding must not change the answer. The mask keeps every real token from attending to
@@ -171,9 +217,14 @@ print(slot_model(ids.to(run.device)).shape)  # (B, T, C): one score per tag for 
 
 # %%
 slot_model.eval()  # no dropout while comparing (training.train switches it back on)
-short, long = ["cheapest", "fare"], ["flights", "from", "boston", "to", "denver", "on", "monday"]
+short, long = (
+    ["cheapest", "fare"],
+    ["flights", "from", "boston", "to", "denver", "on", "monday"],
+)
 alone = slot_model(torch.tensor([words.encode(short)], device=run.device))  # (1, 2, C)
-batch_ids, _ = words.encode_batch([short, long])  # (2, 7): the short one padded with 5 <pad>
+batch_ids, _ = words.encode_batch(
+    [short, long]
+)  # (2, 7): the short one padded with 5 <pad>
 in_batch = slot_model(batch_ids.to(run.device))[:1, : len(short)]  # (1, 2, C)
 torch.testing.assert_close(alone, in_batch, atol=1e-5, rtol=1e-5)
 print("same scores alone and padded:", alone.shape)
@@ -196,6 +247,7 @@ print("same scores alone and padded:", alone.shape)
 # more steps at a tenth of the rate, so that the weights settle instead of hopping around a
 # minimum: compare the mean loss just before and just after the switch.
 
+
 # %%
 class LengthBatches:
     """Shuffled batches of queries of similar length; a fraction p_unk of the words becomes <unk>."""
@@ -208,43 +260,68 @@ class LengthBatches:
 
     def __iter__(self):  # one epoch
         order = torch.randperm(len(self.ids), generator=self.gen)
-        order = order[self.lengths[order].argsort(stable=True)]  # by length, random among equal lengths
+        order = order[
+            self.lengths[order].argsort(stable=True)
+        ]  # by length, random among equal lengths
         chunks = order.split(self.batch_size)
         for j in torch.randperm(len(chunks), generator=self.gen).tolist():
             idx = chunks[j]
             T = int(self.lengths[idx].max())
-            x = self.ids[idx, :T].clone()  # (b, T): padded only up to this batch's longest query
-            drop = (torch.rand(x.shape, generator=self.gen) < self.p_unk) & (x != self.pad_id)
+            x = self.ids[
+                idx, :T
+            ].clone()  # (b, T): padded only up to this batch's longest query
+            drop = (torch.rand(x.shape, generator=self.gen) < self.p_unk) & (
+                x != self.pad_id
+            )
             x[drop] = self.unk_id
-            y = self.targets[idx, :T] if self.targets.dim() == 2 else self.targets[idx]  # (b, T) or (b,)
+            y = (
+                self.targets[idx, :T] if self.targets.dim() == 2 else self.targets[idx]
+            )  # (b, T) or (b,)
             yield x, y
 
 
 # %%
 train_ids, train_lengths = words.encode_batch(train.sentences)  # (N, T_max), (N,)
 train_tags, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)  # (N, T_max)
-slot_batches = LengthBatches(words, train_ids, train_lengths, train_tags, batch_size, p_unk=p_unk, seed=run.seed)
-x, y = next(iter(LengthBatches(words, train_ids, train_lengths, train_tags, batch_size)))  # a look at one batch
-print(x.shape, y.shape, f"{len(train)} queries -> {-(-len(train) // batch_size)} batches per epoch")
+slot_batches = LengthBatches(
+    words, train_ids, train_lengths, train_tags, batch_size, p_unk=p_unk, seed=run.seed
+)
+x, y = next(
+    iter(LengthBatches(words, train_ids, train_lengths, train_tags, batch_size))
+)  # a look at one batch
+print(
+    x.shape,
+    y.shape,
+    f"{len(train)} queries -> {-(-len(train) // batch_size)} batches per epoch",
+)
 
 
 # %%
 def padding_share(batches_of_indices):
     """Fraction of the positions in padded batches that are <pad>."""
     real = sum(int(train_lengths[idx].sum()) for idx in batches_of_indices)
-    return 1 - real / sum(len(idx) * int(train_lengths[idx].max()) for idx in batches_of_indices)
+    return 1 - real / sum(
+        len(idx) * int(train_lengths[idx].max()) for idx in batches_of_indices
+    )
 
 
 by_length = train_lengths.argsort(stable=True).split(batch_size)
-shuffled = torch.randperm(len(train), generator=torch.Generator().manual_seed(0)).split(batch_size)
-print(f"<pad> fills {padding_share(shuffled):.0%} of the positions in shuffled batches, "
-      f"{padding_share(by_length):.0%} in batches grouped by length")
+shuffled = torch.randperm(len(train), generator=torch.Generator().manual_seed(0)).split(
+    batch_size
+)
+print(
+    f"<pad> fills {padding_share(shuffled):.0%} of the positions in shuffled batches, "
+    f"{padding_share(by_length):.0%} in batches grouped by length"
+)
+
 
 # %%
 def slot_loss(model, batch):
     x, y = (t.to(run.device) for t in batch)
     logits = model(x)  # (b, T, C)
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)  # (b·T, C) against (b·T,)
+    return F.cross_entropy(
+        logits.flatten(0, 1), y.flatten(), ignore_index=-100
+    )  # (b·T, C) against (b·T,)
 
 
 def fit(model, batches, loss_fn, steps):
@@ -255,9 +332,14 @@ def fit(model, batches, loss_fn, steps):
 
 slot_history = fit(slot_model, slot_batches, slot_loss, slot_steps)
 tail = slot_steps // 5  # the steps at lr / 10
-before, after = sum(slot_history[-2 * tail:-tail]) / tail, sum(slot_history[-tail:]) / tail
-print(f"{len(slot_history)} steps ({len(slot_history) * batch_size / len(train):.1f} epochs); "
-      f"mean loss of the {tail} steps before the switch {before:.4f}, of the {tail} after it {after:.4f}")
+before, after = (
+    sum(slot_history[-2 * tail : -tail]) / tail,
+    sum(slot_history[-tail:]) / tail,
+)
+print(
+    f"{len(slot_history)} steps ({len(slot_history) * batch_size / len(train):.1f} epochs); "
+    f"mean loss of the {tail} steps before the switch {before:.4f}, of the {tail} after it {after:.4f}"
+)
 
 # %% tags=["hide-input"]
 plt.figure(figsize=(6, 3))
@@ -280,19 +362,28 @@ plt.show()
 # Most words are outside every slot, so a "model" that answers `O` for every word already
 # scores well. Any accuracy has to be read against that majority baseline.
 
+
 # %%
 @torch.no_grad()
 def predict_tags(model, sentences):
     ids, lengths = words.encode_batch(sentences)  # (N, T_max), unknown words -> <unk>
     best = model(ids.to(run.device)).argmax(dim=-1).cpu()  # (N, T_max)
-    return [tag_vocab.decode(best[n, :length]) for n, length in enumerate(lengths.tolist())]
+    return [
+        tag_vocab.decode(best[n, :length]) for n, length in enumerate(lengths.tolist())
+    ]
 
 
 pred_tags = predict_tags(slot_model, test.sentences)
 all_o = [["O"] * len(s) for s in test.sentences]
-print(f"token accuracy, model:                 {metrics.token_accuracy(test.tags, pred_tags):.4f}")
-print(f"token accuracy, all-'O' baseline:      {metrics.token_accuracy(test.tags, all_o):.4f}")
-print(f"model, only tokens whose gold tag != O: {metrics.token_accuracy(test.tags, pred_tags, ignore='O'):.4f}")
+print(
+    f"token accuracy, model:                 {metrics.token_accuracy(test.tags, pred_tags):.4f}"
+)
+print(
+    f"token accuracy, all-'O' baseline:      {metrics.token_accuracy(test.tags, all_o):.4f}"
+)
+print(
+    f"model, only tokens whose gold tag != O: {metrics.token_accuracy(test.tags, pred_tags, ignore='O'):.4f}"
+)
 
 # %% [markdown]
 # ## 7. Scoring by spans
@@ -311,8 +402,17 @@ print(f"model, only tokens whose gold tag != O: {metrics.token_accuracy(test.tag
 
 # %%
 example = ["flights", "from", "new", "york", "to", "las", "vegas", "on", "monday"]
-gold = ["O", "O", "B-fromloc.city_name", "I-fromloc.city_name", "O",
-        "B-toloc.city_name", "I-toloc.city_name", "O", "B-depart_date.day_name"]
+gold = [
+    "O",
+    "O",
+    "B-fromloc.city_name",
+    "I-fromloc.city_name",
+    "O",
+    "B-toloc.city_name",
+    "I-toloc.city_name",
+    "O",
+    "B-depart_date.day_name",
+]
 for kind, start, end in metrics.bio_spans(gold):
     print(f"{kind:<24} words {start}:{end}  {' '.join(example[start:end])}")
 
@@ -326,6 +426,7 @@ print("all-'O' baseline:", metrics.span_scores(test.tags, all_o))
 # found. Second, the model's query with the highest token accuracy among those where it gets
 # a span wrong: a single wrong tag is enough to lose a slot.
 
+
 # %%
 def compare(n, pred):
     """Print test query n word by word with its gold and predicted tags, then its two scores."""
@@ -333,13 +434,21 @@ def compare(n, pred):
         print(f"{w:>12}  {g:<28} {p:<28} {'' if g == p else 'wrong'}")
     acc = metrics.token_accuracy([test.tags[n]], [pred[n]])
     spans = metrics.span_scores([test.tags[n]], [pred[n]])
-    print(f"token accuracy {acc:.2f}, spans found {spans.n_correct} of {spans.n_gold}, span F1 {spans.f1:.2f}\n")
+    print(
+        f"token accuracy {acc:.2f}, spans found {spans.n_correct} of {spans.n_gold}, span F1 {spans.f1:.2f}\n"
+    )
 
 
 n = next(n for n, tags in enumerate(test.tags) if len(metrics.bio_spans(tags)) >= 3)
 compare(n, all_o)
-wrong = [n for n in range(len(test)) if set(metrics.bio_spans(test.tags[n])) != set(metrics.bio_spans(pred_tags[n]))]
-n = max(wrong, key=lambda n: (metrics.token_accuracy([test.tags[n]], [pred_tags[n]]), -n))
+wrong = [
+    n
+    for n in range(len(test))
+    if set(metrics.bio_spans(test.tags[n])) != set(metrics.bio_spans(pred_tags[n]))
+]
+n = max(
+    wrong, key=lambda n: (metrics.token_accuracy([test.tags[n]], [pred_tags[n]]), -n)
+)
 compare(n, pred_tags)
 
 # %% [markdown]
@@ -351,14 +460,21 @@ compare(n, pred_tags)
 # which is then almost surely wrong, and the span it broke off is lost as well. How often
 # does it happen?
 
+
 # %%
 def stray_inside(tags):
     """Positions of I-x tags that do not continue a B-x or I-x."""
-    return [t for t, tag in enumerate(tags) if tag.startswith("I-") and (t == 0 or tags[t - 1][2:] != tag[2:])]
+    return [
+        t
+        for t, tag in enumerate(tags)
+        if tag.startswith("I-") and (t == 0 or tags[t - 1][2:] != tag[2:])
+    ]
 
 
-print(f"{sum(len(stray_inside(tags)) for tags in pred_tags)} stray I- tags "
-      f"in {sum(bool(stray_inside(tags)) for tags in pred_tags)} of {len(test)} test queries")
+print(
+    f"{sum(len(stray_inside(tags)) for tags in pred_tags)} stray I- tags "
+    f"in {sum(bool(stray_inside(tags)) for tags in pred_tags)} of {len(test)} test queries"
+)
 
 # %% [markdown]
 # Instead of the best tag for each word, take the best *sequence* of tags among those that
@@ -373,16 +489,22 @@ print(f"{sum(len(stray_inside(tags)) for tags in pred_tags)} stray I- tags "
 
 # %%
 may_start, may_follow = classifiers.bio_transitions(tag_vocab.itos)  # (C,), (C, C) bool
-print(f"{int(may_start.sum())} of {len(tag_vocab)} tags may start a query; "
-      f"{int(may_follow.sum())} of {may_follow.numel()} (tag, next tag) pairs are allowed")
+print(
+    f"{int(may_start.sum())} of {len(tag_vocab)} tags may start a query; "
+    f"{int(may_follow.sum())} of {may_follow.numel()} (tag, next tag) pairs are allowed"
+)
 
 
 @torch.no_grad()
 def predict_tags_bio(model, sentences):
     ids, lengths = words.encode_batch(sentences)  # (N, T_max)
     log_probs = model(ids.to(run.device)).log_softmax(dim=-1)  # (N, T_max, C)
-    best = classifiers.bio_viterbi(log_probs, lengths, may_start, may_follow).cpu()  # (N, T_max)
-    return [tag_vocab.decode(best[n, :length]) for n, length in enumerate(lengths.tolist())]
+    best = classifiers.bio_viterbi(
+        log_probs, lengths, may_start, may_follow
+    ).cpu()  # (N, T_max)
+    return [
+        tag_vocab.decode(best[n, :length]) for n, length in enumerate(lengths.tolist())
+    ]
 
 
 bio_tags = predict_tags_bio(slot_model, test.sentences)
@@ -395,7 +517,9 @@ print(f"token accuracy {metrics.token_accuracy(test.tags, bio_tags):.4f}")
 print("per-word argmax: ", metrics.span_scores(test.tags, pred_tags))
 print("BIO Viterbi:     ", slot_scores)
 target = run.pick(quick=0.90, full=0.95)
-assert slot_scores.f1 >= target, f"span F1 {slot_scores.f1:.4f} is below the {run.profile} target {target}"
+assert slot_scores.f1 >= target, (
+    f"span F1 {slot_scores.f1:.4f} is below the {run.profile} target {target}"
+)
 print(f"span F1 {slot_scores.f1:.4f} >= target {target} ({run.profile} profile)")
 
 # %% [markdown]
@@ -404,9 +528,13 @@ print(f"span F1 {slot_scores.f1:.4f} >= target {target} ({run.profile} profile)"
 # put in a slot of the wrong type (neither side is `O`).
 
 # %%
-confusions = Counter((g, p) for gs, ps in zip(test.tags, bio_tags) for g, p in zip(gs, ps) if g != p)
+confusions = Counter(
+    (g, p) for gs, ps in zip(test.tags, bio_tags) for g, p in zip(gs, ps) if g != p
+)
 wrong_type = sum(n for (g, p), n in confusions.items() if g != "O" and p != "O")
-print(f"{sum(confusions.values())} wrongly tagged words, {wrong_type} of them in a slot of the wrong type")
+print(
+    f"{sum(confusions.values())} wrongly tagged words, {wrong_type} of them in a slot of the wrong type"
+)
 for (g, p), count in confusions.most_common(8):
     print(f"{count:>4}  gold {g:<30} predicted {p}")
 
@@ -417,11 +545,25 @@ for (g, p), count in confusions.most_common(8):
 # question, as the intents of the test queries that contain them show:
 
 # %%
-roleless = [n for n, tags in enumerate(test.tags) if {"B-city_name", "B-airport_name"} & set(tags)]
-print(len(roleless), "test queries with a role-less city or airport:",
-      Counter(test.intents[n] for n in roleless).most_common(4))
-given_a_role = [n for n in roleless if "B-toloc.city_name" in bio_tags[n] and "B-toloc.city_name" not in test.tags[n]]
-print(f"in {len(given_a_role)} of them the model tagged a toloc. city that the annotators did not", end="")
+roleless = [
+    n
+    for n, tags in enumerate(test.tags)
+    if {"B-city_name", "B-airport_name"} & set(tags)
+]
+print(
+    len(roleless),
+    "test queries with a role-less city or airport:",
+    Counter(test.intents[n] for n in roleless).most_common(4),
+)
+given_a_role = [
+    n
+    for n in roleless
+    if "B-toloc.city_name" in bio_tags[n] and "B-toloc.city_name" not in test.tags[n]
+]
+print(
+    f"in {len(given_a_role)} of them the model tagged a toloc. city that the annotators did not",
+    end="",
+)
 print(", e.g.:", " ".join(test.sentences[given_a_role[0]]) if given_a_role else "")
 
 # %% [markdown]
@@ -436,7 +578,12 @@ frequent = sorted(by_type, key=lambda t: -by_type[t].n_gold)[:15]
 for t in frequent[:5]:
     print(f"{t:<28} {by_type[t]}")
 rare = [t for t in by_type if by_type[t].n_gold < 20]
-rare_total = metrics.SpanScores(*(sum(getattr(by_type[t], k) for t in rare) for k in ("n_gold", "n_pred", "n_correct")))
+rare_total = metrics.SpanScores(
+    *(
+        sum(getattr(by_type[t], k) for t in rare)
+        for k in ("n_gold", "n_pred", "n_correct")
+    )
+)
 print(f"{len(rare)} types with < 20 test spans, pooled: {rare_total}")
 
 # %% tags=["hide-input"]
@@ -468,8 +615,12 @@ plt.show()
 # and averaging them in would make a query's vector depend on the batch it sits in.
 
 # %%
-h = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0))  # (B, T, D) contextual vectors
-keep = torch.tensor([[True, True, True, True], [True, True, False, False]])  # (B, T): 2nd query has 2 <pad>
+h = torch.randn(
+    2, 4, 3, generator=torch.Generator().manual_seed(0)
+)  # (B, T, D) contextual vectors
+keep = torch.tensor(
+    [[True, True, True, True], [True, True, False, False]]
+)  # (B, T): 2nd query has 2 <pad>
 mine = (h * keep[..., None]).sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (B, D)
 torch.testing.assert_close(mine, classifiers.masked_mean(h, keep))
 print("masked mean:", mine[1])
@@ -497,9 +648,19 @@ def predict_intents(model, sentences):
 # %%
 def train_intent_model(pooling):
     runtime.seed_everything(run.seed)  # the same start for both
-    cfg = dataclasses.replace(slot_cfg, n_classes=len(intent_vocab), pooling=pooling)  # same sizes as the tagger
+    cfg = dataclasses.replace(
+        slot_cfg, n_classes=len(intent_vocab), pooling=pooling
+    )  # same sizes as the tagger
     model = classifiers.SentenceClassifier(cfg).to(run.device)
-    batches = LengthBatches(words, train_ids, train_lengths, train_intents_ids, batch_size, p_unk=p_unk, seed=run.seed)
+    batches = LengthBatches(
+        words,
+        train_ids,
+        train_lengths,
+        train_intents_ids,
+        batch_size,
+        p_unk=p_unk,
+        seed=run.seed,
+    )
     return model, fit(model, batches, intent_loss, intent_steps)
 
 
@@ -509,10 +670,16 @@ print(f"{'pooling':<8} {'parameters':>10} {'train loss':>11} {'test accuracy':>1
 for pooling, (model, history) in intent_runs.items():
     accuracy = metrics.accuracy(test.intents, predict_intents(model, test.sentences))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{pooling:<8} {n_params:>10,} {sum(history[-20:]) / 20:>11.4f} {accuracy:>14.4f}")
+    print(
+        f"{pooling:<8} {n_params:>10,} {sum(history[-20:]) / 20:>11.4f} {accuracy:>14.4f}"
+    )
 ceiling = sum(x in train_intents for x in test.intents) / len(test)
-majority = metrics.accuracy(test.intents, [Counter(train.intents).most_common(1)[0][0]] * len(test))
-print(f"majority-intent baseline {majority:.4f}; best possible (intents seen in train) {ceiling:.4f}")
+majority = metrics.accuracy(
+    test.intents, [Counter(train.intents).most_common(1)[0][0]] * len(test)
+)
+print(
+    f"majority-intent baseline {majority:.4f}; best possible (intents seen in train) {ceiling:.4f}"
+)
 
 # %% tags=["hide-input"]
 plt.figure(figsize=(6, 3))
@@ -531,14 +698,22 @@ plt.show()
 
 # %%
 cls_model = intent_runs["cls"][0]
-query = test.sentences[next(n for n, x in enumerate(test.intents) if x == "atis_airfare")]
+query = test.sentences[
+    next(n for n, x in enumerate(test.intents) if x == "atis_airfare")
+]
 with torch.no_grad():
     q_ids = torch.tensor([words.encode(query)], device=run.device)  # (1, T)
-    weights = cls_model.attention_weights(q_ids)  # (1, H, 1 + T, 1 + T): [CLS] is position 0
-cls_weights = weights[0, :, 0].mean(dim=0).cpu()  # (1 + T,): row of the [CLS] query, mean over heads
+    weights = cls_model.attention_weights(
+        q_ids
+    )  # (1, H, 1 + T, 1 + T): [CLS] is position 0
+cls_weights = (
+    weights[0, :, 0].mean(dim=0).cpu()
+)  # (1 + T,): row of the [CLS] query, mean over heads
 print(" ".join(query), "->", predict_intents(cls_model, [query])[0])
 top = cls_weights.argsort(descending=True)[:3].tolist()
-print("largest weights:", [(["[CLS]"] + query)[k] + f" {cls_weights[k]:.2f}" for k in top])
+print(
+    "largest weights:", [(["[CLS]"] + query)[k] + f" {cls_weights[k]:.2f}" for k in top]
+)
 
 # %% tags=["hide-input"]
 plt.figure(figsize=(7, 2.5))
@@ -566,6 +741,7 @@ plt.show()
 # Write `spans(tags)` returning the list of `(type, start, end)` spans of one tagged
 # sentence, left to right, `end` exclusive. Follow `conlleval`: an `I-x` that does not
 # continue a span of type `x` starts a new one.
+
 
 # %%
 def spans(tags):
@@ -596,6 +772,7 @@ checks.check_bio_spans(spans)
 # predicted and gold spans over the whole corpus, then return $F_1$ (0 when nothing is
 # predicted and nothing is gold). You may use `metrics.bio_spans`.
 
+
 # %%
 def span_f1(gold, pred):
     # YOUR CODE HERE
@@ -606,7 +783,9 @@ def span_f1(gold, pred):
 def span_f1(gold, pred):
     g = {(n, *s) for n, tags in enumerate(gold) for s in metrics.bio_spans(tags)}
     p = {(n, *s) for n, tags in enumerate(pred) for s in metrics.bio_spans(tags)}
-    return 2 * len(g & p) / (len(g) + len(p)) if g or p else 0.0  # 2PR/(P+R) = 2|g∩p| / (|g| + |p|)
+    return (
+        2 * len(g & p) / (len(g) + len(p)) if g or p else 0.0
+    )  # 2PR/(P+R) = 2|g∩p| / (|g| + |p|)
 
 
 # %%
@@ -617,6 +796,7 @@ checks.check_span_f1(span_f1)
 #
 # Write `mean_pool(h, lengths)`: `h` has shape (B, T, D) and row `b` has `lengths[b]` real
 # tokens followed by padding. Return the (B, D) averages over the real tokens only.
+
 
 # %%
 def mean_pool(h, lengths):

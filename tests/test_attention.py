@@ -12,14 +12,20 @@ from transformer_book.attention import MultiHeadAttention, scaled_dot_product_at
 
 
 def rand(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(seed), dtype=dtype
+    )
 
 
 def copy_into_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, batch_first=True).eval()
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.in_proj_weight.copy_(
+            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+        )
+        theirs.in_proj_bias.copy_(
+            torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
+        )
         theirs.out_proj.weight.copy_(ours.o_proj.weight)
         theirs.out_proj.bias.copy_(ours.o_proj.bias)
     return theirs
@@ -28,8 +34,16 @@ def copy_into_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_matches_torch_sdpa(need_weights, with_mask):
-    q, k, v = rand(2, 3, 5, 8, seed=1), rand(2, 3, 7, 8, seed=2), rand(2, 3, 7, 4, seed=3)
-    mask = (rand(2, 1, 5, 7, seed=4) > 0) | torch.eye(5, 7, dtype=torch.bool) if with_mask else None
+    q, k, v = (
+        rand(2, 3, 5, 8, seed=1),
+        rand(2, 3, 7, 8, seed=2),
+        rand(2, 3, 7, 4, seed=3),
+    )
+    mask = (
+        (rand(2, 1, 5, 7, seed=4) > 0) | torch.eye(5, 7, dtype=torch.bool)
+        if with_mask
+        else None
+    )
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     out, w = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=need_weights)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
@@ -48,11 +62,17 @@ def test_weights_are_softmax_of_scaled_scores_and_respect_mask():
 
 
 def test_explicit_and_fused_paths_agree_with_bias_and_mask():
-    q, k, v = rand(2, 4, 6, 8, seed=9), rand(2, 4, 6, 8, seed=10), rand(2, 4, 6, 8, seed=11)
+    q, k, v = (
+        rand(2, 4, 6, 8, seed=9),
+        rand(2, 4, 6, 8, seed=10),
+        rand(2, 4, 6, 8, seed=11),
+    )
     bias = rand(1, 4, 6, 6, seed=12)
     mask = masks.causal_mask(6) & masks.padding_mask(torch.tensor([6, 3]), 6)
     explicit, _ = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, scale=0.3)
-    fused, _ = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, scale=0.3, need_weights=False)
+    fused, _ = scaled_dot_product_attention(
+        q, k, v, mask=mask, bias=bias, scale=0.3, need_weights=False
+    )
     torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=0)
 
 
@@ -89,7 +109,9 @@ def test_batch_item_of_all_padding():
     # the all-padding item's attention output is zero, so the layer returns just the output bias
     torch.testing.assert_close(out[1], mha.o_proj.bias.expand(5, 16))
     # and the other items are unaffected by it
-    torch.testing.assert_close(out[0], mha(x[:1], mask=keep[:1])[0][0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        out[0], mha(x[:1], mask=keep[:1])[0][0], atol=1e-6, rtol=0
+    )
 
 
 def test_different_query_and_key_lengths_cross_attention():
@@ -110,7 +132,9 @@ def test_mha_matches_torch_multihead_attention(lengths):
     x = rand(2, 7, 32, seed=23)
     keep = masks.padding_mask(torch.tensor(lengths), 7)  # True = may attend
     out, w = ours(x, mask=keep, need_weights=True)
-    ref, ref_w = theirs(x, x, x, key_padding_mask=~keep[:, 0, 0], average_attn_weights=False)  # True = ignore
+    ref, ref_w = theirs(
+        x, x, x, key_padding_mask=~keep[:, 0, 0], average_attn_weights=False
+    )  # True = ignore
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
     torch.testing.assert_close(w, ref_w, atol=1e-5, rtol=0)
     fused, none = ours(x, mask=keep)
@@ -137,8 +161,13 @@ def test_batch_invariance():
 
 
 def test_gradcheck_explicit_path_float64():
-    q, k, v = (rand(1, 2, 4, 3, seed=s, dtype=torch.float64).requires_grad_() for s in (26, 27, 28))
-    mask = torch.tensor([[1, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    q, k, v = (
+        rand(1, 2, 4, 3, seed=s, dtype=torch.float64).requires_grad_()
+        for s in (26, 27, 28)
+    )
+    mask = torch.tensor(
+        [[1, 0, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool
+    )
     bias = rand(2, 4, 4, seed=29, dtype=torch.float64).requires_grad_()
     fn = lambda q, k, v, b: scaled_dot_product_attention(q, k, v, mask=mask, bias=b)[0]
     assert torch.autograd.gradcheck(fn, (q, k, v, bias))
@@ -148,7 +177,9 @@ def test_split_and_merge_heads_round_trip():
     x = rand(2, 5, 12, seed=30)
     h = attention.split_heads(x, 3)
     assert h.shape == (2, 3, 5, 4)
-    torch.testing.assert_close(h[:, 1, 2], x[:, 2, 4:8])  # head 1 of token 2 = features 4..7
+    torch.testing.assert_close(
+        h[:, 1, 2], x[:, 2, 4:8]
+    )  # head 1 of token 2 = features 4..7
     torch.testing.assert_close(attention.merge_heads(h), x)
 
 
@@ -168,17 +199,25 @@ def test_dropout_only_in_training():
 
 
 def test_d_model_not_divisible_by_heads():
-    with pytest.raises(ValueError, match=r"d_model \(10\) must be divisible by n_heads \(3\)"):
+    with pytest.raises(
+        ValueError, match=r"d_model \(10\) must be divisible by n_heads \(3\)"
+    ):
         MultiHeadAttention(10, 3)
 
 
 def test_mismatched_qk_width():
-    with pytest.raises(ValueError, match=r"q and k must share their last dimension.*\(2, 5, 8\).*\(2, 5, 6\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"q and k must share their last dimension.*\(2, 5, 8\).*\(2, 5, 6\)",
+    ):
         scaled_dot_product_attention(rand(2, 5, 8), rand(2, 5, 6), rand(2, 5, 6))
 
 
 def test_mismatched_kv_length():
-    with pytest.raises(ValueError, match=r"k and v must have the same number of positions.*\(2, 7, 8\).*\(2, 5, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"k and v must have the same number of positions.*\(2, 7, 8\).*\(2, 5, 8\)",
+    ):
         scaled_dot_product_attention(rand(2, 5, 8), rand(2, 7, 8), rand(2, 5, 8))
 
 
@@ -188,15 +227,27 @@ def test_batch_dims_that_do_not_broadcast():
 
 
 def test_mask_that_cannot_broadcast():
-    with pytest.raises(ValueError, match=r"mask of shape \(5, 6\) cannot broadcast to the attention scores' shape \(2, 5, 5\)"):
-        scaled_dot_product_attention(rand(2, 5, 8), rand(2, 5, 8), rand(2, 5, 8), mask=torch.ones(5, 6, dtype=torch.bool))
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(5, 6\) cannot broadcast to the attention scores' shape \(2, 5, 5\)",
+    ):
+        scaled_dot_product_attention(
+            rand(2, 5, 8),
+            rand(2, 5, 8),
+            rand(2, 5, 8),
+            mask=torch.ones(5, 6, dtype=torch.bool),
+        )
 
 
 def test_mask_must_be_boolean():
     with pytest.raises(ValueError, match="mask must be boolean"):
-        scaled_dot_product_attention(rand(5, 8), rand(5, 8), rand(5, 8), mask=torch.ones(5, 5))
+        scaled_dot_product_attention(
+            rand(5, 8), rand(5, 8), rand(5, 8), mask=torch.ones(5, 5)
+        )
 
 
 def test_mha_input_width_checked():
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, d_model=16\), got \(2, 5, 12\)"):
+    with pytest.raises(
+        ValueError, match=r"x must have shape \(B, T, d_model=16\), got \(2, 5, 12\)"
+    ):
         MultiHeadAttention(16, 4)(rand(2, 5, 12))

@@ -1,4 +1,5 @@
-"""Blocks (src/transformer_book/blocks.py) against torch.nn.TransformerEncoderLayer with copied weights."""
+"""Blocks (src/transformer_book/blocks.py) against torch.nn.TransformerEncoderLayer with
+copied weights."""
 
 import pytest
 import torch
@@ -14,9 +15,15 @@ def _seed():
     torch.manual_seed(0)
 
 
-def _pair(norm_first: bool, **kwargs) -> tuple[blocks.EncoderBlock, nn.TransformerEncoderLayer]:
-    ref = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first, **kwargs)
-    with torch.no_grad():  # non-trivial LayerNorm γ, β so that a swapped or missing norm is caught
+def _pair(
+    norm_first: bool, **kwargs
+) -> tuple[blocks.EncoderBlock, nn.TransformerEncoderLayer]:
+    ref = nn.TransformerEncoderLayer(
+        D, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first, **kwargs
+    )
+    with (
+        torch.no_grad()
+    ):  # non-trivial LayerNorm γ, β so that a swapped or missing norm is caught
         for norm in (ref.norm1, ref.norm2):
             norm.weight.normal_(1.0, 0.3)
             norm.bias.normal_(0.0, 0.3)
@@ -32,7 +39,9 @@ def _inputs():
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("training", [False, True])  # eval may take torch's fused fast path; train does not
+@pytest.mark.parametrize(
+    "training", [False, True]
+)  # eval may take torch's fused fast path; train does not
 def test_block_equals_torch_layer(norm_first, training):
     ours, ref = _pair(norm_first)
     ours.train(training), ref.train(training)
@@ -48,7 +57,9 @@ def test_block_with_padding_mask_equals_torch_layer(norm_first):
     # torch's src_key_padding_mask uses the opposite polarity: True = ignore this key.
     expected = ref(x, src_key_padding_mask=~keep[:, 0, 0])
     got = ours(x, mask=keep)
-    for b, n in enumerate(lengths.tolist()):  # the real tokens; padding queries are not compared
+    for b, n in enumerate(
+        lengths.tolist()
+    ):  # the real tokens; padding queries are not compared
         torch.testing.assert_close(got[b, :n], expected[b, :n], atol=1e-5, rtol=1e-5)
     # the mask matters: without it, the shorter sequences' outputs change
     assert not torch.allclose(ours(x)[1, :4], got[1, :4], atol=1e-3)
@@ -69,9 +80,18 @@ def test_gradients_equal_torch_layer():
     upstream = torch.randn(3, 7, D)
     (ours(x) * upstream).sum().backward()
     (ref(x) * upstream).sum().backward()
-    torch.testing.assert_close(ours.ff.up_proj.weight.grad, ref.linear1.weight.grad, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(ours.attn.q_proj.weight.grad, ref.self_attn.in_proj_weight.grad[:D], atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(ours.norm1.weight.grad, ref.norm1.weight.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        ours.ff.up_proj.weight.grad, ref.linear1.weight.grad, atol=1e-5, rtol=1e-4
+    )
+    torch.testing.assert_close(
+        ours.attn.q_proj.weight.grad,
+        ref.self_attn.in_proj_weight.grad[:D],
+        atol=1e-5,
+        rtol=1e-4,
+    )
+    torch.testing.assert_close(
+        ours.norm1.weight.grad, ref.norm1.weight.grad, atol=1e-5, rtol=1e-4
+    )
 
 
 def test_gelu_activation_equals_torch_layer():
@@ -84,7 +104,9 @@ def test_post_norm_output_is_standardised_per_token():
     block = blocks.EncoderBlock(D, H, D_FF)  # γ = 1, β = 0 at initialisation
     y = block(torch.randn(2, 5, D) * 10)
     torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
-    torch.testing.assert_close(y.std(-1, unbiased=False), torch.ones(2, 5), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        y.std(-1, unbiased=False), torch.ones(2, 5), atol=1e-4, rtol=0
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -117,7 +139,9 @@ def test_encoder_equals_stack_of_torch_layers(norm_first):
 def test_encoder_equals_torch_transformer_encoder():
     ref_layer = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True)
     ref = nn.TransformerEncoder(ref_layer, num_layers=2, enable_nested_tensor=False)
-    ref.layers[1] = _pair(False)[1]  # the constructor deep-copies one layer; make the two differ
+    ref.layers[1] = _pair(False)[
+        1
+    ]  # the constructor deep-copies one layer; make the two differ
     enc = blocks.Encoder(2, D, H, D_FF)
     for block, layer in zip(enc.layers, ref.layers):
         blocks.load_torch_encoder_layer(block, layer)
@@ -137,7 +161,10 @@ def test_feed_forward_acts_on_each_token_alone():
 def test_feed_forward_formula():
     ff = blocks.FeedForward(D, D_FF)
     x = torch.randn(5, D)
-    expected = torch.relu(x @ ff.up_proj.weight.T + ff.up_proj.bias) @ ff.down_proj.weight.T + ff.down_proj.bias
+    expected = (
+        torch.relu(x @ ff.up_proj.weight.T + ff.up_proj.bias) @ ff.down_proj.weight.T
+        + ff.down_proj.bias
+    )
     torch.testing.assert_close(ff(x), expected)
 
 
@@ -160,17 +187,25 @@ def test_bad_inputs_raise():
 
 
 def test_load_torch_layer_rejects_mismatches():
-    ref = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True, norm_first=True)
+    ref = nn.TransformerEncoderLayer(
+        D, H, D_FF, dropout=0.0, batch_first=True, norm_first=True
+    )
     with pytest.raises(ValueError, match="built differently.*norm_first"):
-        blocks.load_torch_encoder_layer(blocks.EncoderBlock(D, H, D_FF, norm_first=False), ref)
+        blocks.load_torch_encoder_layer(
+            blocks.EncoderBlock(D, H, D_FF, norm_first=False), ref
+        )
     ref = nn.TransformerEncoderLayer(D, H, 2 * D_FF, dropout=0.0, batch_first=True)
     with pytest.raises(ValueError, match="d_ff"):
         blocks.load_torch_encoder_layer(blocks.EncoderBlock(D, H, D_FF), ref)
-    ref = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True, activation="gelu")
+    ref = nn.TransformerEncoderLayer(
+        D, H, D_FF, dropout=0.0, batch_first=True, activation="gelu"
+    )
     with pytest.raises(ValueError, match="activations differ"):
         blocks.load_torch_encoder_layer(blocks.EncoderBlock(D, H, D_FF), ref)
     with pytest.raises(ValueError, match="must be a torch.nn.TransformerEncoderLayer"):
-        blocks.load_torch_encoder_layer(blocks.EncoderBlock(D, H, D_FF), nn.Linear(D, D))
+        blocks.load_torch_encoder_layer(
+            blocks.EncoderBlock(D, H, D_FF), nn.Linear(D, D)
+        )
 
 
 # --- the exercise checks of chapter 03 (src/transformer_book/checks/blocks.py) ---
@@ -180,7 +215,10 @@ from transformer_book.checks._core import ExerciseError  # noqa: E402
 
 
 def _batch_norm(x, gamma, beta, eps=1e-5, dims=(0, 1), unbiased=False):
-    mu, var = x.mean(dim=dims, keepdim=True), x.var(dim=dims, unbiased=unbiased, keepdim=True)
+    mu, var = (
+        x.mean(dim=dims, keepdim=True),
+        x.var(dim=dims, unbiased=unbiased, keepdim=True),
+    )
     return gamma * (x - mu) / torch.sqrt(var + eps) + beta
 
 
@@ -190,7 +228,9 @@ def _pre_norm(x, attn, ff, n1, n2):
 
 
 def _max_d_ff(budget, n_layers, d, vocab):
-    return (budget - vocab * d - n_layers * (4 * d * d + 9 * d)) // (n_layers * (2 * d + 1))
+    return (budget - vocab * d - n_layers * (4 * d * d + 9 * d)) // (
+        n_layers * (2 * d + 1)
+    )
 
 
 def test_checks_accept_correct_answers(capsys):
@@ -208,14 +248,28 @@ def test_checks_leave_the_global_random_state_alone():
     torch.testing.assert_close(torch.rand(3), expected)
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda x, g, b, eps: _batch_norm(x, g, b, eps, dims=(-1,)), "that is LayerNorm"),
-    (lambda x, g, b, eps: _batch_norm(x, g, b, eps, unbiased=True), "unbiased variance"),
-    (lambda x, g, b, eps: _batch_norm(x, g, b, eps, dims=(0,)), "batch axis only"),
-    (lambda x, g, b, eps: _batch_norm(x, g, b, 1e-5), "Use the eps argument"),
-    (lambda x, g, b, eps: g * (x - x.mean((0, 1))) / (x.std((0, 1), unbiased=False) + eps) + b, "inside the square root"),
-    (lambda x, g, b, eps: x - x.mean((0, 1)), "values differ"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            lambda x, g, b, eps: _batch_norm(x, g, b, eps, dims=(-1,)),
+            "that is LayerNorm",
+        ),
+        (
+            lambda x, g, b, eps: _batch_norm(x, g, b, eps, unbiased=True),
+            "unbiased variance",
+        ),
+        (lambda x, g, b, eps: _batch_norm(x, g, b, eps, dims=(0,)), "batch axis only"),
+        (lambda x, g, b, eps: _batch_norm(x, g, b, 1e-5), "Use the eps argument"),
+        (
+            lambda x, g, b, eps: (
+                g * (x - x.mean((0, 1))) / (x.std((0, 1), unbiased=False) + eps) + b
+            ),
+            "inside the square root",
+        ),
+        (lambda x, g, b, eps: x - x.mean((0, 1)), "values differ"),
+    ],
+)
 def test_batch_norm_mistakes_are_explained(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         block_checks.check_batch_norm(wrong)
@@ -228,24 +282,36 @@ def _skip_after_norm(x, attn, ff, n1, n2):
     return x + ff(x)
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x))), "post-norm block"),
-    (_skip_after_norm, "Both residuals are added after the norm"),
-    (lambda x, a, f, n1, n2: f(n2(a(n1(x)))), "no residual"),
-    (lambda x, a, f, n1, n2: (lambda h: h + f(n1(h)))(x + a(n2(x))), "swapped"),
-    (lambda x, a, f, n1, n2: x, "values differ"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            lambda x, a, f, n1, n2: (lambda h: n2(h + f(h)))(n1(x + a(x))),
+            "post-norm block",
+        ),
+        (_skip_after_norm, "Both residuals are added after the norm"),
+        (lambda x, a, f, n1, n2: f(n2(a(n1(x)))), "no residual"),
+        (lambda x, a, f, n1, n2: (lambda h: h + f(n1(h)))(x + a(n2(x))), "swapped"),
+        (lambda x, a, f, n1, n2: x, "values differ"),
+    ],
+)
 def test_pre_norm_mistakes_are_explained(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         block_checks.check_pre_norm_block(wrong)
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda B, L, d, V: _max_d_ff(B, L, d, V) + 1, "over the budget"),
-    (lambda B, L, d, V: _max_d_ff(B, L, d, V) - 1, "but so does"),
-    (lambda B, L, d, V: (B - V * d - L * 4 * d * d) // (L * 2 * d), "over the budget"),
-    (lambda B, L, d, V: float(_max_d_ff(B, L, d, V)), "Python int"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda B, L, d, V: _max_d_ff(B, L, d, V) + 1, "over the budget"),
+        (lambda B, L, d, V: _max_d_ff(B, L, d, V) - 1, "but so does"),
+        (
+            lambda B, L, d, V: (B - V * d - L * 4 * d * d) // (L * 2 * d),
+            "over the budget",
+        ),
+        (lambda B, L, d, V: float(_max_d_ff(B, L, d, V)), "Python int"),
+    ],
+)
 def test_max_d_ff_mistakes_are_explained(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         block_checks.check_max_d_ff(wrong)
@@ -255,6 +321,10 @@ def test_checks_explain_a_stub():
     def stub(*args):
         raise NotImplementedError
 
-    for check in (block_checks.check_batch_norm, block_checks.check_pre_norm_block, block_checks.check_max_d_ff):
+    for check in (
+        block_checks.check_batch_norm,
+        block_checks.check_pre_norm_block,
+        block_checks.check_max_d_ff,
+    ):
         with pytest.raises(ExerciseError, match="not written yet"):
             check(stub)

@@ -1,4 +1,5 @@
-"""The dataset registry: local folder, cache, download, checksums, archives, and the real ATIS files.
+"""The dataset registry: local folder, cache, download, checksums, archives, and the real
+ATIS files.
 
 The failure paths use only files these tests create (toy datasets with ``file://`` URLs);
 nothing here touches the network. The last tests read the real datasets from
@@ -19,7 +20,9 @@ import pytest
 from transformer_book import data
 
 REAL_DATA = os.environ.get(data.DATA_ENV)
-needs_real_data = pytest.mark.skipif(not REAL_DATA, reason=f"${data.DATA_ENV} is not set")
+needs_real_data = pytest.mark.skipif(
+    not REAL_DATA, reason=f"${data.DATA_ENV} is not set"
+)
 
 
 def sha(b: bytes) -> str:
@@ -58,8 +61,14 @@ def test_reads_the_local_folder_first_and_checks_it(tmp_path, dirs, monkeypatch)
     with pytest.raises(data.ChecksumError) as err:
         data.path(ds, "split/a.txt")
     msg = str(err.value)
-    assert "toy/split/a.txt" in msg and sha(b"hello\n") in msg and sha(b"tampered\n") in msg
-    assert (local / "toy" / "split" / "a.txt").exists()  # the user's own file is reported, not deleted
+    assert (
+        "toy/split/a.txt" in msg
+        and sha(b"hello\n") in msg
+        and sha(b"tampered\n") in msg
+    )
+    assert (
+        local / "toy" / "split" / "a.txt"
+    ).exists()  # the user's own file is reported, not deleted
 
 
 def test_download_into_the_cache_with_a_file_url(dirs, monkeypatch):
@@ -67,23 +76,34 @@ def test_download_into_the_cache_with_a_file_url(dirs, monkeypatch):
     (src / "a.txt").write_bytes(b"some data\n")
     ds = toy((src / "a.txt").as_uri(), b"some data\n")
     got = data.path(ds, "split/a.txt")
-    assert got == cache / "toy" / "split" / "a.txt" and got.read_bytes() == b"some data\n"
-    monkeypatch.setattr(data, "_download", no_download)  # the second time it comes from the cache
+    assert (
+        got == cache / "toy" / "split" / "a.txt" and got.read_bytes() == b"some data\n"
+    )
+    monkeypatch.setattr(
+        data, "_download", no_download
+    )  # the second time it comes from the cache
     assert data.path(ds, "split/a.txt") == got
 
 
-def test_local_folder_without_the_file_falls_back_to_the_cache(tmp_path, dirs, monkeypatch):
+def test_local_folder_without_the_file_falls_back_to_the_cache(
+    tmp_path, dirs, monkeypatch
+):
     cache, src = dirs
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "empty"))
     (src / "a.txt").write_bytes(b"x")
-    assert data.path(toy((src / "a.txt").as_uri(), b"x"), "split/a.txt") == cache / "toy" / "split" / "a.txt"
+    assert (
+        data.path(toy((src / "a.txt").as_uri(), b"x"), "split/a.txt")
+        == cache / "toy" / "split" / "a.txt"
+    )
 
 
 def test_explicit_cache_argument(tmp_path, dirs):
     _, src = dirs
     (src / "a.txt").write_bytes(b"x")
-    got = data.path(toy((src / "a.txt").as_uri(), b"x"), "split/a.txt", cache=tmp_path / "elsewhere")
+    got = data.path(
+        toy((src / "a.txt").as_uri(), b"x"), "split/a.txt", cache=tmp_path / "elsewhere"
+    )
     assert got == tmp_path / "elsewhere" / "toy" / "split" / "a.txt"
 
 
@@ -95,9 +115,14 @@ def test_download_with_the_wrong_checksum_is_not_kept(dirs):
         data.path(ds, "split/a.txt")
     msg = str(err.value)
     assert "toy/split/a.txt" in msg
-    assert sha(b"the registered content\n") in msg and sha(b"not what was registered\n") in msg
+    assert (
+        sha(b"the registered content\n") in msg
+        and sha(b"not what was registered\n") in msg
+    )
     assert "deleted" in msg
-    assert not any(p.is_file() for p in cache.rglob("*")), "neither the file nor a partial download may stay"
+    assert not any(p.is_file() for p in cache.rglob("*")), (
+        "neither the file nor a partial download may stay"
+    )
 
 
 def test_corrupted_cache_file_is_reported(dirs):
@@ -112,7 +137,9 @@ def test_offline_without_a_local_copy(dirs, monkeypatch):
     def offline(url, *args, **kwargs):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
-    monkeypatch.setattr(urllib.request, "urlopen", offline)  # the real _download runs and fails
+    monkeypatch.setattr(
+        urllib.request, "urlopen", offline
+    )  # the real _download runs and fails
     url = "https://example.invalid/data/a.txt"
     with pytest.raises(data.DataUnavailableError) as err:
         data.path(toy(url, b"x"), "split/a.txt")
@@ -122,9 +149,15 @@ def test_offline_without_a_local_copy(dirs, monkeypatch):
     assert not any(p.is_file() for p in cache.rglob("*"))
 
 
-def test_offline_message_names_the_folder_that_was_searched(tmp_path, dirs, monkeypatch):
+def test_offline_message_names_the_folder_that_was_searched(
+    tmp_path, dirs, monkeypatch
+):
     monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "my-data"))
-    monkeypatch.setattr(data, "_download", lambda url, dest: (_ for _ in ()).throw(OSError("network is unreachable")))
+    monkeypatch.setattr(
+        data,
+        "_download",
+        lambda url, dest: (_ for _ in ()).throw(OSError("network is unreachable")),
+    )
     with pytest.raises(data.DataUnavailableError, match="my-data"):
         data.path(toy("https://example.invalid/a.txt", b"x"), "split/a.txt")
 
@@ -147,15 +180,30 @@ def make_zip(path: Path, members: dict) -> None:
 def test_archive_member_is_extracted_and_checked(dirs, monkeypatch, kind):
     cache, src = dirs
     archive = src / ("pack.tar.gz" if kind == "tar" else "pack.zip")
-    (make_tar if kind == "tar" else make_zip)(archive, {"pack/neg.txt": "caf\xe9\n".encode("cp1252"),
-                                                        "pack/pos.txt": b"good\n"})
+    (make_tar if kind == "tar" else make_zip)(
+        archive,
+        {"pack/neg.txt": "caf\xe9\n".encode("cp1252"), "pack/pos.txt": b"good\n"},
+    )
     url = archive.as_uri()
-    ds = data.Dataset("toy", (
-        data.DataFile("neg.txt", url, (sha("caf\xe9\n".encode("cp1252")),), member="pack/neg.txt", encoding="cp1252"),
-        data.DataFile("pos.txt", url, (sha(b"good\n"),), member="other-top-folder/pos.txt"),  # found by file name
-    ))
+    ds = data.Dataset(
+        "toy",
+        (
+            data.DataFile(
+                "neg.txt",
+                url,
+                (sha("caf\xe9\n".encode("cp1252")),),
+                member="pack/neg.txt",
+                encoding="cp1252",
+            ),
+            data.DataFile(
+                "pos.txt", url, (sha(b"good\n"),), member="other-top-folder/pos.txt"
+            ),  # found by file name
+        ),
+    )
     assert data.read_text(ds, "neg.txt") == "caf\xe9\n"  # decoded as cp1252
-    monkeypatch.setattr(data, "_download", no_download)  # the archive is downloaded once, then reused
+    monkeypatch.setattr(
+        data, "_download", no_download
+    )  # the archive is downloaded once, then reused
     assert data.path(ds, "pos.txt").read_bytes() == b"good\n"
     assert (cache / "toy" / "_archives" / archive.name).is_file()
 
@@ -163,7 +211,9 @@ def test_archive_member_is_extracted_and_checked(dirs, monkeypatch, kind):
 def test_archive_without_the_member(dirs):
     _, src = dirs
     make_zip(src / "pack.zip", {"pack/other.txt": b"x"})
-    ds = toy((src / "pack.zip").as_uri(), b"x", name="missing.txt", member="pack/missing.txt")
+    ds = toy(
+        (src / "pack.zip").as_uri(), b"x", name="missing.txt", member="pack/missing.txt"
+    )
     with pytest.raises(data.DataError, match="no member 'pack/missing.txt'"):
         data.path(ds, "missing.txt")
 
@@ -178,13 +228,19 @@ def test_unknown_names():
 
 
 def test_registry():
-    assert {"atis", "snips", "tinyshakespeare", "sst2", "rt-polarity"} <= set(data.DATASETS)
+    assert {"atis", "snips", "tinyshakespeare", "sst2", "rt-polarity"} <= set(
+        data.DATASETS
+    )
     for ds in data.DATASETS.values():
         for f in ds.files:
-            assert f.sha256 and all(len(d) == 64 and int(d, 16) >= 0 for d in f.sha256), f
+            assert f.sha256 and all(
+                len(d) == 64 and int(d, 16) >= 0 for d in f.sha256
+            ), f
             assert f.url.startswith(("https://", "http://"))
     rt = data.DATASETS["rt-polarity"].files
-    assert all(f.member and f.encoding == "cp1252" and f.url.endswith(".tar.gz") for f in rt)
+    assert all(
+        f.member and f.encoding == "cp1252" and f.url.endswith(".tar.gz") for f in rt
+    )
     assert all(f.member and f.url.endswith(".zip") for f in data.DATASETS["sst2"].files)
     assert len(data.DATASETS["atis"].files) == 11
 
@@ -202,7 +258,9 @@ def test_register_adds_a_dataset(dirs, monkeypatch):
 
 @pytest.fixture
 def real(tmp_path, monkeypatch):
-    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path / "cache"))  # anything not found locally would land here
+    monkeypatch.setenv(
+        data.CACHE_ENV, str(tmp_path / "cache")
+    )  # anything not found locally would land here
     monkeypatch.setattr(data, "_download", no_download)
 
 
@@ -211,7 +269,11 @@ def test_registry_matches_the_manifest_of_the_data_folder(real):
     manifest = Path(REAL_DATA) / "MANIFEST.tsv"
     if not manifest.exists():
         pytest.skip(f"no MANIFEST.tsv in {REAL_DATA}")
-    rows = [line.split("\t") for line in manifest.read_text().splitlines()[1:] if line.strip()]
+    rows = [
+        line.split("\t")
+        for line in manifest.read_text().splitlines()[1:]
+        if line.strip()
+    ]
     for dataset, file, _, digest, url in rows:
         f = data.DATASETS[dataset].file(file)
         assert digest in f.sha256 and f.url == url
@@ -222,19 +284,30 @@ def test_load_atis_from_the_data_folder(real):
     train, test = data.load_atis("train"), data.load_atis("test")
     assert (len(train), len(data.load_atis("dev")), len(test)) == (4478, 500, 893)
     assert all(len(w) == len(t) for w, t in zip(train.sentences, train.tags))
-    assert train.sentences[0][:4] == ["i", "want", "to", "fly"] and train.intents[0] == "atis_flight"
+    assert (
+        train.sentences[0][:4] == ["i", "want", "to", "fly"]
+        and train.intents[0] == "atis_flight"
+    )
     assert {t[:2] for tags in train.tags for t in tags} == {"O", "B-", "I-"}
     assert sum("#" in x for x in train.intents) == 23  # multi-intent labels kept whole
-    assert sum(x not in set(train.intents) for x in test.intents) == 5  # intents unseen in training
+    assert (
+        sum(x not in set(train.intents) for x in test.intents) == 5
+    )  # intents unseen in training
 
 
 @needs_real_data
 def test_other_loaders_from_the_data_folder(real):
     snips = data.load_snips("test")
-    assert len(snips) == 700 and all(len(w) == len(t) for w, t in zip(snips.sentences, snips.tags))
+    assert len(snips) == 700 and all(
+        len(w) == len(t) for w, t in zip(snips.sentences, snips.tags)
+    )
     assert len(data.load_tinyshakespeare()) == 1115394
     texts, labels = data.load_sst2("dev")
-    assert len(texts) == 872 and set(labels) == {0, 1} and texts[0].startswith("it 's a charming")
+    assert (
+        len(texts) == 872
+        and set(labels) == {0, 1}
+        and texts[0].startswith("it 's a charming")
+    )
     assert len(data.load_sst2("train")[0]) == 67349
     texts, labels = data.load_rt_polarity()
     assert len(texts) == 10662 and labels.count(0) == labels.count(1) == 5331

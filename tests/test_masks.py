@@ -9,12 +9,19 @@ from transformer_book import masks
 def test_causal_square():
     m = masks.causal_mask(4)
     assert m.dtype == torch.bool
-    assert torch.equal(m, torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
+    assert torch.equal(
+        m,
+        torch.tensor(
+            [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool
+        ),
+    )
 
 
 def test_causal_queries_are_the_last_positions():
     m = masks.causal_mask(2, 5)  # two new tokens at positions 3 and 4
-    assert torch.equal(m, torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool))
+    assert torch.equal(
+        m, torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    )
     assert masks.causal_mask(1, 10).all()
 
 
@@ -38,7 +45,9 @@ def test_padding_mask_from_ids():
 
 
 def test_padding_mask_bad_lengths():
-    with pytest.raises(ValueError, match=r"lengths must lie in \[0, n_keys=4\], got \[2, 6\]"):
+    with pytest.raises(
+        ValueError, match=r"lengths must lie in \[0, n_keys=4\], got \[2, 6\]"
+    ):
         masks.padding_mask(torch.tensor([2, 6]), 4)
     with pytest.raises(ValueError, match="1-D integer tensor"):
         masks.padding_mask(torch.tensor([[1.0]]), 4)

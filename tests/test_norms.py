@@ -34,7 +34,9 @@ def test_equals_torch_layer_norm(shape):
 
 def test_gradients_equal_torch():
     ours, ref = _pair(16, seed=2)
-    x1 = (torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(3)) * 5).requires_grad_()
+    x1 = (
+        torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(3)) * 5
+    ).requires_grad_()
     x2 = x1.detach().clone().requires_grad_()
     upstream = torch.randn(3, 7, 16, generator=torch.Generator().manual_seed(4))
     (ours(x1) * upstream).sum().backward()
@@ -58,11 +60,16 @@ def test_without_bias_and_other_eps():
 
 
 def test_each_token_standardised_at_init():
-    x = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(6)) * torch.tensor([0.1, 1.0, 100.0, 3.0, 7.0])[None, :, None]  # wildly different scales
+    x = (
+        torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(6))
+        * torch.tensor([0.1, 1.0, 100.0, 3.0, 7.0])[None, :, None]
+    )  # wildly different scales
     y = LayerNorm(32)(x)
     torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
     v = x.var(-1, unbiased=False)
-    torch.testing.assert_close(y.var(-1, unbiased=False), v / (v + 1e-5), atol=1e-5, rtol=1e-5)  # 1 up to ε
+    torch.testing.assert_close(
+        y.var(-1, unbiased=False), v / (v + 1e-5), atol=1e-5, rtol=1e-5
+    )  # 1 up to ε
 
 
 def test_independent_of_the_rest_of_the_batch():
@@ -79,7 +86,9 @@ def test_half_precision_statistics_in_float32():
     ln = LayerNorm(64)
     y16 = ln.half()(x.half())
     assert y16.dtype == torch.float16
-    torch.testing.assert_close(y16.float(), nn.functional.layer_norm(x, (64,)), atol=2e-2, rtol=0)
+    torch.testing.assert_close(
+        y16.float(), nn.functional.layer_norm(x, (64,)), atol=2e-2, rtol=0
+    )
 
 
 def test_wrong_last_dimension_raises():

@@ -22,36 +22,71 @@ def _seed():
 class TokenEncoder(nn.Module):
     """Token embeddings (+ a learned position table when max_len is given) and an encoder stack."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, vocab_size, max_len=None, norm_first=False):
+    def __init__(
+        self,
+        n_layers,
+        d_model,
+        n_heads,
+        d_ff,
+        vocab_size,
+        max_len=None,
+        norm_first=False,
+    ):
         super().__init__()
         self.tok = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(max_len, d_model) if max_len else None
-        self.encoder = blocks.Encoder(n_layers, d_model, n_heads, d_ff, norm_first=norm_first)
+        self.encoder = blocks.Encoder(
+            n_layers, d_model, n_heads, d_ff, norm_first=norm_first
+        )
 
     def forward(self, ids):
         x = self.tok(ids)  # (B, T, d_model)
         if self.pos is not None:
-            x = x + self.pos(torch.arange(ids.shape[1]))  # (T, d_model) broadcast over B
+            x = x + self.pos(
+                torch.arange(ids.shape[1])
+            )  # (T, d_model) broadcast over B
         return self.encoder(x)
 
 
 @pytest.mark.parametrize("n_layers, d_model, n_heads, d_ff, vocab_size", CONFIGS)
 def test_parts_equal_module_counts(n_layers, d_model, n_heads, d_ff, vocab_size):
-    assert params.mha_params(d_model) == params.count_params(attention.MultiHeadAttention(d_model, n_heads))
-    assert params.feed_forward_params(d_model, d_ff) == params.count_params(blocks.FeedForward(d_model, d_ff))
-    assert params.layer_norm_params(d_model) == params.count_params(norms.LayerNorm(d_model))
-    assert params.layer_norm_params(d_model, bias=False) == params.count_params(norms.LayerNorm(d_model, bias=False))
+    assert params.mha_params(d_model) == params.count_params(
+        attention.MultiHeadAttention(d_model, n_heads)
+    )
+    assert params.feed_forward_params(d_model, d_ff) == params.count_params(
+        blocks.FeedForward(d_model, d_ff)
+    )
+    assert params.layer_norm_params(d_model) == params.count_params(
+        norms.LayerNorm(d_model)
+    )
+    assert params.layer_norm_params(d_model, bias=False) == params.count_params(
+        norms.LayerNorm(d_model, bias=False)
+    )
     block = blocks.EncoderBlock(d_model, n_heads, d_ff)
     assert params.encoder_block_params(d_model, d_ff) == params.count_params(block)
-    assert params.encoder_block_params(d_model, d_ff) == 4 * d_model**2 + 2 * d_model * d_ff + 9 * d_model + d_ff
+    assert (
+        params.encoder_block_params(d_model, d_ff)
+        == 4 * d_model**2 + 2 * d_model * d_ff + 9 * d_model + d_ff
+    )
 
 
 @pytest.mark.parametrize("n_layers, d_model, n_heads, d_ff, vocab_size", CONFIGS)
-@pytest.mark.parametrize("max_len, norm_first", [(None, False), (32, False), (None, True), (17, True)])
-def test_encoder_equals_module_count(n_layers, d_model, n_heads, d_ff, vocab_size, max_len, norm_first):
-    model = TokenEncoder(n_layers, d_model, n_heads, d_ff, vocab_size, max_len, norm_first)
+@pytest.mark.parametrize(
+    "max_len, norm_first", [(None, False), (32, False), (None, True), (17, True)]
+)
+def test_encoder_equals_module_count(
+    n_layers, d_model, n_heads, d_ff, vocab_size, max_len, norm_first
+):
+    model = TokenEncoder(
+        n_layers, d_model, n_heads, d_ff, vocab_size, max_len, norm_first
+    )
     expected = params.count_params(model)
-    assert params.encoder_params(n_layers, d_model, d_ff, vocab_size, max_len=max_len, final_norm=norm_first) == expected
+    assert (
+        params.encoder_params(
+            n_layers, d_model, d_ff, vocab_size, max_len=max_len, final_norm=norm_first
+        )
+        == expected
+    )
 
 
 def test_matches_torch_encoder_layer_count():
@@ -68,7 +103,10 @@ def test_linear_and_embedding():
 
 
 def test_heads_do_not_change_attention_count():
-    counts = {params.count_params(attention.MultiHeadAttention(48, h)) for h in (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)}
+    counts = {
+        params.count_params(attention.MultiHeadAttention(48, h))
+        for h in (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
+    }
     assert counts == {params.mha_params(48)}
 
 
@@ -113,15 +151,32 @@ def test_trainable_only():
     assert params.count_params(model, trainable_only=True) == params.linear_params(8, 4)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: params.mha_params(0), "d_model must be a positive integer, got 0"),
-    (lambda: params.feed_forward_params(8, -1), "d_ff must be a positive integer, got -1"),
-    (lambda: params.encoder_params(0, 8, 16, 10), "n_layers must be a positive integer, got 0"),
-    (lambda: params.encoder_params(1, 8, 16, 10, max_len=0), "max_len must be a positive integer, got 0"),
-    (lambda: params.encoder_params(2, 8, 16, vocab_size=0), "vocab_size must be a positive integer, got 0"),
-    (lambda: params.mha_params(8, n_kv_heads=2), "n_kv_heads needs n_heads"),
-    (lambda: params.mha_params(8, n_heads=4, n_kv_heads=3), "n_heads % n_kv_heads"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: params.mha_params(0), "d_model must be a positive integer, got 0"),
+        (
+            lambda: params.feed_forward_params(8, -1),
+            "d_ff must be a positive integer, got -1",
+        ),
+        (
+            lambda: params.encoder_params(0, 8, 16, 10),
+            "n_layers must be a positive integer, got 0",
+        ),
+        (
+            lambda: params.encoder_params(1, 8, 16, 10, max_len=0),
+            "max_len must be a positive integer, got 0",
+        ),
+        (
+            lambda: params.encoder_params(2, 8, 16, vocab_size=0),
+            "vocab_size must be a positive integer, got 0",
+        ),
+        (lambda: params.mha_params(8, n_kv_heads=2), "n_kv_heads needs n_heads"),
+        (lambda: params.mha_params(8, n_heads=4, n_kv_heads=3), "n_heads % n_kv_heads"),
+    ],
+)
 def test_bad_arguments_raise(call, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):
         call()

@@ -14,6 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def _paper_alibi_slopes(n: int) -> list[float]:
     """The ALiBi authors' reference recipe (ofirpress/attention_with_linear_biases), written out."""
+
     def power_of_2(n: int) -> list[float]:
         start = 2 ** (-(2 ** -(math.log2(n) - 3)))
         return [start * start**i for i in range(n)]
@@ -31,7 +32,9 @@ def test_learned_embedding_adds_one_vector_per_position():
     emb = positions.LearnedPositionalEmbedding(max_len=10, d_model=4)
     x = torch.zeros(2, 6, 4)
     torch.testing.assert_close(emb(x), emb.embedding.weight[:6].expand(2, 6, 4))
-    torch.testing.assert_close(emb(x, offset=4), emb.embedding.weight[4:10].expand(2, 6, 4))
+    torch.testing.assert_close(
+        emb(x, offset=4), emb.embedding.weight[4:10].expand(2, 6, 4)
+    )
 
 
 def test_learned_embedding_past_max_len_names_length_and_max_len():
@@ -67,11 +70,15 @@ def test_sinusoidal_dot_product_depends_only_on_distance():
     for k in (-20, -3, 0, 1, 5, 37):
         diagonal = torch.diagonal(gram, offset=k)
         expected = torch.cos(k * omega).sum()
-        torch.testing.assert_close(diagonal, expected.expand_as(diagonal), atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            diagonal, expected.expand_as(diagonal), atol=1e-5, rtol=0
+        )
 
 
 def test_sinusoidal_rejects_odd_width():
-    with pytest.raises(ValueError, match="d_model must be a positive even number.*got 7"):
+    with pytest.raises(
+        ValueError, match="d_model must be a positive even number.*got 7"
+    ):
         positions.sinusoidal_encoding(4, 7)
 
 
@@ -81,10 +88,16 @@ def test_sinusoidal_rejects_odd_width():
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 32), (8, 20)])
 def test_t5_buckets_equal_hugging_face(bidirectional, num_buckets, max_distance):
-    import transformers.models.t5.modeling_t5 as t5  # a test dependency (requirements.txt): never skip
+    # a test dependency (requirements.txt): never skip
+    import transformers.models.t5.modeling_t5 as t5
+
     rel = torch.arange(-300, 301)
-    ours = positions.t5_relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
-    ref = t5.T5Attention._relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
+    ours = positions.t5_relative_position_bucket(
+        rel, bidirectional, num_buckets, max_distance
+    )
+    ref = t5.T5Attention._relative_position_bucket(
+        rel, bidirectional, num_buckets, max_distance
+    )
     assert torch.equal(ours, ref.long())
     assert ours.min() >= 0 and ours.max() < num_buckets
 
@@ -92,10 +105,19 @@ def test_t5_buckets_equal_hugging_face(bidirectional, num_buckets, max_distance)
 def test_t5_buckets_exact_near_logarithmic_far():
     # bidirectional, 32 buckets: 16 per direction, of which 8 exact distances (0..7)
     rel = torch.tensor([0, -1, -7, -8, -15, -127, -128, -1000, 1, 15, 1000])
-    buckets = positions.t5_relative_position_bucket(rel, bidirectional=True, num_buckets=32, max_distance=128)
+    buckets = positions.t5_relative_position_bucket(
+        rel, bidirectional=True, num_buckets=32, max_distance=128
+    )
     assert buckets.tolist() == [0, 1, 7, 8, 9, 15, 15, 15, 17, 25, 31]
-    causal = positions.t5_relative_position_bucket(torch.tensor([3, 0, -5, -200]), bidirectional=False)
-    assert causal.tolist() == [0, 0, 5, 31]  # future keys share bucket 0; 16 exact distances
+    causal = positions.t5_relative_position_bucket(
+        torch.tensor([3, 0, -5, -200]), bidirectional=False
+    )
+    assert causal.tolist() == [
+        0,
+        0,
+        5,
+        31,
+    ]  # future keys share bucket 0; 16 exact distances
 
 
 def test_t5_relative_bias_shape_and_toeplitz():
@@ -114,7 +136,9 @@ def test_t5_bucket_rejects_float_and_tiny_settings():
     with pytest.raises(ValueError, match="integer tensor, got dtype torch.float32"):
         positions.t5_relative_position_bucket(torch.zeros(3))
     with pytest.raises(ValueError, match="max_distance must exceed"):
-        positions.t5_relative_position_bucket(torch.zeros(3, dtype=torch.long), num_buckets=32, max_distance=4)
+        positions.t5_relative_position_bucket(
+            torch.zeros(3, dtype=torch.long), num_buckets=32, max_distance=4
+        )
 
 
 # --- ALiBi ------------------------------------------------------------------------------
@@ -122,16 +146,33 @@ def test_t5_bucket_rejects_float_and_tiny_settings():
 
 @pytest.mark.parametrize("n_heads", [1, 2, 4, 8, 16, 3, 6, 12, 20, 24])
 def test_alibi_slopes_follow_the_paper(n_heads):
-    torch.testing.assert_close(positions.alibi_slopes(n_heads), torch.tensor(_paper_alibi_slopes(n_heads)))
+    torch.testing.assert_close(
+        positions.alibi_slopes(n_heads), torch.tensor(_paper_alibi_slopes(n_heads))
+    )
 
 
 def test_alibi_slopes_written_out():
     assert positions.alibi_slopes(8).tolist() == [2.0**-k for k in range(1, 9)]
-    torch.testing.assert_close(positions.alibi_slopes(16), torch.tensor([2.0 ** (-k / 2) for k in range(1, 17)]))
+    torch.testing.assert_close(
+        positions.alibi_slopes(16),
+        torch.tensor([2.0 ** (-k / 2) for k in range(1, 17)]),
+    )
     # 6 heads: the 4-head slopes, then the 1st and 3rd of the 8-head slopes
-    assert positions.alibi_slopes(6).tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    assert positions.alibi_slopes(6).tolist() == [
+        2.0**-2,
+        2.0**-4,
+        2.0**-6,
+        2.0**-8,
+        2.0**-1,
+        2.0**-3,
+    ]
     # 12 heads: the 8-head slopes, then the odd-numbered of the 16-head slopes
-    expected12 = [2.0**-k for k in range(1, 9)] + [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
+    expected12 = [2.0**-k for k in range(1, 9)] + [
+        2.0**-0.5,
+        2.0**-1.5,
+        2.0**-2.5,
+        2.0**-3.5,
+    ]
     torch.testing.assert_close(positions.alibi_slopes(12), torch.tensor(expected12))
     with pytest.raises(ValueError, match="n_heads must be >= 1, got 0"):
         positions.alibi_slopes(0)
@@ -144,8 +185,14 @@ def test_alibi_bias_is_minus_slope_times_distance():
     for h in range(4):
         for i in range(5):
             for j in range(5):
-                assert math.isclose(bias[0, h, i, j].item(), -slopes[h].item() * abs(i - j), rel_tol=1e-6)
-    torch.testing.assert_close(positions.alibi_bias(4, 2, 5), positions.alibi_bias(4, 5)[:, :, 3:])
+                assert math.isclose(
+                    bias[0, h, i, j].item(),
+                    -slopes[h].item() * abs(i - j),
+                    rel_tol=1e-6,
+                )
+    torch.testing.assert_close(
+        positions.alibi_bias(4, 2, 5), positions.alibi_bias(4, 5)[:, :, 3:]
+    )
 
 
 # --- RoPE -------------------------------------------------------------------------------
@@ -157,12 +204,18 @@ def test_rope_scores_depend_only_on_offset():
 
     def score(m: int, n: int) -> torch.Tensor:
         cos, sin = positions.rope_angles(torch.tensor([m, n]), 16)
-        return positions.apply_rope(q, cos[0], sin[0]) @ positions.apply_rope(k, cos[1], sin[1])
+        return positions.apply_rope(q, cos[0], sin[0]) @ positions.apply_rope(
+            k, cos[1], sin[1]
+        )
 
     for m, n in ((0, 3), (5, 1), (2, 2), (10, 40)):
         for shift in (1, 7, 100):
-            torch.testing.assert_close(score(m + shift, n + shift), score(m, n), atol=1e-4, rtol=1e-5)
-    assert not torch.isclose(score(0, 3), score(0, 4))  # ... but they do depend on the offset
+            torch.testing.assert_close(
+                score(m + shift, n + shift), score(m, n), atol=1e-4, rtol=1e-5
+            )
+    assert not torch.isclose(
+        score(0, 3), score(0, 4)
+    )  # ... but they do depend on the offset
 
 
 def test_rotary_module_scores_are_toeplitz():
@@ -174,7 +227,9 @@ def test_rotary_module_scores_are_toeplitz():
     scores = (qr @ kr.transpose(-2, -1))[0, 0]  # (12, 12)
     for k in range(-11, 12):
         diagonal = torch.diagonal(scores, offset=k)
-        torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            diagonal, diagonal[:1].expand_as(diagonal), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_rope_preserves_norms_and_position_zero():
@@ -190,8 +245,14 @@ def test_rope_equals_hugging_face_llama():
     from transformers import LlamaConfig
 
     head_dim, n_heads, T = 16, 4, 23
-    config = LlamaConfig(hidden_size=head_dim * n_heads, num_attention_heads=n_heads, num_hidden_layers=1,
-                         intermediate_size=32, vocab_size=10, max_position_embeddings=64)
+    config = LlamaConfig(
+        hidden_size=head_dim * n_heads,
+        num_attention_heads=n_heads,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        vocab_size=10,
+        max_position_embeddings=64,
+    )
     rotary = llama.LlamaRotaryEmbedding(config)
     torch.manual_seed(0)
     q, k = torch.randn(2, n_heads, T, head_dim), torch.randn(2, n_heads, T, head_dim)
@@ -214,9 +275,14 @@ def test_rotary_queries_sit_at_the_last_key_positions():
 
 
 def test_rotary_rejects_bad_head_dim():
-    with pytest.raises(ValueError, match="head_dim must be a positive even number.*got 7"):
+    with pytest.raises(
+        ValueError, match="head_dim must be a positive even number.*got 7"
+    ):
         positions.RotaryEmbedding(7)
-    with pytest.raises(ValueError, match=r"q must have shape \(\.\.\., T, head_dim=8\), got \(1, 1, 3, 6\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"q must have shape \(\.\.\., T, head_dim=8\), got \(1, 1, 3, 6\)",
+    ):
         positions.RotaryEmbedding(8)(torch.zeros(1, 1, 3, 6), torch.zeros(1, 1, 3, 6))
 
 
@@ -247,17 +313,26 @@ def test_multi_head_attention_with_rope_runs_and_is_causal():
 def test_checks_accept_reference_answers():
     checks.check_sinusoidal_encoding(positions.sinusoidal_encoding)
     checks.check_alibi_slopes(positions.alibi_slopes)
-    checks.check_rope_rotation(lambda x, p: positions.apply_rope(x, *positions.rope_angles(p, x.shape[-1])))
+    checks.check_rope_rotation(
+        lambda x, p: positions.apply_rope(x, *positions.rope_angles(p, x.shape[-1]))
+    )
 
 
 def test_checks_explain_common_mistakes():
     def swapped(n, d):
-        return positions.sinusoidal_encoding(n, d).view(n, d // 2, 2).flip(-1).reshape(n, d)
+        return (
+            positions.sinusoidal_encoding(n, d)
+            .view(n, d // 2, 2)
+            .flip(-1)
+            .reshape(n, d)
+        )
 
     with pytest.raises(checks.ExerciseError, match="sin and cos are swapped"):
         checks.check_sinusoidal_encoding(swapped)
     with pytest.raises(checks.ExerciseError, match="not a power of two"):
-        checks.check_alibi_slopes(lambda n: torch.tensor([2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]))
+        checks.check_alibi_slopes(
+            lambda n: torch.tensor([2.0 ** (-8.0 * (h + 1) / n) for h in range(n)])
+        )
 
     def clockwise(x, p):
         return positions.apply_rope(x, *positions.rope_angles(-p, x.shape[-1]))

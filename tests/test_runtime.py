@@ -20,11 +20,16 @@ def test_explicit_profile_and_pick():
 
 
 def test_bad_profile_named_in_error():
-    with pytest.raises(ValueError, match=r"profile must be 'auto' or one of \('quick', 'full'\), got 'fast'"):
+    with pytest.raises(
+        ValueError,
+        match=r"profile must be 'auto' or one of \('quick', 'full'\), got 'fast'",
+    ):
         runtime.setup("cpu", "fast")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is absent")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the error raised when CUDA is absent"
+)
 def test_cuda_requested_without_cuda():
     with pytest.raises(ValueError, match="CUDA is not available"):
         runtime.resolve_device("cuda")

@@ -5,7 +5,11 @@ import torch
 
 from transformer_book.vocab import Vocab
 
-CORPUS = [["show", "flights", "to", "boston"], ["flights", "to", "denver"], ["to", "dallas"]]
+CORPUS = [
+    ["show", "flights", "to", "boston"],
+    ["flights", "to", "denver"],
+    ["to", "dallas"],
+]
 
 
 def test_specials_first_then_by_frequency_then_alphabetically():
@@ -50,12 +54,16 @@ def test_closed_vocabulary_for_labels():
 
 def test_encode_batch_pads_to_the_longest():
     v = Vocab.from_corpus(CORPUS)
-    ids, lengths = v.encode_batch([["to", "boston"], ["show", "flights", "to", "paris"]])
+    ids, lengths = v.encode_batch(
+        [["to", "boston"], ["show", "flights", "to", "paris"]]
+    )
     assert ids.shape == (2, 4) and ids.dtype == torch.long
     assert lengths.tolist() == [2, 4]
     assert ids[0].tolist() == [v["to"], v["boston"], v.pad_id, v.pad_id]
     assert ids[1, 3].item() == v.unk_id
-    targets, _ = Vocab(["O", "B-x"], pad_token=None, unk_token=None).encode_batch([["O"], ["B-x", "O"]], pad_value=-100)
+    targets, _ = Vocab(["O", "B-x"], pad_token=None, unk_token=None).encode_batch(
+        [["O"], ["B-x", "O"]], pad_value=-100
+    )
     assert targets.tolist() == [[0, -100], [1, 0]]
 
 
@@ -67,4 +75,6 @@ def test_duplicate_specials_are_rejected():
 
 
 def test_repr_shows_size_and_first_tokens():
-    assert repr(Vocab.from_corpus(CORPUS)).startswith("Vocab(8 tokens: '<pad>', '<unk>', 'to'")
+    assert repr(Vocab.from_corpus(CORPUS)).startswith(
+        "Vocab(8 tokens: '<pad>', '<unk>', 'to'"
+    )

@@ -14,49 +14,62 @@ Follows Vaswani et al. (2017), "Attention Is All You Need", section 3.2.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "split_heads", "merge_heads"]
+__all__ = [
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "split_heads",
+    "merge_heads",
+]
 
 
-def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], bias: Optional[Tensor]) -> tuple[int, ...]:
+def _check_inputs(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None
+) -> tuple[int, ...]:
     """Validate shapes and return the shape of the score matrix (..., Tq, Tk)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., T, d), got {tuple(t.shape)}"
+            )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must share their last dimension d_k: q has {tuple(q.shape)}, k has {tuple(k.shape)}"
+            f"q and k must share their last dimension d_k: q has {tuple(q.shape)}, "
+            f"k has {tuple(k.shape)}"
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must have the same number of positions (dim -2): k has {tuple(k.shape)}, v has {tuple(v.shape)}"
+            "k and v must have the same number of positions (dim -2): "
+            f"k has {tuple(k.shape)}, v has {tuple(v.shape)}"
         )
     try:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
         raise ValueError(
-            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} "
-            "do not broadcast"
+            f"the leading (batch/head) dimensions of q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} do not broadcast"
         ) from None
     scores = (*batch, q.shape[-2], k.shape[-2])
     for name, t in (("mask", mask), ("bias", bias)):
         if t is None:
             continue
         if name == "mask" and t.dtype != torch.bool:
-            raise ValueError(f"mask must be boolean (True = may attend), got dtype {t.dtype}")
+            raise ValueError(
+                f"mask must be boolean (True = may attend), got dtype {t.dtype}"
+            )
         try:
             ok = torch.broadcast_shapes(t.shape, scores) == torch.Size(scores)
         except RuntimeError:
             ok = False
         if not ok:
             raise ValueError(
-                f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention scores' shape {scores} "
-                "(..., queries, keys)"
+                f"{name} of shape {tuple(t.shape)} cannot broadcast to the attention "
+                f"scores' shape {scores} (..., queries, keys)"
             )
     return scores
 
@@ -65,12 +78,12 @@ def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Optional[Tensor] = None,
-    bias: Optional[Tensor] = None,
-    scale: Optional[float] = None,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    scale: float | None = None,
     need_weights: bool = True,
     dropout_p: float = 0.0,
-) -> tuple[Tensor, Optional[Tensor]]:
+) -> tuple[Tensor, Tensor | None]:
     """Attention ``softmax(q kᵀ · scale + bias) v`` with a boolean mask (True = may attend).
 
     Shapes: q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v); mask and bias broadcast
@@ -110,7 +123,9 @@ def scaled_dot_product_attention(
         attn_mask = mask
     # The fused kernel wants q, k, v with the same leading dims.
     q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
+    )
     if empty_rows is not None:
         out = out.masked_fill(empty_rows, 0.0)
     return out, None
@@ -144,12 +159,13 @@ class MultiHeadAttention(nn.Module):
         n_heads: int,
         dropout: float = 0.0,
         bias: bool = True,
-        rope: Optional[Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = None,
+        rope: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
     ) -> None:
         super().__init__()
         if n_heads < 1 or d_model % n_heads != 0:
             raise ValueError(
-                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) so every head gets the same width"
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) "
+                "so every head gets the same width"
             )
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
@@ -164,22 +180,31 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         x: Tensor,
-        context: Optional[Tensor] = None,
-        mask: Optional[Tensor] = None,
-        bias: Optional[Tensor] = None,
+        context: Tensor | None = None,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    ) -> tuple[Tensor, Tensor | None]:
         context = x if context is None else context
         for name, t in (("x", x), ("context", context)):
             if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name} must have shape (B, T, d_model={self.d_model}), got {tuple(t.shape)}"
+                )
         if context.shape[0] != x.shape[0]:
-            raise ValueError(f"x and context must share the batch size, got {tuple(x.shape)} and {tuple(context.shape)}")
+            raise ValueError(
+                f"x and context must share the batch size, got {tuple(x.shape)} "
+                f"and {tuple(context.shape)}"
+            )
         q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, Dh)
         k = split_heads(self.k_proj(context), self.n_heads)  # (B, H, Tk, Dh)
         v = split_heads(self.v_proj(context), self.n_heads)  # (B, H, Tk, Dh)
         if self.rope is not None:
             q, k = self.rope(q, k)
         p = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, need_weights=need_weights, dropout_p=p)
-        return self.o_proj(merge_heads(out)), weights  # (B, Tq, d_model), (B, H, Tq, Tk)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, bias=bias, need_weights=need_weights, dropout_p=p
+        )
+        return self.o_proj(
+            merge_heads(out)
+        ), weights  # (B, Tq, d_model), (B, H, Tq, Tk)

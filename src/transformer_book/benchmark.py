@@ -13,7 +13,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -26,7 +26,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, device: torch.device | str = "cpu") -> float:
+def median_time(
+    fn: Callable[[], object],
+    repeats: int = 5,
+    warmup: int = 1,
+    device: torch.device | str = "cpu",
+) -> float:
     """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -57,7 +62,9 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def allocated_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+def allocated_bytes(
+    fn: Callable[[], object], device: torch.device | str = "cpu"
+) -> int:
     """Bytes of tensor memory ``fn()`` allocates while it runs.
 
     CPU: the sum of every allocation torch's profiler records (what the computation asks
@@ -71,6 +78,11 @@ def allocated_bytes(fn: Callable[[], object], device: torch.device | str = "cpu"
         fn()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - start
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with (
+        _quiet_stderr(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         fn()
-    return sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0)
+    return sum(
+        e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0
+    )

@@ -1,4 +1,5 @@
-"""Transformer blocks: the feed-forward sublayer, the encoder block, and a stack of them (chapter 03).
+"""Transformer blocks: the feed-forward sublayer, the encoder block, and a stack of
+them (chapter 03).
 
 Post-norm, as in the original paper (Vaswani et al., 2017, section 3.1), "Add & Norm"
 after each sublayer:
@@ -15,7 +16,7 @@ tests use it to check the two compute the same thing.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -30,16 +31,25 @@ Rope = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network ``W2 · act(W1 x + b1) + b2``, applied to every token alone.
+    """Position-wise feed-forward network ``W2 · act(W1 x + b1) + b2``, applied to every
+    token alone.
 
     Shapes: (..., d_model) -> (..., d_model), through a hidden width d_ff (4·d_model in the
     paper). Vaswani et al. (2017), eq. 2.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: Activation = nn.functional.relu) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: Activation = nn.functional.relu,
+    ) -> None:
         super().__init__()
         if d_model < 1 or d_ff < 1:
-            raise ValueError(f"d_model and d_ff must be positive, got d_model={d_model}, d_ff={d_ff}")
+            raise ValueError(
+                f"d_model and d_ff must be positive, got d_model={d_model}, d_ff={d_ff}"
+            )
         self.d_model, self.d_ff = d_model, d_ff
         self.up_proj = nn.Linear(d_model, d_ff)  # W1, b1
         self.down_proj = nn.Linear(d_ff, d_model)  # W2, b2
@@ -48,8 +58,13 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"FeedForward expects input of shape (..., d_model={self.d_model}), got {tuple(x.shape)}")
-        return self.down_proj(self.dropout(self.activation(self.up_proj(x))))  # (..., d_ff) -> (..., d_model)
+            raise ValueError(
+                f"FeedForward expects input of shape (..., d_model={self.d_model}), "
+                f"got {tuple(x.shape)}"
+            )
+        return self.down_proj(
+            self.dropout(self.activation(self.up_proj(x)))
+        )  # (..., d_ff) -> (..., d_model)
 
 
 class EncoderBlock(nn.Module):
@@ -61,27 +76,44 @@ class EncoderBlock(nn.Module):
     block of Vaswani et al. (2017); ``True`` the pre-norm block (chapter 06).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
-                 rope: Optional[Rope] = None, activation: Activation = nn.functional.relu,
-                 layer_norm_eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        rope: Rope | None = None,
+        activation: Activation = nn.functional.relu,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)  # around the attention sublayer
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)  # around the feed-forward sublayer
+        self.norm1 = LayerNorm(
+            d_model, eps=layer_norm_eps
+        )  # around the attention sublayer
+        self.norm2 = LayerNorm(
+            d_model, eps=layer_norm_eps
+        )  # around the feed-forward sublayer
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def _attend(self, x: Tensor, mask: Optional[Tensor], bias: Optional[Tensor]) -> Tensor:
+    def _attend(self, x: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
         return self.dropout1(self.attn(x, mask=mask, bias=bias)[0])
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout2(self.ff(x))
 
-    def forward(self, x: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
+    ) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"EncoderBlock expects x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"EncoderBlock expects x of shape (B, T, d_model={self.d_model}), "
+                f"got {tuple(x.shape)}"
+            )
         if self.norm_first:  # pre-norm: x + F(LN(x))
             x = x + self._attend(self.norm1(x), mask, bias)
             return x + self._feed_forward(self.norm2(x))
@@ -96,28 +128,52 @@ class Encoder(nn.Module):
     stacks, whose last block output is otherwise unnormalised. Each block has its own weights.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, rope: Optional[Rope] = None, activation: Activation = nn.functional.relu,
-                 layer_norm_eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        rope: Rope | None = None,
+        activation: Activation = nn.functional.relu,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         if n_layers < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         self.layers = nn.ModuleList(
-            EncoderBlock(d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first, rope=rope,
-                         activation=activation, layer_norm_eps=layer_norm_eps)
+            EncoderBlock(
+                d_model,
+                n_heads,
+                d_ff,
+                dropout=dropout,
+                norm_first=norm_first,
+                rope=rope,
+                activation=activation,
+                layer_norm_eps=layer_norm_eps,
+            )
             for _ in range(n_layers)
         )
-        self.final_norm = LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+        self.final_norm = (
+            LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+        )
 
-    def forward(self, x: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
+    ) -> Tensor:
         for layer in self.layers:
             x = layer(x, mask=mask, bias=bias)  # (B, T, d_model) -> (B, T, d_model)
         return self.final_norm(x)
 
 
 @torch.no_grad()
-def load_torch_encoder_layer(block: EncoderBlock, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
-    """Copy the weights of ``torch.nn.TransformerEncoderLayer`` into ``block`` (in place) and return it.
+def load_torch_encoder_layer(
+    block: EncoderBlock, layer: nn.TransformerEncoderLayer
+) -> EncoderBlock:
+    """Copy the weights of ``torch.nn.TransformerEncoderLayer`` into ``block`` (in place)
+    and return it.
 
     torch keeps the query, key and value projections in one stacked ``in_proj_weight``
     of shape (3·d_model, d_model), rows [W_Q; W_K; W_V]; here they are three ``nn.Linear``.
@@ -125,24 +181,54 @@ def load_torch_encoder_layer(block: EncoderBlock, layer: nn.TransformerEncoderLa
     activation, epsilon, biases), because then the copy could not compute the same thing.
     """
     if not isinstance(layer, nn.TransformerEncoderLayer):
-        raise ValueError(f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        raise ValueError(
+            f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
+        )
     sa = layer.self_attn
-    theirs = dict(d_model=sa.embed_dim, n_heads=sa.num_heads, d_ff=layer.linear1.out_features,
-                  norm_first=layer.norm_first, eps=layer.norm1.eps)
-    ours = dict(d_model=block.d_model, n_heads=block.attn.n_heads, d_ff=block.ff.d_ff,
-                norm_first=block.norm_first, eps=block.norm1.eps)
+    theirs = dict(
+        d_model=sa.embed_dim,
+        n_heads=sa.num_heads,
+        d_ff=layer.linear1.out_features,
+        norm_first=layer.norm_first,
+        eps=layer.norm1.eps,
+    )
+    ours = dict(
+        d_model=block.d_model,
+        n_heads=block.attn.n_heads,
+        d_ff=block.ff.d_ff,
+        norm_first=block.norm_first,
+        eps=block.norm1.eps,
+    )
     if theirs != ours:
-        raise ValueError(f"the layers are built differently: torch layer {theirs}, EncoderBlock {ours}")
+        raise ValueError(
+            f"the layers are built differently: torch layer {theirs}, EncoderBlock {ours}"
+        )
     if layer.activation is not block.ff.activation:
-        raise ValueError(f"activations differ: torch layer uses {layer.activation}, EncoderBlock uses {block.ff.activation}")
-    if sa.in_proj_bias is None or layer.linear1.bias is None or layer.norm1.bias is None:
-        raise ValueError("the torch layer was built with bias=False; EncoderBlock always has biases")
+        raise ValueError(
+            f"activations differ: torch layer uses {layer.activation}, "
+            f"EncoderBlock uses {block.ff.activation}"
+        )
+    if (
+        sa.in_proj_bias is None
+        or layer.linear1.bias is None
+        or layer.norm1.bias is None
+    ):
+        raise ValueError(
+            "the torch layer was built with bias=False; EncoderBlock always has biases"
+        )
     D = block.d_model
     for i, proj in enumerate((block.attn.q_proj, block.attn.k_proj, block.attn.v_proj)):
-        proj.weight.copy_(sa.in_proj_weight[i * D:(i + 1) * D])  # (D, D) slice of (3D, D)
-        proj.bias.copy_(sa.in_proj_bias[i * D:(i + 1) * D])  # (D,) slice of (3D,)
-    pairs = [(block.attn.o_proj, sa.out_proj), (block.ff.up_proj, layer.linear1), (block.ff.down_proj, layer.linear2),
-             (block.norm1, layer.norm1), (block.norm2, layer.norm2)]
+        proj.weight.copy_(
+            sa.in_proj_weight[i * D : (i + 1) * D]
+        )  # (D, D) slice of (3D, D)
+        proj.bias.copy_(sa.in_proj_bias[i * D : (i + 1) * D])  # (D,) slice of (3D,)
+    pairs = [
+        (block.attn.o_proj, sa.out_proj),
+        (block.ff.up_proj, layer.linear1),
+        (block.ff.down_proj, layer.linear2),
+        (block.norm1, layer.norm1),
+        (block.norm2, layer.norm2),
+    ]
     for mine, ref in pairs:
         mine.weight.copy_(ref.weight)
         mine.bias.copy_(ref.bias)

@@ -1,10 +1,12 @@
-"""Putting the encoder to work: a label for every token, or one label for the whole sentence (chapter 05).
+"""Putting the encoder to work: a label for every token, or one label for the whole
+sentence (chapter 05).
 
-Both models embed the words, tell attention where each word is, run :class:`transformer_book.blocks.Encoder`
-with a padding mask, and put a linear layer on top. Positions (chapter 04) are either learned
-absolute vectors added to the input (``positions="learned"``, as in BERT) or T5's learned
-relative bias added to the attention scores (``positions="relative"``, Raffel et al., 2020),
-which lets a head look at "the word to my left" with the same few numbers at every position.
+Both models embed the words, tell attention where each word is, run
+:class:`transformer_book.blocks.Encoder` with a padding mask, and put a linear layer on
+top. Positions (chapter 04) are either learned absolute vectors added to the input
+(``positions="learned"``, as in BERT) or T5's learned relative bias added to the
+attention scores (``positions="relative"``, Raffel et al., 2020), which lets a head look
+at "the word to my left" with the same few numbers at every position.
 
 - :class:`TokenClassifier` applies the linear layer to every contextual embedding (slot filling:
   one BIO tag per word). Its per-token choices can break the BIO rules (an ``I-x`` that
@@ -17,8 +19,8 @@ which lets a head look at "the word to my left" with the same few numbers at eve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -26,8 +28,16 @@ from torch import Tensor, nn
 from .blocks import Encoder
 from .positions import T5RelativeBias
 
-__all__ = ["ClassifierConfig", "TokenClassifier", "SentenceClassifier", "masked_mean", "bio_transitions", "bio_viterbi",
-           "POOLINGS", "POSITIONS"]
+__all__ = [
+    "ClassifierConfig",
+    "TokenClassifier",
+    "SentenceClassifier",
+    "masked_mean",
+    "bio_transitions",
+    "bio_viterbi",
+    "POOLINGS",
+    "POSITIONS",
+]
 
 POOLINGS = ("cls", "mean")
 POSITIONS = ("learned", "relative")
@@ -50,16 +60,21 @@ class ClassifierConfig:
     n_layers: int = 1
     dropout: float = 0.1
     pad_id: int = 0
-    positions: str = "learned"  # "learned" (absolute, added to the input) or "relative" (T5 bias on the scores)
+    # "learned" (absolute, added to the input) or "relative" (T5 bias on the scores)
+    positions: str = "learned"
     pooling: str = "cls"  # SentenceClassifier only: "cls" or "mean"
 
     def __post_init__(self) -> None:
         if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+            raise ValueError(
+                f"positions must be one of {POSITIONS}, got {self.positions!r}"
+            )
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
         if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id must lie in [0, vocab_size={self.vocab_size}), got {self.pad_id}")
+            raise ValueError(
+                f"pad_id must lie in [0, vocab_size={self.vocab_size}), got {self.pad_id}"
+            )
 
 
 def masked_mean(h: Tensor, keep: Tensor) -> Tensor:
@@ -68,8 +83,10 @@ def masked_mean(h: Tensor, keep: Tensor) -> Tensor:
     Shapes: h (B, T, D), keep (B, T) bool -> (B, D). A row with nothing kept gives zeros.
     """
     if keep.shape != h.shape[:2] or keep.dtype != torch.bool:
-        raise ValueError(f"keep must be a bool tensor of shape {tuple(h.shape[:2])}, "
-                         f"got {keep.dtype} {tuple(keep.shape)}")
+        raise ValueError(
+            f"keep must be a bool tensor of shape {tuple(h.shape[:2])}, "
+            f"got {keep.dtype} {tuple(keep.shape)}"
+        )
     w = keep.to(h.dtype).unsqueeze(-1)  # (B, T, 1)
     return (h * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, D)
 
@@ -88,20 +105,28 @@ class _EncoderBody(nn.Module):
         else:
             # One learned scalar per head and distance bucket, shared by all layers as in T5.
             self.rel_bias = T5RelativeBias(cfg.n_heads)
-        self.encoder = Encoder(cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff, dropout=cfg.dropout)
+        self.encoder = Encoder(
+            cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff, dropout=cfg.dropout
+        )
         self.emb_dropout = nn.Dropout(cfg.dropout)
 
     def check_ids(self, ids: Tensor, extra: int = 0) -> None:
         if ids.dim() != 2 or ids.dtype.is_floating_point:
-            raise ValueError(f"ids must be an integer tensor of shape (B, T), got {ids.dtype} {tuple(ids.shape)}")
+            raise ValueError(
+                f"ids must be an integer tensor of shape (B, T), got {ids.dtype} {tuple(ids.shape)}"
+            )
         if self.cfg.positions == "learned" and ids.shape[1] + extra > self.cfg.max_len:
-            raise ValueError(f"a sequence of {ids.shape[1]} tokens{' plus [CLS]' if extra else ''} is longer than "
-                             f"max_len={self.cfg.max_len}: learned positions stop there; raise max_len or truncate")
+            raise ValueError(
+                f"a sequence of {ids.shape[1]} tokens{' plus [CLS]' if extra else ''} "
+                f"is longer than max_len={self.cfg.max_len}: learned positions stop "
+                "there; raise max_len or truncate"
+            )
 
     def _prepare(self, x: Tensor, keep: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """Positions (added to x, or as an attention bias) and the padding mask.
 
-        Shapes: x (B, T, D), keep (B, T) bool -> x (B, T, D), mask (B, 1, 1, T), bias (1, H, T, T) or None.
+        Shapes: x (B, T, D), keep (B, T) bool -> x (B, T, D), mask (B, 1, 1, T),
+        bias (1, H, T, T) or None.
         """
         mask = keep[:, None, None, :]  # (B, 1, 1, T): True = may attend
         if self.cfg.positions == "learned":
@@ -115,10 +140,15 @@ class _EncoderBody(nn.Module):
         return self.encoder(x, mask=mask, bias=bias)
 
     def first_layer_attention(self, x: Tensor, keep: Tensor) -> Tensor:
-        """Attention weights of the first block, as ``run`` computes them. Shapes: -> (B, H, T, T)."""
+        """Attention weights of the first block, as ``run`` computes them.
+
+        Shapes: -> (B, H, T, T).
+        """
         x, mask, bias = self._prepare(x, keep)
         layer = self.encoder.layers[0]
-        h = layer.norm1(x) if layer.norm_first else x  # what that block's attention sees
+        h = (
+            layer.norm1(x) if layer.norm_first else x
+        )  # what that block's attention sees
         return layer.attn(h, mask=mask, bias=bias, need_weights=True)[1]
 
 
@@ -156,28 +186,42 @@ class SentenceClassifier(nn.Module):
         self.cfg = cfg
         self.body = _EncoderBody(cfg)
         if cfg.pooling == "cls":
-            self.cls = nn.Parameter(torch.randn(1, 1, cfg.d_model) * 0.02)  # one learned input vector
+            self.cls = nn.Parameter(
+                torch.randn(1, 1, cfg.d_model) * 0.02
+            )  # one learned input vector
         self.head = nn.Linear(cfg.d_model, cfg.n_classes)
 
     def _inputs(self, ids: Tensor) -> tuple[Tensor, Tensor]:
-        """Embedded tokens, with [CLS] prepended for cls pooling. Shapes: (B, T) -> x (B, T', D), keep (B, T')."""
+        """Embedded tokens, with [CLS] prepended for cls pooling.
+
+        Shapes: (B, T) -> x (B, T', D), keep (B, T').
+        """
         self.body.check_ids(ids, extra=1 if self.cfg.pooling == "cls" else 0)
         keep = ids != self.cfg.pad_id  # (B, T)
         x = self.body.tok_emb(ids)  # (B, T, D)
         if self.cfg.pooling == "cls":
-            x = torch.cat([self.cls.expand(ids.shape[0], 1, -1), x], dim=1)  # (B, 1 + T, D)
-            keep = torch.cat([keep.new_ones(ids.shape[0], 1), keep], dim=1)  # (B, 1 + T)
+            x = torch.cat(
+                [self.cls.expand(ids.shape[0], 1, -1), x], dim=1
+            )  # (B, 1 + T, D)
+            keep = torch.cat(
+                [keep.new_ones(ids.shape[0], 1), keep], dim=1
+            )  # (B, 1 + T)
         return x, keep
 
     def pool(self, ids: Tensor) -> Tensor:
         """The sentence vector the head sees. Shapes: (B, T) -> (B, d_model)."""
         x, keep = self._inputs(ids)
         if self.cfg.pooling == "cls":
-            return self.body.run(x, keep)[:, 0]  # (B, D): the output at the [CLS] position
+            return self.body.run(x, keep)[
+                :, 0
+            ]  # (B, D): the output at the [CLS] position
         return masked_mean(self.body.run(x, keep), keep)  # (B, D)
 
     def attention_weights(self, ids: Tensor) -> Tensor:
-        """First-block attention weights; with cls pooling, position 0 is [CLS]. Shapes: (B, T) -> (B, H, T', T')."""
+        """First-block attention weights; with cls pooling, position 0 is [CLS].
+
+        Shapes: (B, T) -> (B, H, T', T').
+        """
         return self.body.first_layer_attention(*self._inputs(ids))
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -192,13 +236,20 @@ def bio_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:
     """
     kind = [t[2:] if t[:2] in ("B-", "I-") else None for t in tags]
     inside = torch.tensor([t.startswith("I-") for t in tags])  # (C,)
-    same = torch.tensor([[a is not None and a == b for b in kind] for a in kind])  # (C, C)
-    allowed = ~inside[None, :] | same  # (C, C): j is not an I-, or i and j share the type
+    same = torch.tensor(
+        [[a is not None and a == b for b in kind] for a in kind]
+    )  # (C, C)
+    allowed = (
+        ~inside[None, :] | same
+    )  # (C, C): j is not an I-, or i and j share the type
     return ~inside, allowed
 
 
-def bio_viterbi(log_probs: Tensor, lengths: Tensor, start: Tensor, allowed: Tensor) -> Tensor:
-    """The tag sequence with the highest total log-probability among those the transition rules allow.
+def bio_viterbi(
+    log_probs: Tensor, lengths: Tensor, start: Tensor, allowed: Tensor
+) -> Tensor:
+    """The tag sequence with the highest total log-probability among those the transition
+    rules allow.
 
     Dynamic programming (Viterbi): the best score of a prefix ending in tag j at step t is
     ``δ_t(j) = log p_t(j) + max_i {δ_{t-1}(i) : i -> j allowed}``, then follow the arg-max back.
@@ -207,21 +258,31 @@ def bio_viterbi(log_probs: Tensor, lengths: Tensor, start: Tensor, allowed: Tens
     """
     B, T, C = log_probs.shape
     if start.shape != (C,) or allowed.shape != (C, C):
-        raise ValueError(f"start must have shape ({C},) and allowed ({C}, {C}), got {tuple(start.shape)} "
-                         f"and {tuple(allowed.shape)}")
+        raise ValueError(
+            f"start must have shape ({C},) and allowed ({C}, {C}), got {tuple(start.shape)} "
+            f"and {tuple(allowed.shape)}"
+        )
     dev, neg_inf = log_probs.device, torch.finfo(log_probs.dtype).min
     if T == 0:
         return torch.zeros(B, 0, dtype=torch.long, device=dev)
-    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev).masked_fill(~allowed.to(dev), neg_inf)  # (C, C)
+    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev).masked_fill(
+        ~allowed.to(dev), neg_inf
+    )  # (C, C)
     score = log_probs[:, 0].masked_fill(~start.to(dev), neg_inf)  # (B, C)
     lengths = lengths.to(dev)
     stay = torch.arange(C, device=dev).expand(B, C)  # (B, C): "came from the same tag"
     back = []
     for t in range(1, T):
-        run = (t < lengths).nonzero().squeeze(1)  # (b,): the sentences still running at step t
-        best, arg = (score[run, :, None] + trans).max(dim=1)  # (b, C, C) -> (b, C): best previous tag for each tag
+        run = (
+            (t < lengths).nonzero().squeeze(1)
+        )  # (b,): the sentences still running at step t
+        best, arg = (score[run, :, None] + trans).max(
+            dim=1
+        )  # (b, C, C) -> (b, C): best previous tag for each tag
         score = score.index_copy(0, run, best + log_probs[run, t])  # (B, C)
-        back.append(stay.index_copy(0, run, arg))  # (B, C); finished sentences stay on their tag
+        back.append(
+            stay.index_copy(0, run, arg)
+        )  # (B, C); finished sentences stay on their tag
     path = [score.argmax(dim=-1)]  # (B,): the best last tag
     for arg in reversed(back):
         path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)

@@ -1,4 +1,5 @@
-"""The public datasets the book trains on: where each file comes from, how it is checked, how it is read.
+"""The public datasets the book trains on: where each file comes from, how it is checked,
+how it is read.
 
 Every file has a canonical URL and a sha256 digest. :func:`path` finds a file in this order:
 
@@ -25,12 +26,28 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
 
 __all__ = [
-    "DataFile", "Dataset", "DATASETS", "DATA_ENV", "CACHE_ENV", "DataError", "ChecksumError", "DataUnavailableError",
-    "register", "data_dir", "cache_dir", "sha256_of", "path", "read_text",
-    "SlotIntentSplit", "load_slot_intent", "load_atis", "load_snips", "load_tinyshakespeare", "load_sst2",
+    "DataFile",
+    "Dataset",
+    "DATASETS",
+    "DATA_ENV",
+    "CACHE_ENV",
+    "DataError",
+    "ChecksumError",
+    "DataUnavailableError",
+    "register",
+    "data_dir",
+    "cache_dir",
+    "sha256_of",
+    "path",
+    "read_text",
+    "SlotIntentSplit",
+    "load_slot_intent",
+    "load_atis",
+    "load_snips",
+    "load_tinyshakespeare",
+    "load_sst2",
     "load_rt_polarity",
 ]
 
@@ -40,12 +57,15 @@ CACHE_ENV = "TRANSFORMER_BOOK_CACHE"
 
 @dataclass(frozen=True)
 class DataFile:
-    """One file of a dataset: its path in the dataset folder, where to get it, and its accepted digests."""
+    """One file of a dataset: its path in the dataset folder, where to get it, and its
+    accepted digests."""
 
     name: str  # e.g. "train/seq.in"
     url: str  # the canonical address: the file itself, or an archive that holds it
     sha256: tuple[str, ...]  # accepted sha256 digests of the file (not of an archive)
-    member: Optional[str] = None  # the file's path inside the archive at `url`; None when `url` is the file
+    member: str | None = (
+        None  # the file's path inside the archive at `url`; None when `url` is the file
+    )
     encoding: str = "utf-8"
 
 
@@ -60,7 +80,10 @@ class Dataset:
         for f in self.files:
             if f.name == name:
                 return f
-        raise ValueError(f"dataset {self.name!r} has no file {name!r}; its files are {[f.name for f in self.files]}")
+        raise ValueError(
+            f"dataset {self.name!r} has no file {name!r}; "
+            f"its files are {[f.name for f in self.files]}"
+        )
 
 
 class DataError(RuntimeError):
@@ -76,7 +99,8 @@ class DataUnavailableError(DataError):
 
 
 _JOINTBERT = "https://raw.githubusercontent.com/monologg/JointBERT/master/data"
-_SLOT_INTENT_DIGESTS = {  # sha256 of the JointBERT copies (Goo et al., 2018 split), from shared/data/MANIFEST.tsv
+# sha256 of the JointBERT copies (Goo et al., 2018 split), from shared/data/MANIFEST.tsv
+_SLOT_INTENT_DIGESTS = {
     "atis": {
         "dev/label": "06957cfe6fdffac84f8280bc3a1f8ca85c85631b363817aa4543aac611f8addf",
         "dev/seq.in": "c7435b96e7948393608c34819628e863c5338f11ca68e8f896d2cc041d8e17f8",
@@ -104,34 +128,79 @@ _SLOT_INTENT_DIGESTS = {  # sha256 of the JointBERT copies (Goo et al., 2018 spl
         "train/seq.out": "fd5f2121d8055827e5d6b3d3bac30f3d7e94e82a5d437751960cbdd9e1b4f6d3",
     },
 }
-_RT_TARBALL = "http://www.cs.cornell.edu/people/pabo/movie-review-data/rt-polaritydata.tar.gz"
+_RT_TARBALL = (
+    "http://www.cs.cornell.edu/people/pabo/movie-review-data/rt-polaritydata.tar.gz"
+)
 _SST2_ZIP = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
 
 DATASETS: dict[str, Dataset] = {
-    name: Dataset(name, tuple(DataFile(f, f"{_JOINTBERT}/{name}/{f}", (d,)) for f, d in digests.items()))
+    name: Dataset(
+        name,
+        tuple(
+            DataFile(f, f"{_JOINTBERT}/{name}/{f}", (d,)) for f, d in digests.items()
+        ),
+    )
     for name, digests in _SLOT_INTENT_DIGESTS.items()
 }
-DATASETS["tinyshakespeare"] = Dataset("tinyshakespeare", (DataFile(
-    "input.txt", "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-    ("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",)),))
-DATASETS["rt-polarity"] = Dataset("rt-polarity", (  # Pang and Lee (2005); the text is Windows-1252, not UTF-8
-    DataFile("rt-polarity.neg", _RT_TARBALL, ("4af43bf489620b498a0852c5a8c6a535155dec7985fdfea782b8f7756b957ccc",),
-             member="rt-polaritydata/rt-polarity.neg", encoding="cp1252"),
-    DataFile("rt-polarity.pos", _RT_TARBALL, ("d79ef14009bbf87cd6be21f91c3ea1a3cbcb73b34dfb4231aef7bbcd7677abc4",),
-             member="rt-polaritydata/rt-polarity.pos", encoding="cp1252"),
-    DataFile("rt-polaritydata.README.1.0.txt", _RT_TARBALL,
-             ("67bc8e858b247a20eb5d6dec39d1fca89ea36112872b48ac8fddfb599dadbf49",),
-             member="rt-polaritydata.README.1.0.txt", encoding="cp1252"),
-))
-DATASETS["sst2"] = Dataset("sst2", (  # GLUE's SST-2 (Socher et al., 2013; Wang et al., 2019)
-    DataFile("dev.tsv", _SST2_ZIP, ("54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",),
-             member="SST-2/dev.tsv"),
-    # First digest: the mirrored train.tsv (its header reads `text\tlabel`). Second: the same bytes with
-    # GLUE's header `sentence\tlabel`, which is what the zip is believed to hold (inferred, not verified).
-    DataFile("train.tsv", _SST2_ZIP, ("c3c410c1cd1307a8dfcbc51f69086c61fc7d95c0fc353b80009dfe5fb4970172",
-                                      "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1"),
-             member="SST-2/train.tsv"),
-))
+DATASETS["tinyshakespeare"] = Dataset(
+    "tinyshakespeare",
+    (
+        DataFile(
+            "input.txt",
+            "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+            ("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",),
+        ),
+    ),
+)
+DATASETS["rt-polarity"] = Dataset(
+    "rt-polarity",
+    (  # Pang and Lee (2005); the text is Windows-1252, not UTF-8
+        DataFile(
+            "rt-polarity.neg",
+            _RT_TARBALL,
+            ("4af43bf489620b498a0852c5a8c6a535155dec7985fdfea782b8f7756b957ccc",),
+            member="rt-polaritydata/rt-polarity.neg",
+            encoding="cp1252",
+        ),
+        DataFile(
+            "rt-polarity.pos",
+            _RT_TARBALL,
+            ("d79ef14009bbf87cd6be21f91c3ea1a3cbcb73b34dfb4231aef7bbcd7677abc4",),
+            member="rt-polaritydata/rt-polarity.pos",
+            encoding="cp1252",
+        ),
+        DataFile(
+            "rt-polaritydata.README.1.0.txt",
+            _RT_TARBALL,
+            ("67bc8e858b247a20eb5d6dec39d1fca89ea36112872b48ac8fddfb599dadbf49",),
+            member="rt-polaritydata.README.1.0.txt",
+            encoding="cp1252",
+        ),
+    ),
+)
+DATASETS["sst2"] = Dataset(
+    "sst2",
+    (  # GLUE's SST-2 (Socher et al., 2013; Wang et al., 2019)
+        DataFile(
+            "dev.tsv",
+            _SST2_ZIP,
+            ("54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",),
+            member="SST-2/dev.tsv",
+        ),
+        # First digest: the mirrored train.tsv (its header reads `text\tlabel`).
+        # Second: the same bytes with GLUE's header `sentence\tlabel`, which is what
+        # the zip is believed to hold (inferred, not verified).
+        DataFile(
+            "train.tsv",
+            _SST2_ZIP,
+            (
+                "c3c410c1cd1307a8dfcbc51f69086c61fc7d95c0fc353b80009dfe5fb4970172",
+                "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+            ),
+            member="SST-2/train.tsv",
+        ),
+    ),
+)
 
 
 def register(dataset: Dataset) -> Dataset:
@@ -140,8 +209,9 @@ def register(dataset: Dataset) -> Dataset:
     return dataset
 
 
-def data_dir() -> Optional[Path]:
-    """The local data folder named by ``$TRANSFORMER_BOOK_DATA``, or None when the variable is unset or empty."""
+def data_dir() -> Path | None:
+    """The local data folder named by ``$TRANSFORMER_BOOK_DATA``, or None when the
+    variable is unset or empty."""
     value = os.environ.get(DATA_ENV, "")
     return Path(value).expanduser() if value else None
 
@@ -149,10 +219,14 @@ def data_dir() -> Optional[Path]:
 def cache_dir() -> Path:
     """Where downloads go: ``$TRANSFORMER_BOOK_CACHE``, else ``~/.cache/transformer_book``."""
     value = os.environ.get(CACHE_ENV, "")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "transformer_book"
+    return (
+        Path(value).expanduser()
+        if value
+        else Path.home() / ".cache" / "transformer_book"
+    )
 
 
-def sha256_of(file: Union[str, Path]) -> str:
+def sha256_of(file: str | Path) -> str:
     """Hex sha256 digest of a file's bytes."""
     h = hashlib.sha256()
     with open(file, "rb") as fh:
@@ -164,19 +238,25 @@ def sha256_of(file: Union[str, Path]) -> str:
 def _verify(file: Path, spec: Dataset, f: DataFile, advice: str) -> None:
     actual = sha256_of(file)
     if actual not in f.sha256:
-        raise ChecksumError(f"{spec.name}/{f.name} at {file} has the wrong sha256: expected "
-                            f"{' or '.join(f.sha256)}, got {actual}. {advice}")
+        raise ChecksumError(
+            f"{spec.name}/{f.name} at {file} has the wrong sha256: expected "
+            f"{' or '.join(f.sha256)}, got {actual}. {advice}"
+        )
 
 
 def _download(url: str, dest: Path) -> None:
-    """Copy ``url`` to ``dest`` (any scheme urllib knows, ``file://`` included). Tests replace this."""
+    """Copy ``url`` to ``dest`` (any scheme urllib knows, ``file://`` included).
+
+    Tests replace this.
+    """
     with urllib.request.urlopen(url, timeout=60) as response, open(dest, "wb") as out:
         shutil.copyfileobj(response, out)
 
 
 def _extract(archive: Path, member: str, dest: Path) -> None:
-    """Copy one member of a .zip or .tar(.gz) archive to ``dest``. If ``member`` is not there verbatim,
-    the only member with the same file name is taken (archives differ in their top folder)."""
+    """Copy one member of a .zip or .tar(.gz) archive to ``dest``. If ``member`` is not
+    there verbatim, the only member with the same file name is taken (archives differ in
+    their top folder)."""
     base = member.rsplit("/", 1)[-1]
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
@@ -185,7 +265,9 @@ def _extract(archive: Path, member: str, dest: Path) -> None:
             with zf.open(name) as src, open(dest, "wb") as out:
                 shutil.copyfileobj(src, out)
         return
-    with tarfile.open(archive) as tf:  # raises tarfile.ReadError for anything that is not a tar archive
+    with tarfile.open(
+        archive
+    ) as tf:  # raises tarfile.ReadError for anything that is not a tar archive
         names = [m.name for m in tf.getmembers() if m.isfile()]
         name = member if member in names else _unique(names, base, archive, member)
         src = tf.extractfile(name)
@@ -197,13 +279,15 @@ def _extract(archive: Path, member: str, dest: Path) -> None:
 def _unique(names: list[str], base: str, archive: Path, member: str) -> str:
     hits = [n for n in names if n.rsplit("/", 1)[-1] == base]
     if len(hits) != 1:
-        raise DataError(f"archive {archive} has no member {member!r} (members named {base!r}: {hits})")
+        raise DataError(
+            f"archive {archive} has no member {member!r} (members named {base!r}: {hits})"
+        )
     return hits[0]
 
 
 def _fetch(spec: Dataset, f: DataFile, root: Path) -> Path:
-    """Download ``f`` (or the archive holding it) into the dataset's cache folder ``root``, check it,
-    and only then give it its final name ``root / f.name``."""
+    """Download ``f`` (or the archive holding it) into the dataset's cache folder
+    ``root``, check it, and only then give it its final name ``root / f.name``."""
     dest = root / f.name
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -223,21 +307,31 @@ def _fetch(spec: Dataset, f: DataFile, root: Path) -> Path:
             try:
                 _extract(archive, f.member, part)
             except (tarfile.TarError, zipfile.BadZipFile, KeyError, EOFError) as e:
-                raise DataError(f"could not extract {f.member!r} from {archive} ({e}); delete the archive "
-                                "to download it again") from e
-    except OSError as e:  # urllib.error.URLError is an OSError: no network, 404, refused, ...
+                raise DataError(
+                    f"could not extract {f.member!r} from {archive} ({e}); delete the archive "
+                    "to download it again"
+                ) from e
+    except (
+        OSError
+    ) as e:  # urllib.error.URLError is an OSError: no network, 404, refused, ...
         part.unlink(missing_ok=True)
         env = os.environ.get(DATA_ENV, "")
         where = f"${DATA_ENV}={env}" if env else f"${DATA_ENV} (unset)"
         raise DataUnavailableError(
-            f"cannot get {spec.name}/{f.name}: it is not in {where} nor in the cache ({dest}), and downloading "
-            f"{f.url} failed ({e}). Connect to the internet, or set {DATA_ENV} to a folder that holds "
-            f"{spec.name}/{f.name} (layout <folder>/<dataset>/<file>).") from e
+            f"cannot get {spec.name}/{f.name}: it is not in {where} nor in the cache "
+            f"({dest}), and downloading {f.url} failed ({e}). Connect to the internet, "
+            f"or set {DATA_ENV} to a folder that holds "
+            f"{spec.name}/{f.name} (layout <folder>/<dataset>/<file>)."
+        ) from e
     except BaseException:
         part.unlink(missing_ok=True)
         raise
     try:
-        source = f.url if f.member is None else f"{f.member!r} in {f.url} (archive kept at {archive})"
+        source = (
+            f.url
+            if f.member is None
+            else f"{f.member!r} in {f.url} (archive kept at {archive})"
+        )
         _verify(part, spec, f, f"The copy of {source} was deleted, not kept.")
     except ChecksumError:
         part.unlink(missing_ok=True)
@@ -246,7 +340,7 @@ def _fetch(spec: Dataset, f: DataFile, root: Path) -> Path:
     return dest
 
 
-def _lookup(dataset: Union[str, Dataset]) -> Dataset:
+def _lookup(dataset: str | Dataset) -> Dataset:
     if isinstance(dataset, Dataset):
         return dataset
     if dataset not in DATASETS:
@@ -254,28 +348,39 @@ def _lookup(dataset: Union[str, Dataset]) -> Dataset:
     return DATASETS[dataset]
 
 
-def path(dataset: Union[str, Dataset], file: str, cache: Union[str, Path, None] = None) -> Path:
-    """The checked local path of one dataset file: ``$TRANSFORMER_BOOK_DATA``, then the cache, then a download.
+def path(dataset: str | Dataset, file: str, cache: str | Path | None = None) -> Path:
+    """The checked local path of one dataset file: ``$TRANSFORMER_BOOK_DATA``, then the
+    cache, then a download.
 
-    ``cache`` overrides :func:`cache_dir`. Raises :class:`ChecksumError` when a digest does not match and
-    :class:`DataUnavailableError` when the file is nowhere on disk and cannot be downloaded.
+    ``cache`` overrides :func:`cache_dir`. Raises :class:`ChecksumError` when a digest
+    does not match and :class:`DataUnavailableError` when the file is nowhere on disk and
+    cannot be downloaded.
     """
     spec = _lookup(dataset)
     f = spec.file(file)
     local = data_dir()
     if local is not None and (local / spec.name / f.name).is_file():
         p = local / spec.name / f.name
-        _verify(p, spec, f, f"This copy is in ${DATA_ENV}; replace it with the original from {f.url}.")
+        _verify(
+            p,
+            spec,
+            f,
+            f"This copy is in ${DATA_ENV}; replace it with the original from {f.url}.",
+        )
         return p
     root = (Path(cache).expanduser() if cache is not None else cache_dir()) / spec.name
     p = root / f.name
     if p.is_file():
-        _verify(p, spec, f, "This copy is in the cache: delete it to download it again.")
+        _verify(
+            p, spec, f, "This copy is in the cache: delete it to download it again."
+        )
         return p
     return _fetch(spec, f, root)
 
 
-def read_text(dataset: Union[str, Dataset], file: str, cache: Union[str, Path, None] = None) -> str:
+def read_text(
+    dataset: str | Dataset, file: str, cache: str | Path | None = None
+) -> str:
     """A dataset file's text, decoded with the file's registered encoding."""
     spec = _lookup(dataset)
     return path(spec, file, cache).read_text(encoding=spec.file(file).encoding)
@@ -283,7 +388,8 @@ def read_text(dataset: Union[str, Dataset], file: str, cache: Union[str, Path, N
 
 @dataclass(frozen=True)
 class SlotIntentSplit:
-    """One split of a slot-filling + intent dataset: per sentence, its words, one BIO tag per word, and its intent."""
+    """One split of a slot-filling + intent dataset: per sentence, its words, one BIO tag
+    per word, and its intent."""
 
     sentences: list[list[str]]
     tags: list[list[str]]
@@ -294,26 +400,35 @@ class SlotIntentSplit:
 
 
 def load_slot_intent(dataset: str, split: str) -> SlotIntentSplit:
-    """Read ``<split>/seq.in``, ``seq.out`` and ``label`` (the Goo et al., 2018 format of ATIS and SNIPS).
+    """Read ``<split>/seq.in``, ``seq.out`` and ``label`` (the Goo et al., 2018 format of
+    ATIS and SNIPS).
 
     Words and tags are split on any whitespace (SNIPS has stray spaces). Multi-intent labels such
     as ``atis_flight#atis_airfare`` are kept as one label, as written in the file.
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
-    words, tags, intents = (read_text(dataset, f"{split}/{name}").splitlines()
-                            for name in ("seq.in", "seq.out", "label"))
+    words, tags, intents = (
+        read_text(dataset, f"{split}/{name}").splitlines()
+        for name in ("seq.in", "seq.out", "label")
+    )
     if not len(words) == len(tags) == len(intents):
-        raise DataError(f"{dataset}/{split}: {len(words)} sentences, {len(tags)} tag lines, {len(intents)} labels")
+        raise DataError(
+            f"{dataset}/{split}: {len(words)} sentences, {len(tags)} tag lines, "
+            f"{len(intents)} labels"
+        )
     sentences, tag_seqs = [w.split() for w in words], [t.split() for t in tags]
     for i, (w, t) in enumerate(zip(sentences, tag_seqs)):
         if len(w) != len(t):
-            raise DataError(f"{dataset}/{split} line {i + 1}: {len(w)} words but {len(t)} tags")
+            raise DataError(
+                f"{dataset}/{split} line {i + 1}: {len(w)} words but {len(t)} tags"
+            )
     return SlotIntentSplit(sentences, tag_seqs, [label.strip() for label in intents])
 
 
 def load_atis(split: str) -> SlotIntentSplit:
-    """ATIS flight-booking queries (Hemphill et al., 1990), split ``train`` (4,478), ``dev`` (500) or ``test`` (893)."""
+    """ATIS flight-booking queries (Hemphill et al., 1990), split ``train`` (4,478),
+    ``dev`` (500) or ``test`` (893)."""
     return load_slot_intent("atis", split)
 
 
@@ -328,10 +443,13 @@ def load_tinyshakespeare() -> str:
 
 
 def load_sst2(split: str) -> tuple[list[str], list[int]]:
-    """GLUE SST-2 ``train`` or ``dev``: texts and labels (0 negative, 1 positive). The header row is skipped
-    whatever it says (the mirrored train.tsv calls the text column ``text``, GLUE ``sentence``)."""
+    """GLUE SST-2 ``train`` or ``dev``: texts and labels (0 negative, 1 positive). The
+    header row is skipped whatever it says (the mirrored train.tsv calls the text column
+    ``text``, GLUE ``sentence``)."""
     if split not in ("train", "dev"):
-        raise ValueError(f"split must be 'train' or 'dev' (GLUE's test labels are private), got {split!r}")
+        raise ValueError(
+            f"split must be 'train' or 'dev' (GLUE's test labels are private), got {split!r}"
+        )
     rows = read_text("sst2", f"{split}.tsv").splitlines()[1:]
     texts, labels = [], []
     for row in rows:
@@ -342,8 +460,8 @@ def load_sst2(split: str) -> tuple[list[str], list[int]]:
 
 
 def load_rt_polarity() -> tuple[list[str], list[int]]:
-    """Pang and Lee's sentence polarity data: 5,331 negative (label 0) then 5,331 positive (label 1) snippets.
-    The files are Windows-1252; they are decoded as such."""
+    """Pang and Lee's sentence polarity data: 5,331 negative (label 0) then 5,331
+    positive (label 1) snippets. The files are Windows-1252; they are decoded as such."""
     texts, labels = [], []
     for label, file in ((0, "rt-polarity.neg"), (1, "rt-polarity.pos")):
         lines = [line.strip() for line in read_text("rt-polarity", file).splitlines()]

@@ -14,10 +14,17 @@ never a span, so the easy majority tag earns nothing here.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Optional, Sequence
 
-__all__ = ["accuracy", "token_accuracy", "bio_spans", "SpanScores", "span_scores", "span_scores_by_type"]
+__all__ = [
+    "accuracy",
+    "token_accuracy",
+    "bio_spans",
+    "SpanScores",
+    "span_scores",
+    "span_scores_by_type",
+]
 
 Span = tuple[str, int, int]
 
@@ -35,7 +42,11 @@ def accuracy(gold: Sequence[Hashable], pred: Sequence[Hashable]) -> float:
     return sum(g == p for g, p in zip(gold, pred)) / len(gold)
 
 
-def token_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], ignore: Optional[str] = None) -> float:
+def token_accuracy(
+    gold: Sequence[Sequence[str]],
+    pred: Sequence[Sequence[str]],
+    ignore: str | None = None,
+) -> float:
     """Fraction of tokens tagged correctly over all sentences.
 
     ``ignore="O"`` scores only the tokens whose *gold* tag is not ``ignore``.
@@ -45,7 +56,9 @@ def token_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
     correct = total = 0
     for i, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):
-            raise ValueError(f"token_accuracy: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags")
+            raise ValueError(
+                f"token_accuracy: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags"
+            )
         for gt, pt in zip(g, p):
             if ignore is not None and gt == ignore:
                 continue
@@ -57,14 +70,15 @@ def token_accuracy(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]],
 
 
 def bio_spans(tags: Sequence[str]) -> list[Span]:
-    """The spans ``(type, start, end)`` of one BIO-tagged sentence; ``end`` is exclusive (slice-style).
+    """The spans ``(type, start, end)`` of one BIO-tagged sentence; ``end`` is exclusive
+    (slice-style).
 
     As in conlleval: a span starts at ``B-x``, and also at ``I-x`` when the previous tag is ``O``
     or of another type (a stray ``I-`` is read as the start of a span, not dropped). A span ends
     before ``O``, before ``B-``, before an ``I-`` of another type, and at the end of the sentence.
     """
     spans: list[Span] = []
-    kind: Optional[str] = None  # type of the open span, None when outside
+    kind: str | None = None  # type of the open span, None when outside
     start = 0
     for i, tag in enumerate(tags):
         if tag == "O":
@@ -72,7 +86,9 @@ def bio_spans(tags: Sequence[str]) -> list[Span]:
         elif len(tag) > 2 and tag[:2] in ("B-", "I-"):
             prefix, typ = tag[0], tag[2:]
         else:
-            raise ValueError(f"bio_spans: tag {tag!r} at position {i} is neither 'O' nor 'B-type'/'I-type'")
+            raise ValueError(
+                f"bio_spans: tag {tag!r} at position {i} is neither 'O' nor 'B-type'/'I-type'"
+            )
         continues = prefix == "I" and typ == kind
         if kind is not None and not continues:
             spans.append((kind, start, i))
@@ -106,29 +122,42 @@ class SpanScores:
         return 2 * p * r / (p + r) if p + r else 0.0
 
     def __str__(self) -> str:
-        return (f"precision {self.precision:.4f}  recall {self.recall:.4f}  F1 {self.f1:.4f}  "
-                f"({self.n_correct} correct of {self.n_pred} predicted, {self.n_gold} gold spans)")
+        return (
+            f"precision {self.precision:.4f}  recall {self.recall:.4f}  F1 {self.f1:.4f}  "
+            f"({self.n_correct} correct of {self.n_pred} predicted, {self.n_gold} gold spans)"
+        )
 
 
-def _span_sets(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> tuple[Counter, Counter]:
+def _span_sets(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
+) -> tuple[Counter, Counter]:
     _check_paired(gold, pred, "span scores")
     g_all: Counter = Counter()
     p_all: Counter = Counter()
     for i, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):
-            raise ValueError(f"span scores: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags")
+            raise ValueError(
+                f"span scores: sentence {i} has {len(g)} gold tags but {len(p)} predicted tags"
+            )
         g_all.update((i, *s) for s in bio_spans(g))
         p_all.update((i, *s) for s in bio_spans(p))
     return g_all, p_all
 
 
-def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> SpanScores:
-    """Span-level precision, recall and F1 over a corpus (micro-averaged, as conlleval reports them)."""
+def span_scores(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
+) -> SpanScores:
+    """Span-level precision, recall and F1 over a corpus (micro-averaged, as conlleval
+    reports them)."""
     g, p = _span_sets(gold, pred)
-    return SpanScores(n_gold=sum(g.values()), n_pred=sum(p.values()), n_correct=sum((g & p).values()))
+    return SpanScores(
+        n_gold=sum(g.values()), n_pred=sum(p.values()), n_correct=sum((g & p).values())
+    )
 
 
-def span_scores_by_type(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, SpanScores]:
+def span_scores_by_type(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
+) -> dict[str, SpanScores]:
     """:func:`span_scores` for each span type separately, sorted by type name."""
     g, p = _span_sets(gold, pred)
     both = g & p

@@ -30,19 +30,31 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         if d_model < 1:
-            raise ValueError(f"d_model must be a positive number of features, got {d_model}")
+            raise ValueError(
+                f"d_model must be a positive number of features, got {d_model}"
+            )
         if not eps > 0:
-            raise ValueError(f"eps must be positive (it keeps the division finite for constant inputs), got {eps}")
+            raise ValueError(
+                "eps must be positive (it keeps the division finite for constant "
+                f"inputs), got {eps}"
+            )
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # γ, starts as "no rescaling"
-        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # β, starts as "no shift"
+        self.bias = (
+            nn.Parameter(torch.zeros(d_model)) if bias else None
+        )  # β, starts as "no shift"
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"LayerNorm expects input of shape (..., d_model={self.d_model}), got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"LayerNorm expects input of shape (..., d_model={self.d_model}), "
+                f"got shape {tuple(x.shape)}"
+            )
         xf = x.to(torch.promote_types(x.dtype, torch.float32))
         mean = xf.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = xf.var(dim=-1, unbiased=False, keepdim=True)  # (..., 1), biased as in the paper
+        var = xf.var(
+            dim=-1, unbiased=False, keepdim=True
+        )  # (..., 1), biased as in the paper
         y = ((xf - mean) * torch.rsqrt(var + self.eps)).to(x.dtype)  # (..., d_model)
         y = y * self.weight
         return y if self.bias is None else y + self.bias

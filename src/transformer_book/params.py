@@ -16,8 +16,6 @@ applied to every token. Each function equals ``count_params`` of the matching mo
 
 from __future__ import annotations
 
-from typing import Optional
-
 from torch import nn
 
 __all__ = [
@@ -40,7 +38,9 @@ def _positive(**values: int) -> None:
 
 def count_params(module: nn.Module, trainable_only: bool = False) -> int:
     """Number of scalar parameters of ``module`` (a tied weight counts once)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+    return sum(
+        p.numel() for p in module.parameters() if p.requires_grad or not trainable_only
+    )
 
 
 def linear_params(d_in: int, d_out: int, bias: bool = True) -> int:
@@ -56,12 +56,18 @@ def embedding_params(n_rows: int, d_model: int) -> int:
 
 
 def layer_norm_params(d_model: int, bias: bool = True) -> int:
-    """LayerNorm: γ and β, d_model each (γ only with ``bias=False``, which is also RMSNorm's count)."""
+    """LayerNorm: γ and β, d_model each (γ only with ``bias=False``, which is also
+    RMSNorm's count)."""
     _positive(d_model=d_model)
     return d_model * (2 if bias else 1)
 
 
-def mha_params(d_model: int, n_heads: Optional[int] = None, n_kv_heads: Optional[int] = None, bias: bool = True) -> int:
+def mha_params(
+    d_model: int,
+    n_heads: int | None = None,
+    n_kv_heads: int | None = None,
+    bias: bool = True,
+) -> int:
     """Multi-head attention: query, key, value and output projections.
 
     The number of heads does not change the count (heads split d_model, they do not add to
@@ -72,33 +78,53 @@ def mha_params(d_model: int, n_heads: Optional[int] = None, n_kv_heads: Optional
     kv_dim = d_model
     if n_kv_heads is not None:
         if n_heads is None:
-            raise ValueError("n_kv_heads needs n_heads too (it sets the head width d_model / n_heads)")
+            raise ValueError(
+                "n_kv_heads needs n_heads too (it sets the head width d_model / n_heads)"
+            )
         _positive(n_heads=n_heads, n_kv_heads=n_kv_heads)
         if d_model % n_heads or n_heads % n_kv_heads:
-            raise ValueError(f"need d_model % n_heads == 0 and n_heads % n_kv_heads == 0, "
-                             f"got d_model={d_model}, n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+            raise ValueError(
+                f"need d_model % n_heads == 0 and n_heads % n_kv_heads == 0, "
+                f"got d_model={d_model}, n_heads={n_heads}, n_kv_heads={n_kv_heads}"
+            )
         kv_dim = n_kv_heads * (d_model // n_heads)
-    return (2 * linear_params(d_model, d_model, bias)  # W_Q and W_O
-            + 2 * linear_params(d_model, kv_dim, bias))  # W_K and W_V
+    return (
+        2 * linear_params(d_model, d_model, bias)  # W_Q and W_O
+        + 2 * linear_params(d_model, kv_dim, bias)
+    )  # W_K and W_V
 
 
 def feed_forward_params(d_model: int, d_ff: int, bias: bool = True) -> int:
-    """Position-wise feed-forward: up-projection W1 (d_model -> d_ff), down-projection W2 (d_ff -> d_model)."""
+    """Position-wise feed-forward: up-projection W1 (d_model -> d_ff), down-projection W2
+    (d_ff -> d_model)."""
     _positive(d_model=d_model, d_ff=d_ff)
     return linear_params(d_model, d_ff, bias) + linear_params(d_ff, d_model, bias)
 
 
 def encoder_block_params(d_model: int, d_ff: int, bias: bool = True) -> int:
-    """One encoder block: attention + feed-forward + two LayerNorms = 4d² + 2·d·d_ff + 9d + d_ff (with biases).
+    """One encoder block: attention + feed-forward + two LayerNorms
+    = 4d² + 2·d·d_ff + 9d + d_ff (with biases).
 
     A decoder-only (GPT-style) block has the same parts, so the same count.
     """
-    return mha_params(d_model, bias=bias) + feed_forward_params(d_model, d_ff, bias) + 2 * layer_norm_params(d_model, bias)
+    return (
+        mha_params(d_model, bias=bias)
+        + feed_forward_params(d_model, d_ff, bias)
+        + 2 * layer_norm_params(d_model, bias)
+    )
 
 
-def encoder_params(n_layers: int, d_model: int, d_ff: int, vocab_size: int, max_len: Optional[int] = None,
-                   final_norm: bool = False, bias: bool = True) -> int:
-    """A token-embedding table, an optional learned position table, ``n_layers`` blocks, an optional final LayerNorm.
+def encoder_params(
+    n_layers: int,
+    d_model: int,
+    d_ff: int,
+    vocab_size: int,
+    max_len: int | None = None,
+    final_norm: bool = False,
+    bias: bool = True,
+) -> int:
+    """A token-embedding table, an optional learned position table, ``n_layers`` blocks,
+    an optional final LayerNorm.
 
     ``max_len`` is the size of a *learned* position table (None when positions are
     computed, e.g. sinusoidal or rotary, chapter 04); ``final_norm`` is the LayerNorm a
@@ -107,7 +133,9 @@ def encoder_params(n_layers: int, d_model: int, d_ff: int, vocab_size: int, max_
     _positive(n_layers=n_layers, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size)
     if max_len is not None:
         _positive(max_len=max_len)
-    total = embedding_params(vocab_size, d_model) + n_layers * encoder_block_params(d_model, d_ff, bias)
+    total = embedding_params(vocab_size, d_model) + n_layers * encoder_block_params(
+        d_model, d_ff, bias
+    )
     if max_len is not None:
         total += embedding_params(max_len, d_model)
     if final_norm:

@@ -26,7 +26,6 @@ strided indexing, and it lets the tests compare with Llama directly.
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -45,7 +44,7 @@ __all__ = [
     "RotaryEmbedding",
 ]
 
-Device = Union[str, torch.device, None]
+Device = str | torch.device | None
 
 
 # --- absolute positions ---------------------------------------------------------------
@@ -62,23 +61,32 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
         if max_len < 1 or d_model < 1:
-            raise ValueError(f"max_len and d_model must be positive, got max_len={max_len}, d_model={d_model}")
+            raise ValueError(
+                f"max_len and d_model must be positive, got max_len={max_len}, d_model={d_model}"
+            )
         self.max_len, self.d_model = max_len, d_model
-        self.embedding = nn.Embedding(max_len, d_model)  # row p = the vector of position p
+        self.embedding = nn.Embedding(
+            max_len, d_model
+        )  # row p = the vector of position p
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
         T = x.shape[1]
         if offset < 0 or offset + T > self.max_len:
             raise ValueError(
-                f"sequence length {T} (positions {offset}..{offset + T - 1}) exceeds max_len={self.max_len}: "
-                f"learned positional embeddings exist only for positions 0..{self.max_len - 1}"
+                f"sequence length {T} (positions {offset}..{offset + T - 1}) exceeds "
+                f"max_len={self.max_len}: learned positional embeddings exist only for "
+                f"positions 0..{self.max_len - 1}"
             )
         return x + self.embedding.weight[offset : offset + T]  # (B, T, d_model)
 
 
-def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> Tensor:
+def sinusoidal_encoding(
+    n_positions: int, d_model: int, base: float = 10000.0
+) -> Tensor:
     """The fixed encoding of Vaswani et al. (2017), section 3.5, with sin and cos interleaved.
 
     ``PE[p, 2i] = sin(p · ω_i)``, ``PE[p, 2i+1] = cos(p · ω_i)``, ``ω_i = base^(-2i/d_model)``.
@@ -87,8 +95,12 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
     if n_positions < 0:
         raise ValueError(f"n_positions must be >= 0, got {n_positions}")
     if d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even number (sin/cos pairs), got {d_model}")
-    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
+        raise ValueError(
+            f"d_model must be a positive even number (sin/cos pairs), got {d_model}"
+        )
+    omega = base ** (
+        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    )  # (d/2,)
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * omega  # (P, d/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (P, d/2, 2)
     return pe.reshape(n_positions, d_model).float()  # (P, d): sin, cos, sin, cos, ...
@@ -97,21 +109,29 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
 # --- relative positions as a score bias -------------------------------------------------
 
 
-def relative_positions(n_queries: int, n_keys: Optional[int] = None, device: Device = None) -> Tensor:
+def relative_positions(
+    n_queries: int, n_keys: int | None = None, device: Device = None
+) -> Tensor:
     """``key position - query position`` for every (query, key) pair; queries are the last keys.
 
     Shapes: returns (n_queries, n_keys) of int64; negative = the key is in the past.
     """
     n_keys = n_queries if n_keys is None else n_keys
     if n_queries < 0 or n_keys < n_queries:
-        raise ValueError(f"need 0 <= n_queries <= n_keys, got n_queries={n_queries}, n_keys={n_keys}")
+        raise ValueError(
+            f"need 0 <= n_queries <= n_keys, got n_queries={n_queries}, n_keys={n_keys}"
+        )
     q_pos = torch.arange(n_keys - n_queries, n_keys, device=device)  # (Tq,)
     k_pos = torch.arange(n_keys, device=device)  # (Tk,)
     return k_pos[None, :] - q_pos[:, None]  # (Tq, Tk)
 
 
-def t5_relative_position_bucket(relative_position: Tensor, bidirectional: bool = True, num_buckets: int = 32,
-                                max_distance: int = 128) -> Tensor:
+def t5_relative_position_bucket(
+    relative_position: Tensor,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
     """Map ``key - query`` distances to T5's buckets: exact when small, logarithmic when large.
 
     Bidirectional: half the buckets for keys before the query, half for keys after it.
@@ -121,14 +141,23 @@ def t5_relative_position_bucket(relative_position: Tensor, bidirectional: bool =
     steps, and everything farther shares the last one.
     Shapes: any integer tensor -> same shape, int64 in [0, num_buckets). Raffel et al. (2020).
     """
-    if relative_position.dtype.is_floating_point or relative_position.dtype == torch.bool:
-        raise ValueError(f"relative_position must be an integer tensor, got dtype {relative_position.dtype}")
+    if (
+        relative_position.dtype.is_floating_point
+        or relative_position.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"relative_position must be an integer tensor, got dtype {relative_position.dtype}"
+        )
     n = num_buckets // 2 if bidirectional else num_buckets  # buckets per direction
     max_exact = n // 2
     if max_exact < 1:
-        raise ValueError(f"num_buckets={num_buckets} is too small: need at least {4 if bidirectional else 2}")
+        raise ValueError(
+            f"num_buckets={num_buckets} is too small: need at least {4 if bidirectional else 2}"
+        )
     if max_distance <= max_exact:
-        raise ValueError(f"max_distance must exceed the exact range {max_exact}, got max_distance={max_distance}")
+        raise ValueError(
+            f"max_distance must exceed the exact range {max_exact}, got max_distance={max_distance}"
+        )
     rel = relative_position.long()
     if bidirectional:
         bucket = (rel > 0).long() * n  # keys after the query use the upper half
@@ -136,8 +165,11 @@ def t5_relative_position_bucket(relative_position: Tensor, bidirectional: bool =
     else:
         bucket = torch.zeros_like(rel)
         dist = (-rel).clamp(min=0)  # distance into the past; future keys -> 0
-    # log-spaced buckets: max_exact + (n - max_exact) · log(dist / max_exact) / log(max_distance / max_exact)
-    log_ratio = torch.log(dist.clamp(min=max_exact).float() / max_exact) / math.log(max_distance / max_exact)
+    # log-spaced buckets: max_exact + (n - max_exact) · log(dist / max_exact)
+    # / log(max_distance / max_exact)
+    log_ratio = torch.log(dist.clamp(min=max_exact).float() / max_exact) / math.log(
+        max_distance / max_exact
+    )
     large = (max_exact + (log_ratio * (n - max_exact)).long()).clamp(max=n - 1)
     return bucket + torch.where(dist < max_exact, dist, large)
 
@@ -149,18 +181,32 @@ class T5RelativeBias(nn.Module):
     once and shares it across the layers of a stack. Raffel et al. (2020), section 2.1.
     """
 
-    def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
+    def __init__(
+        self,
+        n_heads: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+    ) -> None:
         super().__init__()
         if n_heads < 1:
             raise ValueError(f"n_heads must be >= 1, got {n_heads}")
         self.n_heads, self.num_buckets = n_heads, num_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
-        self.embedding = nn.Embedding(num_buckets, n_heads)  # row b = the bias of bucket b in every head
+        self.embedding = nn.Embedding(
+            num_buckets, n_heads
+        )  # row b = the bias of bucket b in every head
 
-    def forward(self, n_queries: int, n_keys: Optional[int] = None) -> Tensor:
-        rel = relative_positions(n_queries, n_keys, device=self.embedding.weight.device)  # (Tq, Tk)
-        buckets = t5_relative_position_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
-        return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)  # (Tq, Tk, H) -> (1, H, Tq, Tk)
+    def forward(self, n_queries: int, n_keys: int | None = None) -> Tensor:
+        rel = relative_positions(
+            n_queries, n_keys, device=self.embedding.weight.device
+        )  # (Tq, Tk)
+        buckets = t5_relative_position_bucket(
+            rel, self.bidirectional, self.num_buckets, self.max_distance
+        )
+        return (
+            self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)
+        )  # (Tq, Tk, H) -> (1, H, Tq, Tk)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -182,14 +228,18 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.tensor(slopes)
 
 
-def alibi_bias(n_heads: int, n_queries: int, n_keys: Optional[int] = None, device: Device = None) -> Tensor:
+def alibi_bias(
+    n_heads: int, n_queries: int, n_keys: int | None = None, device: Device = None
+) -> Tensor:
     """ALiBi: ``bias[h, i, j] = -slope_h · |i - j|``, a penalty growing linearly with distance.
 
     For a causal model this is the paper's ``-slope · (i - j)``; for an encoder, the
     symmetric form treats past and future alike. Shapes: returns (1, H, Tq, Tk).
     Press et al. (2022), "Train Short, Test Long".
     """
-    minus_distance = (-relative_positions(n_queries, n_keys, device=device).abs()).float()  # (Tq, Tk); ints: no -0.0
+    minus_distance = (
+        -relative_positions(n_queries, n_keys, device=device).abs()
+    ).float()  # (Tq, Tk); ints: no -0.0
     slopes = alibi_slopes(n_heads).to(device)  # (H,)
     return (slopes[:, None, None] * minus_distance).unsqueeze(0)  # (1, H, Tq, Tk)
 
@@ -197,19 +247,31 @@ def alibi_bias(n_heads: int, n_queries: int, n_keys: Optional[int] = None, devic
 # --- relative positions by rotation (RoPE) ------------------------------------------------
 
 
-def rope_angles(positions: Tensor, head_dim: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
-    """cos and sin of the rotation angles ``p · θ_i``, ``θ_i = base^(-2i/head_dim)``, half-split layout.
+def rope_angles(
+    positions: Tensor, head_dim: int, base: float = 10000.0
+) -> tuple[Tensor, Tensor]:
+    """cos and sin of the rotation angles ``p · θ_i``, ``θ_i = base^(-2i/head_dim)``,
+    half-split layout.
 
     Feature i and feature i + head_dim/2 form pair i and turn by the same angle.
     Shapes: positions (T,) -> cos, sin (T, head_dim). Su et al. (2024), eq. 15.
     """
     if head_dim < 2 or head_dim % 2:
-        raise ValueError(f"head_dim must be a positive even number (features are rotated in pairs), got {head_dim}")
+        raise ValueError(
+            "head_dim must be a positive even number (features are rotated in pairs), "
+            f"got {head_dim}"
+        )
     if positions.dim() != 1:
-        raise ValueError(f"positions must have shape (T,), got {tuple(positions.shape)}")
-    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim)  # (Dh/2,)
+        raise ValueError(
+            f"positions must have shape (T,), got {tuple(positions.shape)}"
+        )
+    inv_freq = 1.0 / base ** (
+        torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
+    )  # (Dh/2,)
     angles = positions.float()[:, None] * inv_freq[None, :]  # (T, Dh/2)
-    angles = torch.cat((angles, angles), dim=-1)  # (T, Dh): pair i uses columns i and i + Dh/2
+    angles = torch.cat(
+        (angles, angles), dim=-1
+    )  # (T, Dh): pair i uses columns i and i + Dh/2
     return angles.cos(), angles.sin()
 
 
@@ -225,8 +287,10 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     Shapes: x (..., T, Dh), cos and sin (T, Dh) -> (..., T, Dh).
     """
     if x.shape[-2:] != cos.shape or cos.shape != sin.shape:
-        raise ValueError(f"x (..., T, Dh) must end in the shape of cos and sin, got x {tuple(x.shape)}, "
-                         f"cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
+        raise ValueError(
+            f"x (..., T, Dh) must end in the shape of cos and sin, got x {tuple(x.shape)}, "
+            f"cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
+        )
     return x * cos + rotate_half(x) * sin
 
 
@@ -243,18 +307,30 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
         if head_dim < 2 or head_dim % 2:
-            raise ValueError(f"head_dim must be a positive even number (features are rotated in pairs), got {head_dim}")
+            raise ValueError(
+                "head_dim must be a positive even number (features are rotated "
+                f"in pairs), got {head_dim}"
+            )
         self.head_dim, self.base = head_dim, base
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         for name, t in (("q", q), ("k", k)):
             if t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must have shape (..., T, head_dim={self.head_dim}), got {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name} must have shape (..., T, head_dim={self.head_dim}), "
+                    f"got {tuple(t.shape)}"
+                )
         Tq, Tk = q.shape[-2], k.shape[-2]
         if Tq > Tk:
-            raise ValueError(f"more queries than keys: q has {Tq} positions, k has {Tk}")
-        cos, sin = rope_angles(torch.arange(Tk, device=k.device), self.head_dim, self.base)  # (Tk, Dh) each
-        q_rot = apply_rope(q.float(), cos[Tk - Tq :], sin[Tk - Tq :]).to(q.dtype)  # (..., Tq, Dh)
+            raise ValueError(
+                f"more queries than keys: q has {Tq} positions, k has {Tk}"
+            )
+        cos, sin = rope_angles(
+            torch.arange(Tk, device=k.device), self.head_dim, self.base
+        )  # (Tk, Dh) each
+        q_rot = apply_rope(q.float(), cos[Tk - Tq :], sin[Tk - Tq :]).to(
+            q.dtype
+        )  # (..., Tq, Dh)
         k_rot = apply_rope(k.float(), cos, sin).to(k.dtype)  # (..., Tk, Dh)
         return q_rot, k_rot
 

@@ -1,15 +1,17 @@
-"""A word-level vocabulary: the table that turns words (or labels) into integer ids and back (chapter 05).
+"""A word-level vocabulary: the table that turns words (or labels) into integer ids and
+back (chapter 05).
 
 Built from the *training* split only, so that evaluation sees what a deployed model would
 see: a word never met in training becomes ``<unk>``. ``<pad>`` fills short sentences up to
-the length of the longest one in a batch; its id is what :func:`transformer_book.masks.padding_mask_from_ids`
-masks out. The same class, with no special tokens, maps slot tags and intent labels to class ids.
+the length of the longest one in a batch; its id is what
+:func:`transformer_book.masks.padding_mask_from_ids` masks out. The same class, with no
+special tokens, maps slot tags and intent labels to class ids.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -18,18 +20,25 @@ __all__ = ["Vocab"]
 
 
 class Vocab:
-    """Token <-> id table: special tokens first, then tokens by falling frequency (ties alphabetically).
+    """Token <-> id table: special tokens first, then tokens by falling frequency
+    (ties alphabetically).
 
     ``unk_token=None`` makes the vocabulary closed: looking up an unknown token raises ``KeyError``
     (what you want for class labels). ``pad_token=None`` leaves out the padding token.
     """
 
-    def __init__(self, tokens: Iterable[str], pad_token: Optional[str] = "<pad>",
-                 unk_token: Optional[str] = "<unk>") -> None:
+    def __init__(
+        self,
+        tokens: Iterable[str],
+        pad_token: str | None = "<pad>",
+        unk_token: str | None = "<unk>",
+    ) -> None:
         self.pad_token, self.unk_token = pad_token, unk_token
         specials = [t for t in (pad_token, unk_token) if t is not None]
         if len(set(specials)) != len(specials):
-            raise ValueError(f"pad_token and unk_token must differ, got {pad_token!r} twice")
+            raise ValueError(
+                f"pad_token and unk_token must differ, got {pad_token!r} twice"
+            )
         self.itos: list[str] = list(specials)
         for t in tokens:
             if t not in specials:
@@ -41,13 +50,23 @@ class Vocab:
             self.stoi[t] = i
 
     @classmethod
-    def from_corpus(cls, corpus: Iterable[Sequence[str]], min_freq: int = 1, pad_token: Optional[str] = "<pad>",
-                    unk_token: Optional[str] = "<unk>") -> "Vocab":
+    def from_corpus(
+        cls,
+        corpus: Iterable[Sequence[str]],
+        min_freq: int = 1,
+        pad_token: str | None = "<pad>",
+        unk_token: str | None = "<unk>",
+    ) -> Vocab:
         """Every token seen at least ``min_freq`` times in ``corpus`` (a list of token lists)."""
         if min_freq > 1 and unk_token is None:
-            raise ValueError(f"min_freq={min_freq} drops rare tokens, which needs an unk_token to map them to")
+            raise ValueError(
+                f"min_freq={min_freq} drops rare tokens, which needs an unk_token to map them to"
+            )
         counts = Counter(t for sentence in corpus for t in sentence)
-        kept = sorted((t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t))
+        kept = sorted(
+            (t for t, n in counts.items() if n >= min_freq),
+            key=lambda t: (-counts[t], t),
+        )
         return cls(kept, pad_token=pad_token, unk_token=unk_token)
 
     @property
@@ -69,11 +88,14 @@ class Vocab:
         return token in self.stoi
 
     def __getitem__(self, token: str) -> int:
-        """The id of ``token``; the ``<unk>`` id for an unknown token (``KeyError`` if there is no unk)."""
+        """The id of ``token``; the ``<unk>`` id for an unknown token (``KeyError`` if
+        there is no unk)."""
         if token in self.stoi:
             return self.stoi[token]
         if self.unk_token is None:
-            raise KeyError(f"{token!r} is not in this closed vocabulary of {len(self)} tokens")
+            raise KeyError(
+                f"{token!r} is not in this closed vocabulary of {len(self)} tokens"
+            )
         return self.stoi[self.unk_token]
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
@@ -84,8 +106,9 @@ class Vocab:
         """Tokens of a list (or 1-D tensor) of ids."""
         return [self.itos[int(i)] for i in ids]
 
-    def encode_batch(self, sentences: Sequence[Sequence[str]],
-                     pad_value: Optional[int] = None) -> tuple[Tensor, Tensor]:
+    def encode_batch(
+        self, sentences: Sequence[Sequence[str]], pad_value: int | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Encode and right-pad sentences to the longest one.
 
         ``pad_value`` defaults to ``pad_id`` (use -100 for targets that a loss should ignore).

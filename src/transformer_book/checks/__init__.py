@@ -2,9 +2,9 @@
 reference on random inputs, prints ``Correct: ...`` or raises :class:`ExerciseError`
 explaining what is wrong. One submodule per concept module of the package."""
 
-from ._core import ExerciseError
+from ._core import ExerciseError as ExerciseError
 from .attention import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
-from .positions import *  # noqa: F401,F403
-from .metrics import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
+from .metrics import *  # noqa: F401,F403
+from .positions import *  # noqa: F401,F403

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,25 +20,49 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise ExerciseError(f"{getattr(fn, '__name__', 'your function')} is not written yet: "
-                            "replace the `raise NotImplementedError` with your code.") from None
+        raise ExerciseError(
+            f"{getattr(fn, '__name__', 'your function')} is not written yet: "
+            "replace the `raise NotImplementedError` with your code."
+        ) from None
 
 
-def expect_close(got: Any, expected: Tensor, what: str, hint: str = "", atol: float = 1e-5, rtol: float = 1e-4) -> None:
+def expect_close(
+    got: Any,
+    expected: Tensor,
+    what: str,
+    hint: str = "",
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> None:
     """Compare a result with the reference: type, shape, then values, each with its own message."""
     if not isinstance(got, Tensor):
-        raise ExerciseError(f"{what}: expected a torch.Tensor, got {type(got).__name__}.")
+        raise ExerciseError(
+            f"{what}: expected a torch.Tensor, got {type(got).__name__}."
+        )
     if got.shape != expected.shape:
-        raise ExerciseError(f"{what}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}. {hint}".strip())
+        raise ExerciseError(
+            f"{what}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}. {hint}".strip()
+        )
     if got.dtype == torch.bool or expected.dtype == torch.bool:
         if got.dtype != expected.dtype or not torch.equal(got, expected):
-            wrong = (got != expected).nonzero()[:3].tolist() if got.dtype == expected.dtype else "dtype"
-            raise ExerciseError(f"{what}: wrong entries (first few at {wrong}); expected dtype {expected.dtype}. {hint}".strip())
+            wrong = (
+                (got != expected).nonzero()[:3].tolist()
+                if got.dtype == expected.dtype
+                else "dtype"
+            )
+            raise ExerciseError(
+                (
+                    f"{what}: wrong entries (first few at {wrong}); "
+                    f"expected dtype {expected.dtype}. {hint}"
+                ).strip()
+            )
         return
     got = got.to(expected.dtype)
     if not torch.allclose(got, expected, atol=atol, rtol=rtol):
         err = (got - expected).abs().max().item()
-        raise ExerciseError(f"{what}: values differ from the reference (max abs error {err:.3g}). {hint}".strip())
+        raise ExerciseError(
+            f"{what}: values differ from the reference (max abs error {err:.3g}). {hint}".strip()
+        )
 
 
 def passed(message: str) -> None:

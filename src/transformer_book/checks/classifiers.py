@@ -1,8 +1,9 @@
-"""Checks for the exercises of chapter 05 on sentence classification: pooling contextual embeddings."""
+"""Checks for the exercises of chapter 05 on sentence classification: pooling contextual
+embeddings."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -14,7 +15,8 @@ __all__ = ["check_mean_pool"]
 
 
 def check_mean_pool(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
-    """``fn(h, lengths)`` with h (B, T, D) and lengths (B,) must average each row's first ``lengths[b]`` vectors."""
+    """``fn(h, lengths)`` with h (B, T, D) and lengths (B,) must average each row's first
+    ``lengths[b]`` vectors."""
     g = torch.Generator().manual_seed(5)
     h = torch.randn(3, 6, 4, generator=g)
     lengths = torch.tensor([6, 2, 4])
@@ -23,12 +25,26 @@ def check_mean_pool(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
     got = call(fn, h.clone(), lengths.clone())
     if isinstance(got, Tensor) and got.shape == expected.shape:
         if torch.allclose(got, h.mean(dim=1), atol=1e-5):
-            raise ExerciseError("You averaged over all T positions, padding included: the padding vectors (whatever "
-                                "the encoder made of <pad>) leak into the sentence vector. Average only t < length.")
+            raise ExerciseError(
+                "You averaged over all T positions, padding included: the padding "
+                "vectors (whatever the encoder made of <pad>) leak into the sentence "
+                "vector. Average only t < length."
+            )
         masked_sum = (h * keep[..., None]).sum(dim=1)  # (B, D)
         if torch.allclose(got, masked_sum / h.shape[1], atol=1e-5):
-            raise ExerciseError("The padding is zeroed, but you divided by T: divide by each sentence's own length.")
+            raise ExerciseError(
+                "The padding is zeroed, but you divided by T: divide by each sentence's own length."
+            )
         if torch.allclose(got, h.sum(dim=1) / lengths[:, None], atol=1e-5):
-            raise ExerciseError("You divided by the length but summed the padding vectors too: zero them first.")
-    expect_close(got, expected, "mean pooling", "Zero the padded positions, sum over T, divide by the length.")
-    return passed("the sentence vector is the average of the real tokens only, so padding cannot change it.")
+            raise ExerciseError(
+                "You divided by the length but summed the padding vectors too: zero them first."
+            )
+    expect_close(
+        got,
+        expected,
+        "mean pooling",
+        "Zero the padded positions, sum over T, divide by the length.",
+    )
+    return passed(
+        "the sentence vector is the average of the real tokens only, so padding cannot change it."
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .. import metrics
 from ._core import ExerciseError, call, passed
@@ -17,54 +17,89 @@ _SPAN_CASES = [
     (["B-city", "I-city"], "a span that runs to the end of the sentence"),
     (["B-city", "B-city", "I-city"], "a B- right after a span starts a new span"),
     (["O", "I-city", "I-city", "O"], "a stray I- (no B- before it) starts a span"),
-    (["B-from", "I-to", "O"], "an I- of another type ends the open span and starts a new one"),
+    (
+        ["B-from", "I-to", "O"],
+        "an I- of another type ends the open span and starts a new one",
+    ),
     (["B-time", "I-time", "B-time", "O", "I-date"], "all of the above at once"),
 ]
 
 
 def check_bio_spans(fn: Callable[[Sequence[str]], list]) -> str:
-    """``fn(tags)`` must return the spans ``(type, start, end)`` (end exclusive) of one BIO-tagged sentence."""
+    """``fn(tags)`` must return the spans ``(type, start, end)`` (end exclusive) of one
+    BIO-tagged sentence."""
     for tags, what in _SPAN_CASES:
         got = call(fn, list(tags))
         expected = metrics.bio_spans(tags)
         try:
             got_list = [tuple(s) for s in got]
         except TypeError:
-            raise ExerciseError(f"Return a list of (type, start, end) tuples; got {type(got).__name__}.") from None
+            raise ExerciseError(
+                f"Return a list of (type, start, end) tuples; got {type(got).__name__}."
+            ) from None
         if got_list == expected:
             continue
         hint = ""
         if [(t, s, e - 1) for t, s, e in expected] == got_list:
-            hint = " Your ends are one too small: use an exclusive end, so that words[start:end] is the span."
+            hint = (
+                " Your ends are one too small: use an exclusive end, "
+                "so that words[start:end] is the span."
+            )
         elif sorted(got_list) == sorted(expected):
             hint = " Right spans, wrong order: list them from left to right."
         elif any(t.startswith(("B-", "I-")) for t, _, _ in got_list):
             hint = " The type is the tag without its 'B-' / 'I-' prefix."
-        raise ExerciseError(f"Case '{what}': for tags {tags} you returned {got_list}, expected {expected}.{hint}")
-    return passed("spans open at B- (or a stray I-) and close at O, B-, a type change or the end of the sentence.")
+        raise ExerciseError(
+            f"Case '{what}': for tags {tags} you returned {got_list}, expected {expected}.{hint}"
+        )
+    return passed(
+        "spans open at B- (or a stray I-) and close at O, B-, "
+        "a type change or the end of the sentence."
+    )
 
 
 def _f1(n_correct: int, n_pred: int, n_gold: int) -> float:
-    return 2 * n_correct / (n_pred + n_gold) if n_pred + n_gold else 0.0  # = 2PR / (P + R)
+    return (
+        2 * n_correct / (n_pred + n_gold) if n_pred + n_gold else 0.0
+    )  # = 2PR / (P + R)
 
 
-def check_span_f1(fn: Callable[[Sequence[Sequence[str]], Sequence[Sequence[str]]], float]) -> str:
-    """``fn(gold, pred)`` must return the span-level (micro) F1 of a corpus of BIO-tagged sentences."""
-    gold = [["O", "B-from", "I-from", "O", "B-to"], ["B-time", "O", "O"], ["O", "O"], ["B-date", "O", "O", "O"]]
-    pred = [["O", "B-from", "O", "O", "B-to"], ["O", "O", "O"], ["B-time", "O"], ["B-date", "O", "B-time", "O"]]
+def check_span_f1(
+    fn: Callable[[Sequence[Sequence[str]], Sequence[Sequence[str]]], float],
+) -> str:
+    """``fn(gold, pred)`` must return the span-level (micro) F1 of a corpus of BIO-tagged
+    sentences."""
+    gold = [
+        ["O", "B-from", "I-from", "O", "B-to"],
+        ["B-time", "O", "O"],
+        ["O", "O"],
+        ["B-date", "O", "O", "O"],
+    ]
+    pred = [
+        ["O", "B-from", "O", "O", "B-to"],
+        ["O", "O", "O"],
+        ["B-time", "O"],
+        ["B-date", "O", "B-time", "O"],
+    ]
     expected = metrics.span_scores(gold, pred).f1
     got = call(fn, gold, pred)
     try:
         got = float(got)
     except (TypeError, ValueError):
-        raise ExerciseError(f"Return one number, the F1; got {type(got).__name__}.") from None
+        raise ExerciseError(
+            f"Return one number, the F1; got {type(got).__name__}."
+        ) from None
     if abs(got - expected) < 1e-6:
         all_o = [["O"] * len(sentence) for sentence in gold]
         if abs(float(call(fn, gold, all_o))) > 1e-6:
-            raise ExerciseError("Predicting 'O' everywhere must give F1 = 0, since it finds no span. "
-                                "Are you scoring O tokens?")
-        return passed(f"F1 = {expected:.4f}: a span counts only with its exact sentence, type, start and end; "
-                      "O tokens count for nothing.")
+            raise ExerciseError(
+                "Predicting 'O' everywhere must give F1 = 0, since it finds no span. "
+                "Are you scoring O tokens?"
+            )
+        return passed(
+            f"F1 = {expected:.4f}: a span counts only with its exact sentence, "
+            "type, start and end; O tokens count for nothing."
+        )
     # The usual wrong answers, each computed here so the message can name it.
     g_pooled = {s for sentence in gold for s in metrics.bio_spans(sentence)}
     p_pooled = {s for sentence in pred for s in metrics.bio_spans(sentence)}
@@ -73,16 +108,25 @@ def check_span_f1(fn: Callable[[Sequence[Sequence[str]], Sequence[Sequence[str]]
         gs, ps = set(metrics.bio_spans(g)), set(metrics.bio_spans(p))
         per_sentence.append(_f1(len(gs & ps), len(ps), len(gs)))
     wrong = {
-        "That is the token accuracy, which counts every O token too. Compare spans (type, start, end) instead.":
-            metrics.token_accuracy(gold, pred),
-        "Spans from different sentences were compared with each other: keep the sentence index in each span, "
-        "e.g. (i, type, start, end).": _f1(len(g_pooled & p_pooled), len(p_pooled), len(g_pooled)),
-        "You averaged a per-sentence F1. conlleval counts correct, predicted and gold spans over the whole corpus "
-        "first (micro average), then computes one F1.": sum(per_sentence) / len(per_sentence),
+        (
+            "That is the token accuracy, which counts every O token too. "
+            "Compare spans (type, start, end) instead."
+        ): metrics.token_accuracy(gold, pred),
+        (
+            "Spans from different sentences were compared with each other: "
+            "keep the sentence index in each span, e.g. (i, type, start, end)."
+        ): _f1(len(g_pooled & p_pooled), len(p_pooled), len(g_pooled)),
+        (
+            "You averaged a per-sentence F1. conlleval counts correct, predicted "
+            "and gold spans over the whole corpus first (micro average), "
+            "then computes one F1."
+        ): sum(per_sentence) / len(per_sentence),
     }
     for message, value in wrong.items():
         if abs(got - value) < 1e-6:
             raise ExerciseError(message)
-    raise ExerciseError(f"You returned {got:.4f}, expected {expected:.4f}. Count correct, predicted and gold spans "
-                        "over the whole corpus, then P = correct/predicted, R = correct/gold, F1 = 2PR/(P+R). "
-                        "A partly right span (B-from I-from predicted as B-from O) is simply wrong.")
+    raise ExerciseError(
+        f"You returned {got:.4f}, expected {expected:.4f}. Count correct, predicted and gold spans "
+        "over the whole corpus, then P = correct/predicted, R = correct/gold, F1 = 2PR/(P+R). "
+        "A partly right span (B-from I-from predicted as B-from O) is simply wrong."
+    )

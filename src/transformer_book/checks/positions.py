@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -15,7 +15,11 @@ __all__ = ["check_sinusoidal_encoding", "check_alibi_slopes", "check_rope_rotati
 
 def _same(got: object, other: Tensor) -> bool:
     """True when ``got`` is a tensor of ``other``'s shape holding (nearly) its values."""
-    return isinstance(got, Tensor) and got.shape == other.shape and torch.allclose(got.float(), other, atol=1e-5)
+    return (
+        isinstance(got, Tensor)
+        and got.shape == other.shape
+        and torch.allclose(got.float(), other, atol=1e-5)
+    )
 
 
 def check_sinusoidal_encoding(fn: Callable[[int, int], Tensor]) -> str:
@@ -28,26 +32,43 @@ def check_sinusoidal_encoding(fn: Callable[[int, int], Tensor]) -> str:
     i = torch.arange(d // 2, dtype=torch.float64)
     omega = 10000.0 ** (-2 * i / d)
     mistakes = {
-        "sin and cos are swapped: even columns (0, 2, 4, …) hold sin(p·ω_i), odd columns cos(p·ω_i).":
-            torch.stack(((p * omega).cos(), (p * omega).sin()), -1).reshape(n, d),
+        (
+            "sin and cos are swapped: even columns (0, 2, 4, …) hold sin(p·ω_i), "
+            "odd columns cos(p·ω_i)."
+        ): torch.stack(((p * omega).cos(), (p * omega).sin()), -1).reshape(n, d),
         "You put all the sines first and all the cosines after them: interleave them instead, "
-        "column 2i = sin(p·ω_i), column 2i+1 = cos(p·ω_i).":
-            torch.cat(((p * omega).sin(), (p * omega).cos()), -1),
+        "column 2i = sin(p·ω_i), column 2i+1 = cos(p·ω_i).": torch.cat(
+            ((p * omega).sin(), (p * omega).cos()), -1
+        ),
         "The exponent uses the pair index i over d_model: ω_i = 10000^(-2i/d_model), note the 2 "
-        "(the exponent reaches about -1 in the last pair, not -1/2).":
-            torch.stack(((p * 10000.0 ** (-i / d)).sin(), (p * 10000.0 ** (-i / d)).cos()), -1).reshape(n, d),
-        "Each column got its own frequency 10000^(-j/d_model) with j the column: a sin/cos pair must share one "
-        "frequency, ω_i for columns 2i and 2i+1, or the dot product stops depending on the distance alone.":
-            torch.where(torch.arange(d) % 2 == 0, (p * 10000.0 ** (-torch.arange(d) / d)).sin(),
-                        (p * 10000.0 ** (-torch.arange(d) / d)).cos()),
-        "Positions start at 0, not 1: row 0 must be sin(0)=0, cos(0)=1, 0, 1, …":
-            positions.sinusoidal_encoding(n + 1, d)[1:].double(),
+        "(the exponent reaches about -1 in the last pair, not -1/2).": torch.stack(
+            ((p * 10000.0 ** (-i / d)).sin(), (p * 10000.0 ** (-i / d)).cos()), -1
+        ).reshape(n, d),
+        (
+            "Each column got its own frequency 10000^(-j/d_model) with j the column: "
+            "a sin/cos pair must share one frequency, ω_i for columns 2i and 2i+1, "
+            "or the dot product stops depending on the distance alone."
+        ): torch.where(
+            torch.arange(d) % 2 == 0,
+            (p * 10000.0 ** (-torch.arange(d) / d)).sin(),
+            (p * 10000.0 ** (-torch.arange(d) / d)).cos(),
+        ),
+        "Positions start at 0, not 1: row 0 must be sin(0)=0, cos(0)=1, 0, 1, …": (
+            positions.sinusoidal_encoding(n + 1, d)[1:].double()
+        ),
     }
     for message, wrong in mistakes.items():
         if _same(got, wrong.float()):
             raise ExerciseError(message)
-    expect_close(got, expected, "sinusoidal encoding", "PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i).")
-    return passed("every position gets its own pattern, and PE_m · PE_n = Σ_i cos((m − n)·ω_i).")
+    expect_close(
+        got,
+        expected,
+        "sinusoidal encoding",
+        "PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i).",
+    )
+    return passed(
+        "every position gets its own pattern, and PE_m · PE_n = Σ_i cos((m − n)·ω_i)."
+    )
 
 
 def check_alibi_slopes(fn: Callable[[int], Tensor]) -> str:
@@ -56,25 +77,52 @@ def check_alibi_slopes(fn: Callable[[int], Tensor]) -> str:
         got = call(fn, n)
         expected = positions.alibi_slopes(n)
         if isinstance(got, (list, tuple)):
-            raise ExerciseError("Return a tensor, e.g. torch.tensor(slopes), not a Python list.")
+            raise ExerciseError(
+                "Return a tensor, e.g. torch.tensor(slopes), not a Python list."
+            )
         if n > 1 and _same(got, expected.flip(0)):
-            raise ExerciseError(f"n_heads={n}: your slopes run backwards; head 0 gets the steepest slope 2^(-8/n).")
+            raise ExerciseError(
+                f"n_heads={n}: your slopes run backwards; head 0 gets the steepest slope 2^(-8/n)."
+            )
         naive = torch.tensor([2.0 ** (-8.0 * (h + 1) / n) for h in range(n)])
         if n & (n - 1) and _same(got, naive):
-            raise ExerciseError(f"n_heads={n} is not a power of two: the paper does not use 2^(-8/n) directly. "
-                                "Take the slopes for the largest power of two p below n, then every other slope "
-                                "of the 2p-head sequence for the remaining n - p heads.")
-        if isinstance(got, Tensor) and got.shape == expected.shape and n & (n - 1) and not _same(got, expected):
-            if torch.allclose(got.float().sort().values, expected.sort().values, atol=1e-6):
-                raise ExerciseError(f"n_heads={n}: right slopes in the wrong order. The p power-of-two slopes come "
-                                    "first, then the ones borrowed from the 2p sequence.")
-        expect_close(got, expected, f"slopes for n_heads={n}",
-                     "For a power of two n: slope_h = 2^(-8(h+1)/n), h = 0 … n-1.", atol=1e-7, rtol=1e-6)
-    return passed("a geometric sequence from 2^(-8/n) for powers of two, interleaved from the 2p sequence otherwise.")
+            raise ExerciseError(
+                f"n_heads={n} is not a power of two: the paper does not use 2^(-8/n) directly. "
+                "Take the slopes for the largest power of two p below n, then every other slope "
+                "of the 2p-head sequence for the remaining n - p heads."
+            )
+        if (
+            isinstance(got, Tensor)
+            and got.shape == expected.shape
+            and n & (n - 1)
+            and not _same(got, expected)
+        ):
+            if torch.allclose(
+                got.float().sort().values, expected.sort().values, atol=1e-6
+            ):
+                raise ExerciseError(
+                    f"n_heads={n}: right slopes in the wrong order. The p power-of-two slopes come "
+                    "first, then the ones borrowed from the 2p sequence."
+                )
+        expect_close(
+            got,
+            expected,
+            f"slopes for n_heads={n}",
+            "For a power of two n: slope_h = 2^(-8(h+1)/n), h = 0 … n-1.",
+            atol=1e-7,
+            rtol=1e-6,
+        )
+    return passed(
+        "a geometric sequence from 2^(-8/n) for powers of two, "
+        "interleaved from the 2p sequence otherwise."
+    )
 
 
-def _rope_reference(x: Tensor, pos: Tensor, sign: float = 1.0, half_split: bool = True, two: float = 2.0) -> Tensor:
-    """The rotation in the book's half-split layout, with switches that reproduce common mistakes."""
+def _rope_reference(
+    x: Tensor, pos: Tensor, sign: float = 1.0, half_split: bool = True, two: float = 2.0
+) -> Tensor:
+    """The rotation in the book's half-split layout, with switches that reproduce common
+    mistakes."""
     d = x.shape[-1]
     theta = 10000.0 ** (-two * torch.arange(d // 2, dtype=torch.float64) / d)  # (d/2,)
     ang = sign * pos.double()[:, None] * theta  # (T, d/2)
@@ -84,12 +132,15 @@ def _rope_reference(x: Tensor, pos: Tensor, sign: float = 1.0, half_split: bool 
         x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # pair i = (x_i, x_{i+d/2})
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).float()
     x1, x2 = x[..., 0::2], x[..., 1::2]  # pair i = (x_2i, x_2i+1)
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2).float()
+    return (
+        torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2).float()
+    )
 
 
 def check_rope_rotation(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
-    """``fn(x, pos)`` with x (B, H, T, Dh) and positions (T,) must rotate pair (x_i, x_{i+Dh/2})
-    of the token at position p by the angle p·θ_i, ``θ_i = 10000^(-2i/Dh)`` (the book's half-split layout)."""
+    """``fn(x, pos)`` with x (B, H, T, Dh) and positions (T,) must rotate pair
+    (x_i, x_{i+Dh/2}) of the token at position p by the angle p·θ_i,
+    ``θ_i = 10000^(-2i/Dh)`` (the book's half-split layout)."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 3, 7, 8, generator=g)
     pos = torch.tensor([0, 1, 2, 5, 9, 30, 100])
@@ -97,16 +148,26 @@ def check_rope_rotation(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
     cos, sin = positions.rope_angles(pos, 8)
     expected = positions.apply_rope(x, cos, sin)
     if _same(got, x):
-        raise ExerciseError("The output equals the input: nothing was rotated (only position 0 should stay unchanged).")
+        raise ExerciseError(
+            "The output equals the input: nothing was rotated "
+            "(only position 0 should stay unchanged)."
+        )
     mistakes = {
-        "You rotate by -p·θ_i (clockwise): the rotation is (x1 cos − x2 sin, x1 sin + x2 cos). Scores would still "
-        "depend only on the offset, but with the opposite sign convention of the paper and of Llama's weights.":
-            _rope_reference(x, pos, sign=-1.0),
-        "You paired neighbouring features (x_2i, x_2i+1), as the RoFormer paper writes it. The book pairs x_i "
-        "with x_{i + Dh/2} (Hugging Face Llama's rotate_half): split the last axis into two halves.":
-            _rope_reference(x, pos, half_split=False),
-        "The frequencies are off: θ_i = 10000^(-2i/Dh) for pair i = 0 … Dh/2 − 1 (note the 2).":
-            _rope_reference(x, pos, two=1.0),
+        (
+            "You rotate by -p·θ_i (clockwise): the rotation is "
+            "(x1 cos − x2 sin, x1 sin + x2 cos). Scores would still depend only on "
+            "the offset, but with the opposite sign convention of the paper and of "
+            "Llama's weights."
+        ): _rope_reference(x, pos, sign=-1.0),
+        (
+            "You paired neighbouring features (x_2i, x_2i+1), as the RoFormer paper "
+            "writes it. The book pairs x_i with x_{i + Dh/2} (Hugging Face Llama's "
+            "rotate_half): split the last axis into two halves."
+        ): _rope_reference(x, pos, half_split=False),
+        (
+            "The frequencies are off: θ_i = 10000^(-2i/Dh) for pair i = 0 … Dh/2 − 1 "
+            "(note the 2)."
+        ): _rope_reference(x, pos, two=1.0),
     }
     for message, wrong in mistakes.items():
         if _same(got, wrong):
@@ -114,7 +175,17 @@ def check_rope_rotation(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
     if isinstance(got, Tensor) and got.shape == x.shape:
         norms = got.float().norm(dim=-1), x.norm(dim=-1)
         if not torch.allclose(*norms, atol=1e-4):
-            raise ExerciseError("A rotation keeps every vector's length, yours does not: did you use the same angle "
-                                "for both members of a pair, and cos for one term and sin for the other?")
-    expect_close(got, expected, "rotated x", "x·cos + rotate_half(x)·sin with rotate_half(x) = (−x2, x1).")
-    return passed("each feature pair turns by p·θ_i, so q_m · k_n depends on n − m only.")
+            raise ExerciseError(
+                "A rotation keeps every vector's length, yours does not: did you use "
+                "the same angle for both members of a pair, and cos for one term and "
+                "sin for the other?"
+            )
+    expect_close(
+        got,
+        expected,
+        "rotated x",
+        "x·cos + rotate_half(x)·sin with rotate_half(x) = (−x2, x1).",
+    )
+    return passed(
+        "each feature pair turns by p·θ_i, so q_m · k_n depends on n − m only."
+    )
