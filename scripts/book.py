@@ -1,9 +1,10 @@
-"""The book's pipeline: sync pairs, execute notebooks, write the status page, make the student edition.
+"""The book's pipeline: sync pairs, execute notebooks, status page, student edition.
 
-    python scripts/book.py sync                 # jupytext: notebooks/NN.py -> notebooks/NN.ipynb
-    python scripts/book.py execute [NN ...]     # papermill: notebooks/NN.ipynb -> book/NN.ipynb
-    python scripts/book.py status               # book/status.md from the executed notebooks
+    python scripts/book.py sync                 # jupytext: notebooks/NN.py -> NN.ipynb
+    python scripts/book.py execute [NN ...]     # papermill: notebooks/NN -> book/NN
+    python scripts/book.py status               # book/status.md from the executed edition
     python scripts/book.py student [--out DIR]  # notebooks without their `solution` cells
+    python scripts/book.py outputs              # which outputs nbval compares, per chapter
 
 ``execute`` resolves ``device``/``profile`` ("auto" = cuda + full on a GPU, cpu + quick
 otherwise) and passes them to papermill, so the executed notebook records what it ran with.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +26,35 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS, BOOK = ROOT / "notebooks", ROOT / "book"
 META_KEY = "transformer_book"
+
+
+# A cell whose output nbval does not compare (tag nbval-ignore-output) must assert the
+# claim its output supports, or measure time or memory (never asserted: machines are
+# noisy). tests/test_notebooks.py enforces it; `outputs` counts the kinds of cells.
+ASSERTS = re.compile(r"^\s*assert\b|assert_close\(|checks\.check_\w+\(", re.M)
+MEASURES = re.compile(r"benchmark\.\w+\(|time\.perf_counter\(|time\.process_time\(")
+IGNORE_TAG = "nbval-ignore-output"
+
+
+def output_kind(cell) -> str:
+    """How nbval treats one executed code cell of the edition.
+
+    ``compared`` (text output compared exactly), ``asserted`` (output not compared; the
+    cell asserts its claim), ``measured`` (a timing or memory measurement, not
+    compared), ``plot`` (only figures, which nbval does not compare), ``silent``.
+    """
+    if IGNORE_TAG in cell.metadata.get("tags", []):
+        return "asserted" if ASSERTS.search(cell.source) else "measured"
+    text = False
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if out.output_type == "stream" or (
+            data and not any(k.startswith("image/") for k in data)
+        ):
+            text = True
+    if text:
+        return "compared"
+    return "plot" if cell.get("outputs") else "silent"
 
 
 def chapters(names: list[str] | None = None) -> list[Path]:
@@ -37,7 +69,10 @@ def chapters(names: list[str] | None = None) -> list[Path]:
 
 def sync(_: argparse.Namespace) -> None:
     for src in chapters():
-        subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)],
+            check=True,
+        )
 
 
 def execute(args: argparse.Namespace) -> None:
@@ -49,22 +84,37 @@ def execute(args: argparse.Namespace) -> None:
 
     device = resolve_device(args.device)
     profile = resolve_profile(args.profile, device)
+    # The kernels inherit this: training loops draw no progress bar into the edition.
+    os.environ["TRANSFORMER_BOOK_PROGRESS"] = "0"
     for src in chapters(args.names):
-        subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)],
+            check=True,
+        )
         out = BOOK / f"{src.stem}.ipynb"
-        print(f"executing {src.stem} (profile={profile}, device={device.type})", flush=True)
+        print(
+            f"executing {src.stem} (profile={profile}, device={device.type})",
+            flush=True,
+        )
         papermill.execute_notebook(
-            str(src.with_suffix(".ipynb")), str(out), kernel_name="python3", cwd=str(BOOK),
-            parameters={"device": device.type, "profile": profile}, progress_bar=False,
+            str(src.with_suffix(".ipynb")),
+            str(out),
+            kernel_name="python3",
+            cwd=str(BOOK),
+            parameters={"device": device.type, "profile": profile},
+            progress_bar=False,
         )
         nb = nbformat.read(out, as_version=4)
-        for cell in nb.cells:  # the rendered page shows the parameters cell and the run line; hide papermill's copy
+        # The page shows the parameters cell and the run line; hide papermill's copy.
+        for cell in nb.cells:
             tags = cell.metadata.get("tags", [])
             if "injected-parameters" in tags and "remove-cell" not in tags:
                 tags.append("remove-cell")
         nb.metadata[META_KEY] = {
             "profile": profile,
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "device": torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else "cpu",
             "torch": torch.__version__,
             "seconds": round(nb.metadata["papermill"]["duration"], 1),
             "executed": dt.date.today().isoformat(),
@@ -78,12 +128,18 @@ def status_markdown() -> str:
     rows = []
     for src in chapters():
         built = BOOK / f"{src.stem}.ipynb"
-        meta = nbformat.read(built, as_version=4).metadata.get(META_KEY) if built.exists() else None
+        meta = (
+            nbformat.read(built, as_version=4).metadata.get(META_KEY)
+            if built.exists()
+            else None
+        )
         if meta is None:
             rows.append(f"| [{src.stem}]({src.stem}.ipynb) | not executed | | | | |")
             continue
-        rows.append(f"| [{src.stem}]({src.stem}.ipynb) | {meta['seconds']:.1f} | {meta['profile']} | {meta['device']} "
-                    f"| {meta['torch']} | {meta['executed']} |")
+        rows.append(
+            f"| [{src.stem}]({src.stem}.ipynb) | {meta['seconds']:.1f} | {meta['profile']} "
+            f"| {meta['device']} | {meta['torch']} | {meta['executed']} |"
+        )
     table = "\n".join(rows)
     return f"""# Execution status
 
@@ -117,16 +173,41 @@ def student(args: argparse.Namespace) -> None:
         print(f"wrote {out / (src.stem + '.ipynb')}")
 
 
+def outputs(_: argparse.Namespace) -> None:
+    """Print, per chapter, how many code cells nbval compares and how the rest are held."""
+    kinds = ("compared", "asserted", "measured", "plot", "silent")
+    total = dict.fromkeys(kinds, 0)
+    print(f"{'chapter':32s}" + "".join(f"{k:>10s}" for k in kinds))
+    for src in chapters():
+        nb = nbformat.read(BOOK / f"{src.stem}.ipynb", as_version=4)
+        counts = dict.fromkeys(kinds, 0)
+        for cell in nb.cells:
+            if (
+                cell.cell_type == "code"
+                and "injected-parameters" not in cell.metadata.get("tags", [])
+            ):
+                counts[output_kind(cell)] += 1
+        for k in kinds:
+            total[k] += counts[k]
+        print(f"{src.stem:32s}" + "".join(f"{counts[k]:10d}" for k in kinds))
+    print(f"{'all':32s}" + "".join(f"{total[k]:10d}" for k in kinds))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sync").set_defaults(func=sync)
     ex = sub.add_parser("execute")
-    ex.add_argument("names", nargs="*", help="chapter prefixes such as 01 02 (default: all)")
+    ex.add_argument(
+        "names", nargs="*", help="chapter prefixes such as 01 02 (default: all)"
+    )
     ex.add_argument("--profile", default="auto", choices=["auto", "quick", "full"])
     ex.add_argument("--device", default="auto")
     ex.set_defaults(func=execute)
     sub.add_parser("status").set_defaults(func=status)
+    sub.add_parser("outputs").set_defaults(func=outputs)
     st = sub.add_parser("student")
     st.add_argument("--out", default=str(ROOT / "student"))
     st.set_defaults(func=student)

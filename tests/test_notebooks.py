@@ -29,7 +29,13 @@ def cells(nb, drop_injected=True):
         tags = list(c.metadata.get("tags", []))
         if drop_injected and "injected-parameters" in tags:
             continue
-        out.append((c.cell_type, c.source.strip(), sorted(t for t in tags if t != "papermill-error-cell-tag")))
+        out.append(
+            (
+                c.cell_type,
+                c.source.strip(),
+                sorted(t for t in tags if t != "papermill-error-cell-tag"),
+            )
+        )
     return out
 
 
@@ -42,20 +48,31 @@ def test_pair_in_sync(src):
     paired = src.with_suffix(".ipynb")
     assert paired.exists(), f"{paired} missing: run `python scripts/book.py sync`"
     assert cells(jupytext.read(src)) == cells(nbformat.read(paired, as_version=4)), (
-        f"{src.name} and {paired.name} differ: run `python scripts/book.py sync`")
+        f"{src.name} and {paired.name} differ: run `python scripts/book.py sync`"
+    )
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=IDS)
 def test_book_edition_is_fresh_and_executed(src):
     built = ROOT / "book" / f"{src.stem}.ipynb"
-    assert built.exists(), f"{built} missing: run `python scripts/book.py execute {src.stem[:2]}`"
+    assert built.exists(), (
+        f"{built} missing: run `python scripts/book.py execute {src.stem[:2]}`"
+    )
     nb = nbformat.read(built, as_version=4)
-    assert cells(nb) == cells(jupytext.read(src)), f"{built.name} is stale: re-execute {src.stem[:2]}"
+    assert cells(nb) == cells(jupytext.read(src)), (
+        f"{built.name} is stale: re-execute {src.stem[:2]}"
+    )
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code), "some cells were never executed"
-    assert not [o for c in code for o in c.outputs if o.output_type == "error"], "an executed cell raised"
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1 and 'profile = "quick"' in injected[0].source, "the committed edition is the quick profile"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"], (
+        "an executed cell raised"
+    )
+    injected = [
+        c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])
+    ]
+    assert len(injected) == 1 and 'profile = "quick"' in injected[0].source, (
+        "the committed edition is the quick profile"
+    )
     meta = nb.metadata["transformer_book"]
     assert meta["profile"] == "quick" and meta["device"] == "cpu"
 
@@ -73,8 +90,12 @@ def test_parameters_cell(src):
 def test_colab_cell_uses_the_configured_repository(src):
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     first_code = next(c for c in jupytext.read(src).cells if c.cell_type == "code")
-    assert "google.colab" in first_code.source, "the first code cell is the guarded Colab install"
-    assert f"git+{url}" in first_code.source, f"the Colab cell must install from {url} (_config.yml)"
+    assert "google.colab" in first_code.source, (
+        "the first code cell is the guarded Colab install"
+    )
+    assert f'repo = "{url}"' in first_code.source, (
+        f"the Colab cell must install from {url} (_config.yml)"
+    )
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=IDS)
@@ -88,10 +109,60 @@ def test_exercises_have_stub_solution_and_check(src):
         if re.match(r"checks\.check_\w+\(", c.source.strip()):
             n_checks += 1
             sol, stub = code[i - 1], code[i - 2]
-            assert "solution" in sol.metadata.get("tags", []), f"the cell before {c.source!r} must be a solution"
-            assert "hide-cell" in sol.metadata.get("tags", []), "solutions are collapsed in the book"
-            assert "NotImplementedError" in stub.source, f"the cell before the solution of {c.source!r} is a stub"
+            assert "solution" in sol.metadata.get("tags", []), (
+                f"the cell before {c.source!r} must be a solution"
+            )
+            assert "hide-cell" in sol.metadata.get("tags", []), (
+                "solutions are collapsed in the book"
+            )
+            assert "NotImplementedError" in stub.source, (
+                f"the cell before the solution of {c.source!r} is a stub"
+            )
     assert 2 <= n_checks <= 4, f"{n_checks} self-checking exercises; expected 2 to 4"
+
+
+def ignored_cells(nb):
+    return [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and pipeline.IGNORE_TAG in c.metadata.get("tags", [])
+    ]
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=IDS)
+def test_uncompared_outputs_are_asserted_or_measured(src):
+    for c in ignored_cells(jupytext.read(src)):
+        assert pipeline.ASSERTS.search(c.source) or pipeline.MEASURES.search(
+            c.source
+        ), (
+            "this cell's output is not compared (nbval-ignore-output), so it must assert "
+            "the claim its output supports (or be a timing/memory measurement):\n"
+            + c.source[:400]
+        )
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=IDS)
+def test_code_lines_fit_the_page(src):
+    too_long = [
+        (i, line)
+        for i, line in enumerate(src.read_text().splitlines(), 1)
+        if len(line) > 88 and not line.lstrip().startswith("#")
+    ]
+    assert not too_long, (
+        f"{len(too_long)} code lines over 88 characters are cut off on the page, "
+        f"first at line {too_long[0][0]}: {too_long[0][1]!r}"
+    )
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=IDS)
+def test_diagrams_have_alt_text(src):
+    for c in jupytext.read(src).cells:
+        if c.cell_type == "code" and re.search(r"\bdiagrams\.\w+\.\w+\(", c.source):
+            alt = c.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+            assert len(alt) >= 20, (
+                "a cell that draws a diagram needs alt text describing it in its "
+                f"metadata, mystnb={{'image': {{'alt': ...}}}}:\n{c.source[:300]}"
+            )
 
 
 def test_every_chapter_is_in_the_toc():
@@ -102,12 +173,22 @@ def test_every_chapter_is_in_the_toc():
 
 def test_status_page_is_up_to_date():
     assert (ROOT / "book" / "status.md").read_text() == pipeline.status_markdown(), (
-        "book/status.md is stale: run `python scripts/book.py status`")
+        "book/status.md is stale: run `python scripts/book.py status`"
+    )
 
 
 def test_student_edition_drops_solutions(tmp_path):
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "book.py"), "student", "--out", str(tmp_path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "book.py"),
+            "student",
+            "--out",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     for src in SOURCES:
         nb = nbformat.read(tmp_path / f"{src.stem}.ipynb", as_version=4)
         tags = [t for c in nb.cells for t in c.metadata.get("tags", [])]

@@ -2,7 +2,13 @@
 
 Every notebook has a papermill ``parameters`` cell with ``device = "auto"`` and
 ``profile = "auto"``; :func:`setup` turns them into a concrete device and profile
-(``full`` on a GPU, ``quick`` on a CPU) and seeds every random generator.
+(``full`` on a GPU, ``quick`` on a CPU), seeds every random generator and gives
+matplotlib the book's look (:func:`transformer_book.plotting.use_book_style`).
+
+Seeding makes a run repeat bit for bit on one machine. Another CPU, or another code
+path of the same math library, rounds the last bits differently, and training turns
+those bits into the third digit of a loss: across machines a chapter's results agree
+to the tolerances its cells assert, not bit for bit.
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["PROFILES", "Run", "resolve_device", "resolve_profile", "seed_everything", "setup"]
+__all__ = [
+    "PROFILES",
+    "Run",
+    "resolve_device",
+    "resolve_profile",
+    "seed_everything",
+    "setup",
+]
 
 PROFILES = ("quick", "full")
 
@@ -24,7 +37,9 @@ def resolve_device(device: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+        raise ValueError(
+            f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'"
+        )
     return dev
 
 
@@ -33,12 +48,14 @@ def resolve_profile(profile: str, device: torch.device) -> str:
     if profile == "auto":
         return "full" if device.type == "cuda" else "quick"
     if profile not in PROFILES:
-        raise ValueError(f"profile must be 'auto' or one of {PROFILES}, got {profile!r}")
+        raise ValueError(
+            f"profile must be 'auto' or one of {PROFILES}, got {profile!r}"
+        )
     return profile
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) so a run repeats exactly on the CPU."""
+    """Seed Python, NumPy and torch (CPU and CUDA): a run repeats exactly on one machine."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -57,20 +74,37 @@ class Run:
         return quick if self.profile == "quick" else full
 
     def __str__(self) -> str:
-        return f"device={self.device.type} profile={self.profile} seed={self.seed} torch={torch.__version__.split('+')[0]}"
+        version = torch.__version__.split("+")[0]
+        return (
+            f"device={self.device.type} profile={self.profile} seed={self.seed} "
+            f"torch={version}"
+        )
 
 
-def setup(device: str = "auto", profile: str = "auto", seed: int = 0, cpu_threads: int | None = None) -> Run:
-    """Resolve the notebook parameters and seed everything.
+def setup(
+    device: str = "auto",
+    profile: str = "auto",
+    seed: int = 0,
+    cpu_threads: int | None = None,
+    style: bool = True,
+) -> Run:
+    """Resolve the notebook parameters, seed everything and set the book's plot style.
 
-    ``cpu_threads``: on a CPU, limit torch to this many threads. Chapters that train tiny
-    models pass 1: such models gain nothing from more threads, and lose a lot on a busy machine.
+    ``cpu_threads``: on a CPU, limit torch to this many threads. Chapters that train
+    tiny models pass 1: such models gain nothing from more threads, and lose a lot on a
+    busy machine. ``style=False`` leaves matplotlib's settings alone.
     """
     dev = resolve_device(device)
     run = Run(device=dev, profile=resolve_profile(profile, dev), seed=seed)
     if cpu_threads is not None and dev.type == "cpu":
         if cpu_threads < 1:
-            raise ValueError(f"cpu_threads must be a positive number of threads or None, got {cpu_threads}")
+            raise ValueError(
+                f"cpu_threads must be a positive number of threads or None, got {cpu_threads}"
+            )
         torch.set_num_threads(cpu_threads)
     seed_everything(seed)
+    if style:
+        from . import plotting
+
+        plotting.use_book_style()
     return run
