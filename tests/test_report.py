@@ -17,7 +17,7 @@ def test_bad_name_is_named():
 
 
 def test_glue_emits_myst_nb_scrapbook_data(monkeypatch):
-    shell = InteractiveShell.instance()
+    InteractiveShell.instance()  # glue displays only inside IPython
     shown = []
     monkeypatch.setattr(
         "IPython.core.display_functions.publish_display_data",
