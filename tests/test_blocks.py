@@ -206,6 +206,42 @@ def test_load_torch_layer_rejects_mismatches():
         blocks.load_torch_encoder_layer(
             blocks.EncoderBlock(D, H, D_FF), nn.Linear(D, D)
         )
+    ref = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.0, batch_first=True)
+    with pytest.raises(ValueError, match="built differently.*'norm': 'rms'"):
+        blocks.load_torch_encoder_layer(
+            blocks.EncoderBlock(D, H, D_FF, norm="rms"), ref
+        )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_rms_block_equals_torch_layer_with_rms_norms(norm_first):
+    """norm="rms" changes only the two norms: torch's layer with nn.RMSNorm swapped in,
+    weights copied from ours, computes the same."""
+    ours = blocks.EncoderBlock(D, H, D_FF, norm_first=norm_first, norm="rms")
+    ref = nn.TransformerEncoderLayer(
+        D, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
+    ref.norm1, ref.norm2 = nn.RMSNorm(D, eps=1e-5), nn.RMSNorm(D, eps=1e-5)
+    qkv = (ours.attn.q_proj, ours.attn.k_proj, ours.attn.v_proj)
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(torch.cat([p.weight for p in qkv]))
+        ref.self_attn.in_proj_bias.copy_(torch.cat([p.bias for p in qkv]))
+        for mine, theirs in (
+            (ours.attn.o_proj, ref.self_attn.out_proj),
+            (ours.ff.up_proj, ref.linear1),
+            (ours.ff.down_proj, ref.linear2),
+        ):
+            theirs.weight.copy_(mine.weight)
+            theirs.bias.copy_(mine.bias)
+        for mine, theirs in ((ours.norm1, ref.norm1), (ours.norm2, ref.norm2)):
+            mine.weight.normal_(1.0, 0.3)
+            theirs.weight.copy_(mine.weight)
+    x = torch.randn(2, 5, D)
+    # train mode (dropout 0) keeps torch off its fused path, which expects LayerNorm
+    torch.testing.assert_close(ours.train()(x), ref.train()(x), atol=1e-5, rtol=1e-5)
+    stack = blocks.Encoder(2, D, H, D_FF, norm_first=True, norm="rms")
+    assert isinstance(stack.final_norm, blocks.RMSNorm)
+    assert isinstance(stack.layers[1].norm2, blocks.RMSNorm)
 
 
 # --- the exercise checks of chapter 03 (src/transformer_book/checks/blocks.py) ---

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book.norms import LayerNorm
+from transformer_book.norms import LayerNorm, RMSNorm, make_norm
 
 
 @pytest.fixture(autouse=True)
@@ -101,3 +101,55 @@ def test_bad_constructor_arguments_raise():
         LayerNorm(0)
     with pytest.raises(ValueError, match="eps must be positive"):
         LayerNorm(4, eps=0.0)
+
+
+# --- RMSNorm (chapter 06) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(8,), (2, 5, 16), (2, 3, 4, 32)])
+def test_rms_norm_equals_torch(shape):
+    d = shape[-1]
+    ours, ref = RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
+    with torch.no_grad():
+        ours.weight.copy_(1 + torch.randn(d))
+        ref.weight.copy_(ours.weight)
+    x = torch.randn(*shape) * 3 + 1
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=1e-6)
+
+
+def test_rms_norm_has_no_mean_and_no_beta():
+    norm = RMSNorm(4)
+    assert [n for n, _ in norm.named_parameters()] == ["weight"]
+    x = torch.tensor([[1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
+    # a constant vector is not centred to zero (LayerNorm would give zeros)
+    torch.testing.assert_close(norm(x), torch.ones(2, 4), atol=1e-5, rtol=0)
+
+
+def test_rms_norm_half_precision_keeps_dtype_and_accuracy():
+    norm = RMSNorm(64)
+    x = torch.randn(3, 64) * 100
+    y = norm.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), norm.float()(x), atol=3e-2, rtol=2e-2)
+
+
+def test_rms_norm_bad_inputs_named():
+    with pytest.raises(
+        ValueError, match="d_model must be a positive number of features"
+    ):
+        RMSNorm(0)
+    with pytest.raises(ValueError, match="eps must be positive"):
+        RMSNorm(4, eps=0.0)
+    with pytest.raises(
+        ValueError, match=r"RMSNorm expects input of shape \(\.\.\., d_model=4\)"
+    ):
+        RMSNorm(4)(torch.zeros(2, 5))
+
+
+def test_make_norm():
+    assert isinstance(make_norm("layer", 8), LayerNorm)
+    assert isinstance(make_norm("rms", 8, eps=1e-6), RMSNorm)
+    with pytest.raises(
+        ValueError, match=r"norm must be one of \('layer', 'rms'\), got 'batch'"
+    ):
+        make_norm("batch", 8)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
-from .norms import LayerNorm
+from .norms import RMSNorm, make_norm
 
 __all__ = ["FeedForward", "EncoderBlock", "Encoder", "load_torch_encoder_layer"]
 
@@ -86,17 +86,15 @@ class EncoderBlock(nn.Module):
         rope: Rope | None = None,
         activation: Activation = nn.functional.relu,
         layer_norm_eps: float = 1e-5,
+        norm: str = "layer",
     ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = LayerNorm(
-            d_model, eps=layer_norm_eps
-        )  # around the attention sublayer
-        self.norm2 = LayerNorm(
-            d_model, eps=layer_norm_eps
-        )  # around the feed-forward sublayer
+        # One norm around each sublayer: "layer" (LayerNorm) or "rms" (RMSNorm, ch. 06).
+        self.norm1 = make_norm(norm, d_model, eps=layer_norm_eps)  # attention
+        self.norm2 = make_norm(norm, d_model, eps=layer_norm_eps)  # feed-forward
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
@@ -139,6 +137,7 @@ class Encoder(nn.Module):
         rope: Rope | None = None,
         activation: Activation = nn.functional.relu,
         layer_norm_eps: float = 1e-5,
+        norm: str = "layer",
     ) -> None:
         super().__init__()
         if n_layers < 1:
@@ -153,11 +152,14 @@ class Encoder(nn.Module):
                 rope=rope,
                 activation=activation,
                 layer_norm_eps=layer_norm_eps,
+                norm=norm,
             )
             for _ in range(n_layers)
         )
         self.final_norm = (
-            LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+            make_norm(norm, d_model, eps=layer_norm_eps)
+            if norm_first
+            else nn.Identity()
         )
 
     def forward(
@@ -190,6 +192,7 @@ def load_torch_encoder_layer(
         n_heads=sa.num_heads,
         d_ff=layer.linear1.out_features,
         norm_first=layer.norm_first,
+        norm="layer",  # torch's layers use LayerNorm
         eps=layer.norm1.eps,
     )
     ours = dict(
@@ -197,6 +200,7 @@ def load_torch_encoder_layer(
         n_heads=block.attn.n_heads,
         d_ff=block.ff.d_ff,
         norm_first=block.norm_first,
+        norm="rms" if isinstance(block.norm1, RMSNorm) else "layer",
         eps=block.norm1.eps,
     )
     if theirs != ours:

@@ -1,4 +1,4 @@
-"""Normalisation layers (chapters 03 and 06).
+"""Normalisation layers (chapters 03 and 06): LayerNorm and RMSNorm.
 
 LayerNorm standardises each token's feature vector on its own (Ba et al., 2016):
 
@@ -9,6 +9,13 @@ The variance is the *biased* one (divide by d_model, not d_model − 1), as in t
 in ``torch.nn.LayerNorm``. Unlike BatchNorm (Ioffe & Szegedy, 2015), nothing is averaged
 over the batch, so a token's output never depends on the other sequences in the batch
 and training and evaluation compute the same thing.
+
+RMSNorm (Zhang & Sennrich, 2019) keeps only the rescaling: no mean is subtracted and
+there is no β,
+
+    y = γ ⊙ x / sqrt(mean(x²) + ε)
+
+which is cheaper and, in practice, trains as well (T5, Llama and Mistral use it).
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LayerNorm"]
+__all__ = ["NORMS", "LayerNorm", "RMSNorm", "make_norm"]
+
+NORMS = ("layer", "rms")
 
 
 class LayerNorm(nn.Module):
@@ -61,3 +70,49 @@ class LayerNorm(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last axis, with a learnable γ only.
+
+    Shapes: x (..., d_model) -> (..., d_model). The mean square is computed in at least
+    float32 and the result cast back to the input's dtype before γ is applied, as in
+    Llama's reference code. Zhang & Sennrich (2019).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        if d_model < 1:
+            raise ValueError(
+                f"d_model must be a positive number of features, got {d_model}"
+            )
+        if not eps > 0:
+            raise ValueError(
+                "eps must be positive (it keeps the division finite for an all-zero "
+                f"input), got {eps}"
+            )
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # γ
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() < 1 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"RMSNorm expects input of shape (..., d_model={self.d_model}), "
+                f"got shape {tuple(x.shape)}"
+            )
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))
+        ms = xf.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): mean square per token
+        return (xf * torch.rsqrt(ms + self.eps)).to(x.dtype) * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """``"layer"`` -> :class:`LayerNorm`, ``"rms"`` -> :class:`RMSNorm` (blocks take
+    the choice as ``norm=``)."""
+    if kind == "layer":
+        return LayerNorm(d_model, eps=eps)
+    if kind == "rms":
+        return RMSNorm(d_model, eps=eps)
+    raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
