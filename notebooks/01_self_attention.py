@@ -28,8 +28,9 @@
 # - use the dot product as a measure of how similar two word vectors are;
 # - write self-attention with explicit loops, then as the single expression
 #   $\mathrm{softmax}(XX^\top)X$, and check that the two agree;
-# - tell apart two reasons the matrix form is fast: fewer Python calls, and no chain of
-#   steps that must wait for each other;
+# - tell apart two reasons for speed: fewer Python calls than a loop (an overhead, not a
+#   property of attention), and no chain of steps that must wait for each other (what
+#   really separates attention from a recurrent network);
 # - prove, and check, that self-attention on its own cannot tell *the man ate the fish*
 #   from *the fish ate the man*.
 
@@ -282,7 +283,7 @@ assert torch.equal(W[0], W[3])  # the two copies of 'the' have identical rows
 # vectors is all the layer has to go on. Note also that the two copies of *the* have
 # identical rows: the layer cannot tell them apart.
 #
-# ## Why the matrix form is fast, part 1: fewer Python calls
+# ## Why the matrix form is fast: fewer Python calls
 #
 # The loop version and the matrix version do the same $O(T^2 d)$ arithmetic. What
 # differs first is how many times Python calls into torch. Count them: every
@@ -364,17 +365,16 @@ plt.show()
 #
 # So this speed-up measures **Python and dispatch overhead**, not the absence of a
 # sequential chain: no step of the loop version waits for the result of another pair,
-# the $(i, j)$ pairs could be computed in any order. The same loops written in C would be
-# nearly as fast as the matrix form. The real structural difference between attention
-# and recurrence is the next section.
+# the $(i, j)$ pairs could be computed in any order. The structural difference between
+# attention and recurrence is the next section.
 #
-# ## Why the matrix form is fast, part 2: no chain of steps
+# ## What separates attention from recurrence: no chain of steps
 #
 # Vaswani et al. {cite}`vaswani2017attention` (their Table 1) compare layer types by
 # three numbers, for a sequence of $n$ words of width $d$ (and kernel width $k$ for a
 # convolution, neighbourhood $r$ for restricted attention):
 #
-# | layer | operations per layer | sequential operations | maximum path length |
+# | layer | complexity per layer | sequential operations | maximum path length |
 # |---|---|---|---|
 # | self-attention | $O(n^2 \cdot d)$ | $O(1)$ | $O(1)$ |
 # | recurrent | $O(n \cdot d^2)$ | $O(n)$ | $O(n)$ |
@@ -512,9 +512,9 @@ plt.show()
 
 # %% [markdown]
 # Read the right panel first. The arithmetic rate says how well a layer keeps the
-# hardware busy. The GRU's work comes in $T$ small products of $B$ rows each, one after
-# the other, and small products use a processor poorly; attention's work comes in a
-# few large products. On the machine that executed this page (see the first line of
+# hardware busy. Half of the GRU's work, the products with the hidden state, comes in
+# $T$ small products of $B$ rows each, one after the other, and small products tend to
+# use a processor poorly; attention's work comes in a few large products. On the machine that executed this page (see the first line of
 # the chapter for which), at the longest length attention ran at
 # {glue:text}`rate_ratio` times the GRU's rate, and was {glue:text}`att_verdict`.
 # Time is arithmetic divided by rate: the GRU does less arithmetic than attention once

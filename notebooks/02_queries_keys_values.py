@@ -176,6 +176,7 @@ for d, mw, g, mws, gs in rows:
 _, unscaled_w, unscaled_g, scaled_w, scaled_g = (torch.tensor(c) for c in zip(*rows))
 assert (unscaled_w.diff() > 0).all() and unscaled_w[-1] > 0.9  # towards one-hot
 assert unscaled_g[-1] < unscaled_g[0] / 4  # the gradient collapses
+assert unscaled_w[1] < 0.75 < unscaled_w[2]  # 16 keys pass 0.75 between d_k 16 and 64
 assert scaled_w.max() - scaled_w.min() < 0.05  # scaled: the same at every width
 assert scaled_g.max() / scaled_g.min() < 1.2
 
@@ -552,33 +553,31 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The explicit version's memory follows the $T^2$ line of the score tensor at a small
-# multiple of it (the cell asserts at least two: scores and weights; on a CPU, where
-# the {glue:text}`memory_kind` is measured, the product $QK^\top$ and its scaled copy
+# The explicit version's memory follows the $T^2$ line of the score tensor, at a small
+# multiple of it: the cell asserts at least two such tensors, the scores and the
+# weights (in a CPU's sum of allocations the product $QK^\top$ and its scaled copy
 # count separately too). The fused kernel never holds a $T\times T$ tensor; its memory
-# grows like $Q$, $K$ and $V$ themselves, and at the longest length the explicit
-# version needed {glue:text}`memory_ratio` times as much. Time is machine-dependent:
-# on the machine that executed this page, at the longest length the fused kernel was
-# {glue:text}`fused_speed` than the explicit computation, since it makes fewer passes
-# over memory; at short lengths the two are within the noise of the measurement.
+# grows like that of $Q$, $K$ and $V$, and at the longest length the explicit version
+# needed {glue:text}`memory_ratio` times as much ({glue:text}`memory_kind`). Time
+# depends on the machine: on the one that executed this page, at the longest length
+# the fused kernel was {glue:text}`fused_speed` than the explicit computation, which
+# writes and reads the whole score tensor twice.
 #
 # ## Exercises
 #
 # ### Exercise 1: when does the softmax saturate? (predict, then measure)
 #
-# Without the scaling, the largest weight grows with $d_k$. **Predict first**, without
-# code: over 16 keys, at which width $d_k$ does the mean largest weight pass 0.8? (A
-# hint for the estimate: the scores have standard deviation $\sqrt{d_k}$; the largest
-# of 16 standard normal draws is about 1.8 on average and the second largest about 1.2,
-# so the top score leads the runner-up by about $0.6\sqrt{d_k}$; how large must that
-# lead be for the top weight to pass 0.8 against 15 rivals?) Then predict whether 4
-# keys, or 64, need a wider or a narrower head.
+# Without the scaling, the largest weight grows with $d_k$; the table above shows that
+# over 16 keys its mean passes 0.75 somewhere between $d_k = 16$ and $d_k = 64$.
+# **Predict first**, without code: with only 4 keys, is a narrower or a wider head
+# enough to pass 0.75? With 64 keys? Write your two guesses down, with a reason (think
+# of what the top score has to beat).
 #
 # Now measure. Write `saturation_width(n_keys, threshold)` that returns the smallest
 # $d_k$ in $1, 2, 4, \dots, 256$ at which the mean largest weight of the *unscaled*
 # softmax over `n_keys` random keys (the chapter's `saturation` function with
-# `scale=1.0`, 2000 trials) exceeds `threshold`, or `None` if none does. Compare the
-# answers with your predictions.
+# `scale=1.0` and its 2000 trials) exceeds `threshold`, or `None` if none does. The
+# check runs it for 4, 16 and 64 keys; compare its answers with your guesses.
 
 
 # %%

@@ -71,9 +71,8 @@ def check_same_sentence_mask(fn: Callable[[int, int], Tensor]) -> None:
     flattened batch X.reshape(B·T, d) attend only to rows of its own sentence."""
     for B, T in ((3, 4), (2, 5), (1, 3)):
         got = call(fn, B, T)
-        sentence = (
-            torch.arange(B * T) // T
-        )  # row k of the flat batch is in sentence k // T
+        # row k of the flat batch belongs to sentence k // T
+        sentence = torch.arange(B * T) // T
         expected = sentence[:, None] == sentence[None, :]  # (B·T, B·T), block diagonal
         if isinstance(got, Tensor) and got.shape == expected.shape:
             if got.dtype != torch.bool:
@@ -222,11 +221,11 @@ def check_saturation_width(fn: Callable[[int, float], int | None]) -> None:
     exceeds ``threshold`` (None if no width does).
 
     Monte Carlo answers are noisy: next to the crossing, a width whose mean is within
-    0.025 of the threshold is accepted too.
+    0.015 of the threshold is accepted too.
     """
-    tol = 0.025
+    tol = 0.015
     found = {}
-    for n_keys, threshold in ((16, 0.8), (4, 0.8), (64, 0.8)):
+    for n_keys, threshold in ((16, 0.75), (4, 0.75), (64, 0.75)):
         got = call(fn, n_keys, threshold)
         curve = {}
         for d in _WIDTHS:
@@ -270,9 +269,9 @@ def check_saturation_width(fn: Callable[[int, float], int | None]) -> None:
             "width that passes."
         )
     return passed(
-        f"with 16 keys the mean largest weight passes 0.8 at d_k = {found[16]}, with 4 "
-        f"keys already at d_k = {found[4]}. The more keys compete, the wider the head "
-        "must be before the softmax turns into an argmax."
+        f"the mean largest weight passes 0.75 at d_k = {found[4]} with 4 keys, at "
+        f"{found[16]} with 16 keys and at {found[64]} with 64 keys. The more keys "
+        "compete, the wider the head must be before the softmax turns into an argmax."
     )
 
 
