@@ -514,12 +514,12 @@ plt.show()
 # Read the right panel first. The arithmetic rate says how well a layer keeps the
 # hardware busy. Half of the GRU's work, the products with the hidden state, comes in
 # $T$ small products of $B$ rows each, one after the other, and small products tend to
-# use a processor poorly; attention's work comes in a few large products. On the machine that executed this page (see the first line of
-# the chapter for which), at the longest length attention ran at
-# {glue:text}`rate_ratio` times the GRU's rate, and was {glue:text}`att_verdict`.
-# Time is arithmetic divided by rate: the GRU does less arithmetic than attention once
-# $T > d$, attention does it faster, and which effect wins depends on the hardware and
-# on $T$.
+# use a processor poorly; attention's work comes in a few large products. On the
+# machine that executed this page (its device is printed by the chapter's first code
+# cell), at the longest length attention ran at {glue:text}`rate_ratio` times the
+# GRU's rate, and was {glue:text}`att_verdict`. Time is arithmetic divided by rate:
+# past $T = d$ the GRU does less arithmetic than attention, and whether the arithmetic
+# or the rate matters more depends on the hardware and on $T$.
 #
 # On one CPU thread, as this page runs on a CPU, there is little parallel hardware to
 # fill. A GPU has thousands of cores, and a GRU step of $B$ rows keeps few of them
