@@ -311,3 +311,93 @@ def test_pretraining_batches():
     assert (sep_per_row >= 2).all()  # two segments (a masked token may become [SEP])
     with pytest.raises(ValueError, match="batch_size"):
         next(pretraining.pretraining_batches(tok, docs[:3], batch_size=8, max_len=10))
+
+
+# --- exercise checks ----------------------------------------------------------------------
+
+
+def good_word_pieces(word, vocab):
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+        else:
+            return ["[UNK]"]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+def no_prefix(word, vocab):
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            if word[start:end] in vocab:
+                pieces.append(word[start:end])
+                break
+        else:
+            return ["[UNK]"]
+        start = end
+    return pieces
+
+
+def partial_unk(word, vocab):
+    pieces = good_word_pieces(word, vocab)
+    return ["play", "[UNK]"] if word == "playx" else pieces
+
+
+def test_check_word_pieces():
+    from transformer_book import checks
+
+    checks.check_word_pieces(good_word_pieces)
+    with pytest.raises(checks.ExerciseError, match="'##' prefix"):
+        checks.check_word_pieces(no_prefix)
+    with pytest.raises(checks.ExerciseError, match="whole word"):
+        checks.check_word_pieces(partial_unk)
+
+
+def test_check_segment_ids():
+    from transformer_book import checks
+
+    def good(ids, sep_id, pad_id):
+        is_sep = (ids == sep_id).long()
+        before = is_sep.cumsum(dim=1) - is_sep  # [SEP]s strictly before t
+        return ((before > 0) & (ids != pad_id)).long()
+
+    def sep_in_b(ids, sep_id, pad_id):
+        return (((ids == sep_id).long().cumsum(dim=1) > 0) & (ids != pad_id)).long()
+
+    def pads_in_b(ids, sep_id, pad_id):
+        is_sep = (ids == sep_id).long()
+        return ((is_sep.cumsum(dim=1) - is_sep) > 0).long()
+
+    checks.check_segment_ids(good)
+    with pytest.raises(checks.ExerciseError, match="first \\[SEP\\] got segment 1"):
+        checks.check_segment_ids(sep_in_b)
+    with pytest.raises(checks.ExerciseError, match="Padding got segment 1"):
+        checks.check_segment_ids(pads_in_b)
+
+
+def test_check_merge_gain():
+    import math
+
+    from transformer_book import checks
+
+    x = lambda v: v * math.log(v) if v > 0 else 0.0
+
+    def good(k, ca, cb, n):
+        return x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k) - x(n - k) + x(n)
+
+    checks.check_merge_gain(good)
+    with pytest.raises(checks.ExerciseError, match="ratio"):
+        checks.check_merge_gain(lambda k, ca, cb, n: k / (ca * cb))
+    with pytest.raises(checks.ExerciseError, match="total"):
+        checks.check_merge_gain(
+            lambda k, ca, cb, n: x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k)
+        )
+    with pytest.raises(checks.ExerciseError, match="base 2"):
+        checks.check_merge_gain(lambda k, ca, cb, n: good(k, ca, cb, n) / math.log(2))
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_merge_gain(lambda *a: (_ for _ in ()).throw(NotImplementedError))
