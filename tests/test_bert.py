@@ -401,3 +401,14 @@ def test_check_merge_gain():
         checks.check_merge_gain(lambda k, ca, cb, n: good(k, ca, cb, n) / math.log(2))
     with pytest.raises(checks.ExerciseError, match="not written yet"):
         checks.check_merge_gain(lambda *a: (_ for _ in ()).throw(NotImplementedError))
+
+
+def test_review_split_is_disjoint_and_fixed():
+    split = pretraining.review_split()
+    sizes = {k: len(v[0]) for k, v in split.items()}
+    assert sizes == {"train": 8662, "test": 1000, "dev": 1000}
+    assert all(len(texts) == len(labels) for texts, labels in split.values())
+    train, dev, test = (set(split[k][0]) for k in ("train", "dev", "test"))
+    assert not train & test and not train & dev and not dev & test  # no review twice
+    assert pretraining.review_split()["test"] == split["test"]
+    assert 400 < sum(split["test"][1]) < 600  # both labels in the test part
