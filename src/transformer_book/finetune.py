@@ -39,6 +39,8 @@ __all__ = [
     "predict_answers",
     "example_batches",
     "weight_drift",
+    "GradNorms",
+    "without_overlap",
 ]
 
 IGNORE = -100  # the label F.cross_entropy skips
@@ -382,3 +384,50 @@ def weight_drift(model: nn.Module, reference: nn.Module) -> float:
     if den == 0.0:
         raise ValueError("model and reference share no parameter by name and shape")
     return (num / den) ** 0.5
+
+
+class GradNorms:
+    """Records the total gradient norm ``||g||`` of every update *before* clipping:
+    hooks note each gradient's squared norm inside ``backward`` (the loop clips
+    after it), and :meth:`on_step`, given to :func:`training.train` as ``on_step``,
+    adds them up. Use as a context manager around the training run."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.norms: list[float] = []
+        self._sq: dict[int, Tensor] = {}
+        self._handles: list = []
+
+    def on_step(self, step: int, loss: float) -> None:
+        self.norms.append(torch.stack(list(self._sq.values())).sum().sqrt().item())
+        self._sq = {}
+
+    def __enter__(self) -> GradNorms:
+        def hook(i: int):
+            def note(grad: Tensor) -> None:
+                self._sq[i] = grad.detach().float().pow(2).sum()
+
+            return note
+
+        self._handles = [p.register_hook(hook(i)) for i, p in enumerate(self.params)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def _key(text: str) -> str:
+    return "".join(
+        ch
+        for ch in text.lower().replace("-lrb-", "").replace("-rrb-", "")
+        if ch.isalnum()
+    )
+
+
+def without_overlap(texts: Sequence[str], held_out: Sequence[str]) -> list[str]:
+    """``texts`` minus every text that contains one of ``held_out`` (compared on
+    lower-case letters and digits only, so "it's" matches SST's "it 's"): no
+    evaluation sentence may be seen, even unlabelled, in pre-training."""
+    keys = [_key(h) for h in held_out]
+    return [t for t in texts if not any(k in _key(t) for k in keys if k)]
