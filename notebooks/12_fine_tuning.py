@@ -502,6 +502,7 @@ for name, model in (
         f"{name:>12}: SST-2 selection acc {sel:.3f}, weight drift {drift:.3f}, "
         f"ATIS intent 1-NN {forget[name][2]:.3f}"
     )
+assert forget[f"lr {big_lr:g}"][1] > forget[f"lr {sst_lr:g}"][1]  # moved further
 
 # %% tags=["nbval-ignore-output"]
 (sel_ok, d_ok, k_ok), (sel_big, d_big, k_big) = (
@@ -509,7 +510,7 @@ for name, model in (
     forget[f"lr {big_lr:g}"],
 )
 k0 = forget["pre-trained"][2]
-assert d_big > d_ok and k_big < k0  # moved further, and lost what it knew of ATIS
+assert k_big < k0  # the large rate lost what the encoder knew of ATIS
 report.glue("k0", k0, "{:.2f}")
 report.glue("k_ok", k_ok, "{:.2f}")
 report.glue("k_big", k_big, "{:.2f}")
@@ -517,7 +518,7 @@ report.glue("sel_big", sel_big, "{:.3f}")
 report.glue("sel_ok", sel_ok, "{:.3f}")
 report.glue("d_ok", d_ok, "{:.3f}")
 report.glue("d_big", d_big, "{:.3f}")
-print("asserted: the large rate moved the encoder further and lost ATIS knowledge")
+print("asserted: the large rate lost ATIS knowledge")
 
 # %% [markdown]
 # At our rate the encoder's weights moved by {glue:text}`d_ok` of their norm, at ten
@@ -528,7 +529,7 @@ print("asserted: the large rate moved the encoder further and lost ATIS knowledg
 # the selection accuracy was {glue:text}`sel_ok` at our rate and {glue:text}`sel_big` at
 # the large one. The losses and the gradient norms before clipping:
 
-# %% tags=["hide-input", "nbval-ignore-output"]
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
 for losses, norms, label in (
     (sst_losses, sst_norms, f"lr {sst_lr:g}"),
