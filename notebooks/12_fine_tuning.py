@@ -319,8 +319,8 @@ report.glue("clipped", clipped, "{:.0%}")
 # %% [markdown]
 # After {glue:text}`ft_dev` on the dev split, the full profile repeats this over three
 # seeds (and trains 2,000 updates of 32 phrases) for the table below. The gradient
-# norms were above 1 in {glue:text}`clipped` of the updates: here clipping is not a
-# rare emergency but part of every early step.
+# norms were above 1 in {glue:text}`clipped` of the updates; clipping shortened
+# those steps (the gradient-norm plot at the end of this section shows when).
 
 # %% tags=["nbval-ignore-output"]
 for seed in minilm_seeds[1:]:  # only in the full profile
@@ -336,9 +336,10 @@ assert min(ft_dev) >= target
 # %% [markdown]
 # ### The small BERT of chapter 11, and the same model from scratch
 #
-# Does our own pre-training help? `pretraining.pretrain_small` re-creates chapter 11's
-# small BERT (2 layers, width 64, its own 2,000-piece vocabulary) on the movie reviews
-# of rt-polarity {cite}`pang2005seeing`. SST-2 was built from those same reviews, so we
+# Does our own pre-training help? `pretraining.pretrain_small` re-creates a small BERT
+# like chapter 11's (2 layers, width 64, its own 2,000-piece vocabulary, masked-word
+# and next-sentence prediction) on the movie reviews of rt-polarity
+# {cite}`pang2005seeing`. SST-2 was built from those same reviews, so we
 # first drop every review that contains a dev sentence: pre-training must not see, even
 # unlabelled, a sentence we evaluate on.
 
@@ -598,11 +599,11 @@ assert slot_scores.f1 >= run.pick(quick=0.4, full=0.9)  # all-"O" scores 0
 report.glue("slot_f1", slot_scores.f1, "{:.3f}")
 
 # %% [markdown]
-# With {glue:text}`slot_f1` span F1 on the test split, this is the quick profile's
-# number after a few dozen updates; the full profile trains 1,500 updates of 32
-# queries. The pre-trained model starts from knowing English, but ATIS is a narrow
-# domain with many rare slot types; chapter 5's small model, trained on ATIS alone for
-# thousands of steps, is a strong baseline.
+# The span F1 on the test split is {glue:text}`slot_f1` after the few dozen updates of
+# the quick profile (the full profile trains 1,500 updates of 32 queries). The
+# pre-trained model starts from knowing English, but ATIS is a narrow domain with many
+# rare slot types, and chapter 5's small model, with a word vocabulary made for ATIS and
+# many more updates, is a strong baseline for it.
 
 # %% [markdown]
 # ## 4. Answer spans: extractive question answering from ATIS
@@ -611,7 +612,8 @@ report.glue("slot_f1", slot_scores.f1, "{:.3f}")
 # paragraph. We build the same kind of task from ATIS: for every slot type present in a
 # query, the question names the slot ("what is the fromloc city name?"), the query is
 # the context, and every span of that type is a gold answer. Questions inherit ATIS's
-# split, so no test query is seen in training (a split *by query*).
+# split, so no test query is seen in training (a split *by query*). The quick profile
+# scores the questions of the first 100 test queries, the full profile all of them.
 
 # %%
 test_sents = atis_test.sentences[:qa_test_queries]
