@@ -160,3 +160,100 @@ def test_encoder_takes_one_cache_per_layer():
     out = enc(x, mask=masks.causal_mask(3), cache=cache)
     torch.testing.assert_close(out, enc(x, mask=masks.causal_mask(3)))
     assert [c.seq_len for c in cache] == [3, 3]
+
+
+# --- the exercise checks accept right answers and explain typical wrong ones -------------
+
+
+def right_max_tokens(memory, n_layers, n_kv_heads, head_dim, batch, bytes_per_value):
+    return memory // (2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value)
+
+
+def right_cached_greedy(model, prompt, n_new):
+    cache = kv_cache.new_cache(model.config.n_layers)
+    ids, step_in = prompt, prompt
+    with torch.no_grad():
+        for _ in range(n_new):
+            step_in = model(step_in, cache=cache)[:, -1].argmax(-1, keepdim=True)
+            ids = torch.cat((ids, step_in), dim=1)
+    return ids
+
+
+def uncached_greedy(model, prompt, n_new):
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(n_new):
+            ids = torch.cat((ids, model(ids)[:, -1].argmax(-1, keepdim=True)), dim=1)
+    return ids
+
+
+def forgot_the_offset(
+    model, prompt, n_new
+):  # a fresh cache every step: positions restart
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(n_new):
+            cache = kv_cache.new_cache(model.config.n_layers)
+            step = model(ids[:, -1:], cache=cache)[:, -1].argmax(-1, keepdim=True)
+            ids = torch.cat((ids, step), dim=1)
+    return ids
+
+
+def test_checks_accept_right_answers(capsys):
+    from transformer_book import attention, checks
+
+    checks.check_max_cached_tokens(right_max_tokens)
+    checks.check_repeat_kv(attention.repeat_kv)
+    checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
+    checks.check_cached_greedy(right_cached_greedy)
+    assert capsys.readouterr().out.count("Correct:") == 4
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda m, L, H, D, B, b: m / (2 * L * H * D * B * b), "float"),
+        (lambda m, L, H, D, B, b: m // (L * H * D * B * b), "twice the right number"),
+        (lambda m, L, H, D, B, b: m // (2 * L * H * D * b), "B times larger"),
+        (lambda m, L, H, D, B, b: -(-m // (2 * L * H * D * B * b)), "Round down"),
+        (lambda m, L, H, D, B, b: m // (2 * L * D * B * b), "expected"),
+    ],
+)
+def test_max_tokens_mistakes_are_explained(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_max_cached_tokens(wrong)
+
+
+def test_repeat_kv_mistakes_are_explained():
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match="Right shape, wrong order"):
+        checks.check_repeat_kv(lambda x, n: x.repeat(1, n, 1, 1))
+    with pytest.raises(checks.ExerciseError, match="shape"):
+        checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=2))
+
+
+def test_cached_greedy_mistakes_are_explained():
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match="fed the model .* tokens in all"):
+        checks.check_cached_greedy(uncached_greedy)
+    with pytest.raises(checks.ExerciseError, match="differ from greedy decoding"):
+        checks.check_cached_greedy(forgot_the_offset)
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_cached_greedy(
+            lambda *a: (_ for _ in ()).throw(NotImplementedError)
+        )
+
+
+def test_checks_leave_the_global_random_state_alone():
+    from transformer_book import checks
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_cached_greedy(right_cached_greedy)
+    checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
+    torch.testing.assert_close(torch.rand(3), expected)
