@@ -169,34 +169,10 @@ def right_max_tokens(memory, n_layers, n_kv_heads, head_dim, batch, bytes_per_va
     return memory // (2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value)
 
 
-def right_cached_greedy(model, prompt, n_new):
-    cache = kv_cache.new_cache(model.config.n_layers)
-    ids, step_in = prompt, prompt
-    with torch.no_grad():
-        for _ in range(n_new):
-            step_in = model(step_in, cache=cache)[:, -1].argmax(-1, keepdim=True)
-            ids = torch.cat((ids, step_in), dim=1)
-    return ids
-
-
-def uncached_greedy(model, prompt, n_new):
-    ids = prompt
-    with torch.no_grad():
-        for _ in range(n_new):
-            ids = torch.cat((ids, model(ids)[:, -1].argmax(-1, keepdim=True)), dim=1)
-    return ids
-
-
-def forgot_the_offset(
-    model, prompt, n_new
-):  # a fresh cache every step: positions restart
-    ids = prompt
-    with torch.no_grad():
-        for _ in range(n_new):
-            cache = kv_cache.new_cache(model.config.n_layers)
-            step = model(ids[:, -1:], cache=cache)[:, -1].argmax(-1, keepdim=True)
-            ids = torch.cat((ids, step), dim=1)
-    return ids
+def right_mean_pool(weight, n_heads, n_kv_heads):
+    Dh = weight.shape[0] // n_heads
+    groups = weight.view(n_kv_heads, n_heads // n_kv_heads, Dh, -1)
+    return groups.mean(1).reshape(n_kv_heads * Dh, -1)
 
 
 def test_checks_accept_right_answers(capsys):
@@ -205,7 +181,7 @@ def test_checks_accept_right_answers(capsys):
     checks.check_max_cached_tokens(right_max_tokens)
     checks.check_repeat_kv(attention.repeat_kv)
     checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
-    checks.check_cached_greedy(right_cached_greedy)
+    checks.check_mean_pool_heads(right_mean_pool)
     assert capsys.readouterr().out.count("Correct:") == 4
 
 
@@ -235,15 +211,33 @@ def test_repeat_kv_mistakes_are_explained():
         checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=2))
 
 
-def test_cached_greedy_mistakes_are_explained():
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (  # groups of every G-th head
+            lambda w, H, G: (
+                w.view(H // G, G, w.shape[0] // H, -1).mean(0).flatten(0, 1)
+            ),
+            "interleaved",
+        ),
+        (
+            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1).sum(1).flatten(0, 1),
+            "summed",
+        ),
+        (
+            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1)[:, 0].flatten(0, 1),
+            "first head",
+        ),
+        (lambda w, H, G: w.view(H, -1, w.shape[1]).mean(1), "shape"),
+    ],
+)
+def test_mean_pool_mistakes_are_explained(wrong, message):
     from transformer_book import checks
 
-    with pytest.raises(checks.ExerciseError, match="fed the model .* tokens in all"):
-        checks.check_cached_greedy(uncached_greedy)
-    with pytest.raises(checks.ExerciseError, match="differ from greedy decoding"):
-        checks.check_cached_greedy(forgot_the_offset)
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_mean_pool_heads(wrong)
     with pytest.raises(checks.ExerciseError, match="not written yet"):
-        checks.check_cached_greedy(
+        checks.check_mean_pool_heads(
             lambda *a: (_ for _ in ()).throw(NotImplementedError)
         )
 
@@ -254,6 +248,6 @@ def test_checks_leave_the_global_random_state_alone():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    checks.check_cached_greedy(right_cached_greedy)
+    checks.check_mean_pool_heads(right_mean_pool)
     checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
     torch.testing.assert_close(torch.rand(3), expected)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .. import attention, gpt, kv_cache
+from .. import attention, kv_cache
 from ._core import ExerciseError, call, expect_close, passed
 
-__all__ = ["check_max_cached_tokens", "check_repeat_kv", "check_cached_greedy"]
+__all__ = ["check_max_cached_tokens", "check_repeat_kv", "check_mean_pool_heads"]
 
 
 def check_max_cached_tokens(fn: Callable[..., int]) -> None:
@@ -95,50 +95,48 @@ def check_repeat_kv(fn: Callable[[Tensor, int], Tensor]) -> None:
     )
 
 
-def check_cached_greedy(fn: Callable[[gpt.GPT, Tensor, int], Tensor]) -> None:
-    """``fn(model, prompt, n_new)``: greedy decoding with a KV cache, reading the prompt
-    once and then one token per step; returns (B, T0 + n_new) ids."""
-    config = gpt.GPTConfig(vocab_size=17, max_len=32, d_model=16, n_layers=2, n_heads=4)
+def check_mean_pool_heads(fn: Callable[[Tensor, int, int], Tensor]) -> None:
+    """``fn(weight, n_heads, n_kv_heads)``: a key (or value) projection weight
+    (n_heads·Dh, D) -> (n_kv_heads·Dh, D), new head j the mean of the old heads of
+    group j (consecutive heads)."""
+    H, G, Dh, D = 6, 2, 4, 5
+    weight = torch.randn(H * Dh, D, generator=torch.Generator().manual_seed(0))
+    heads = weight.view(H, Dh, D)  # (H, Dh, D)
+    expected = heads.view(G, H // G, Dh, D).mean(1).reshape(G * Dh, D)
+    got = call(fn, weight.clone(), H, G)
+    if isinstance(got, Tensor) and got.shape == expected.shape:
+        interleaved = heads.view(H // G, G, Dh, D).mean(0).reshape(G * Dh, D)
+        if torch.allclose(got, interleaved, atol=1e-6):
+            raise ExerciseError(
+                "You averaged heads 0, 2, 4 and heads 1, 3, 5: the groups are "
+                "interleaved. Query heads h read key/value head h // (n_heads / "
+                "n_kv_heads), so a group is consecutive heads: 0, 1, 2 and 3, 4, 5. "
+                "View the rows as (n_kv_heads, heads per group, Dh, D)."
+            )
+        if torch.allclose(got, expected * (H // G), atol=1e-5):
+            raise ExerciseError(
+                "You summed the heads of each group: divide by the group size (mean)."
+            )
+        if torch.allclose(got, heads.view(G, H // G, Dh, D)[:, 0].reshape(-1, D)):
+            raise ExerciseError(
+                "You kept the first head of each group; the exercise asks for the mean."
+            )
+    expect_close(
+        got,
+        expected,
+        "pooled weight",
+        "Rows h·Dh … (h+1)·Dh - 1 belong to head h; average whole heads, not features.",
+    )
     with torch.random.fork_rng(devices=[]):  # leave the reader's random state alone
         torch.manual_seed(0)
-        model = gpt.GPT(config).eval()
-        with torch.no_grad():  # larger weights than GPT-2's init: no near-ties
-            for p in model.parameters():
-                p.add_(0.3 * torch.randn_like(p))
-    prompt = torch.randint(0, 17, (2, 5), generator=torch.Generator().manual_seed(1))
-    n_new = 12
-    expected = model.generate(prompt, n_new, temperature=0, use_cache=False)
-    read: list[int] = []
-    hook = model.tok_emb.register_forward_hook(
-        lambda module, args, out: read.append(args[0].shape[1])
+        mha = attention.MultiHeadAttention(12, 6)
+        pooled = attention.gqa_from_mha(mha, 3).k_proj.weight.detach()
+    expect_close(
+        call(fn, mha.k_proj.weight.detach().clone(), 6, 3),
+        pooled,
+        "pooling a MultiHeadAttention's k_proj to 3 heads",
     )
-    try:
-        got = call(fn, model, prompt.clone(), n_new)
-    finally:
-        hook.remove()
-    if not isinstance(got, Tensor) or got.shape != expected.shape:
-        shape = tuple(got.shape) if isinstance(got, Tensor) else type(got).__name__
-        raise ExerciseError(
-            f"Return the prompt followed by the new tokens, shape "
-            f"{tuple(expected.shape)}; got {shape}."
-        )
-    if not torch.equal(got, expected):
-        if torch.equal(got[:, : prompt.shape[1]], prompt):
-            raise ExerciseError(
-                "Your tokens differ from greedy decoding without a cache. Feed the "
-                "whole prompt once with the cache, then only the newest token, "
-                "ids[:, -1:], each step, and take the argmax of the last position."
-            )
-        raise ExerciseError("The output must start with the prompt itself.")
-    total = sum(read)
-    needed = prompt.shape[1] + n_new - 1
-    if total > needed:
-        raise ExerciseError(
-            f"Right tokens, but your loop fed the model {total} tokens in all; with a "
-            f"cache it needs {needed} (the prompt once, then one per step; the last "
-            "new token is never read). Are you passing the whole text each step?"
-        )
     return passed(
-        f"the model read {total} tokens for {n_new} new ones, and the tokens equal "
-        "decoding without a cache."
+        "each key/value head of the GQA is the average of its group's heads, as in "
+        "attention.gqa_from_mha (Ainslie et al., 2023)."
     )
