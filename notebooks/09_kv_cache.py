@@ -193,7 +193,7 @@ history = training.train(
 base_loss = heldout_loss(model)
 print(f"held-out loss after {n_steps} steps: {base_loss:.3f} nats per character")
 report.glue("base_loss", base_loss, "{:.2f}")
-assert base_loss < run.pick(2.6, 1.7)  # far below the uniform guess's 4.17
+assert base_loss < run.pick(2.6, 1.8)  # far below the uniform guess's 4.17
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
@@ -568,9 +568,10 @@ axes[0].plot(kvs, llama, "o-")
 axes[0].set(xlabel="key/value heads", ylabel="GiB per sequence", ylim=(0, 2.3))
 axes[0].set_xticks(kvs)
 axes[0].set_title("Llama-2-7B's shape, 4,096 tokens, fp16")
-for name, n in (("Llama-2-7B (MHA)", 32), ("Mistral-7B (GQA)", 8)):
+labels = (("Llama-2-7B (MHA)", 32, (-120, 0)), ("Mistral-7B (GQA)", 8, (8, -14)))
+for name, n, offset in labels:
     gib = kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30
-    axes[0].annotate(name, (n, gib), textcoords="offset points", xytext=(-110, 4))
+    axes[0].annotate(name, (n, gib), textcoords="offset points", xytext=offset)
 axes[1].bar([str(n) for n in measured], [b / 2**20 for b in measured.values()])
 axes[1].set(xlabel="key/value heads (of 6 query heads)", ylabel="MiB, measured")
 axes[1].set_title("Speed model, 256 tokens, fp32")
@@ -690,31 +691,55 @@ for g, losses in after.items():
 assert all(max(after[g]) < converted[g] for g in groups)  # uptraining helped every run
 
 # %% [markdown]
-# Does the spread support the claims? The checks below compare means with the seeds'
-# standard deviations: uptraining closes most of the conversion's gap, the ranking
-# MHA < GQA < MQA remains, and the share of the gap recovered is glued into the text.
+# Does the spread support the claims? The cell below measures the share of the
+# conversion's gap (to the MHA control) that uptraining closed, and ranks the three
+# models only where the differences exceed twice the largest standard deviation over
+# the seeds; the verdict is glued into the text below.
 
 # %% tags=["nbval-ignore-output"]
-mha_mean = statistics.mean(after[n_heads])
+mean_after = {g: statistics.mean(v) for g, v in after.items()}
 spread = max(statistics.stdev(v) for v in after.values())
 recovered = {}
 for g in groups:
-    gap_before = converted[g] - mha_mean
-    gap_after = statistics.mean(after[g]) - mha_mean
+    gap_before = converted[g] - mean_after[n_heads]
+    gap_after = mean_after[g] - mean_after[n_heads]
     recovered[g] = 1 - gap_after / gap_before
     print(f"{g} key/value heads: gap {gap_before:.3f} -> {gap_after:.3f} "
           f"({100 * recovered[g]:.0f} % recovered)")  # fmt: skip
-    assert recovered[g] > 0.5 and gap_after > 2 * spread  # most, but not all
-assert statistics.mean(after[groups[0]]) + 2 * spread < statistics.mean(after[1])
+    assert recovered[g] > 0.5  # most of the gap closes
+ranked = (
+    mean_after[n_heads] + 2 * spread < mean_after[groups[0]]
+    and mean_after[groups[0]] + 2 * spread < mean_after[1]
+)
+print(f"largest std over seeds {spread:.3f}; MHA < GQA < MQA beyond it: {ranked}")
 report.glue("recovered_gqa", 100 * recovered[groups[0]], "{:.0f}")
 report.glue("recovered_mqa", 100 * recovered[1], "{:.0f}")
+report.glue(
+    "ranking",
+    "the ranking MHA < GQA < MQA holds by more than twice the seeds' spread"
+    if ranked
+    else "the three cannot be ranked: their differences are within the seeds' spread",
+)
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=plotting.SINGLE)
+xs = torch.arange(len(after)).float()
+ax.bar(xs - 0.2, [start[g] for g in after], 0.4, label="just converted")
+ax.bar(xs + 0.2, list(mean_after.values()), 0.4, label="after uptraining (mean)",
+       yerr=[statistics.stdev(v) for v in after.values()], capsize=4)  # fmt: skip
+ax.set_xticks(xs, [f"{g} (MHA)" if g == n_heads else str(g) for g in after])
+ax.set_ylim(min(mean_after.values()) - 0.1, max(converted.values()) + 0.05)
+ax.set(xlabel="key/value heads", ylabel="held-out loss (nats per char)")
+ax.set_title(f"MHA to GQA/MQA: {uptrain_steps} steps of uptraining, {len(seeds)} seeds")
+ax.legend()
+plt.show()
 
 # %% [markdown]
-# A few dozen steps win back {glue:text}`recovered_gqa` % of the loss that the conversion
-# to GQA cost and {glue:text}`recovered_mqa` % for MQA, and the GQA model stays between
-# the two. That is the paper's trade-off in small: GQA keeps close to multi-head quality
-# while its cache is a fraction of the size, MQA saves the most memory and loses the most.
-# The saving, for this model's cache over a full context:
+# Uptraining for 10 % of the original steps wins back {glue:text}`recovered_gqa` % of the
+# loss that the conversion to GQA cost and {glue:text}`recovered_mqa` % for MQA, and
+# {glue:text}`ranking`. That is the paper's trade-off in small: GQA keeps close to
+# multi-head quality with a fraction of the cache, MQA saves the most memory and loses
+# the most. # The saving, for this model's cache over a full context:
 
 # %%
 for g in [n_heads, *groups]:
@@ -733,7 +758,7 @@ for g in [n_heads, *groups]:
 # - The KV cache keeps them: the prompt is read once, then every step reads one token
 #   and appends one key and one value per layer and key/value head. Cached decoding
 #   gives the same tokens, and logits within float rounding, as decoding without it,
-#   and is several times faster on long generations.
+#   and is several times faster on long generations on a CPU.
 # - The cache costs $2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot d_\text{head}
 #   \cdot T \cdot B$ values: 2 GiB for one 4,096-token Llama-2-7B sequence in fp16.
 # - Multi-query and grouped-query attention share key/value heads among query heads and
