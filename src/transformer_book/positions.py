@@ -313,7 +313,9 @@ class RotaryEmbedding(nn.Module):
             )
         self.head_dim, self.base = head_dim, base
 
-    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, q: Tensor, k: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """``offset``: the keys sit at positions offset … offset+Tk-1 (the tokens
+        already in a KV cache come first, chapter 09)."""
         for name, t in (("q", q), ("k", k)):
             if t.shape[-1] != self.head_dim:
                 raise ValueError(
@@ -325,8 +327,10 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"more queries than keys: q has {Tq} positions, k has {Tk}"
             )
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
         cos, sin = rope_angles(
-            torch.arange(Tk, device=k.device), self.head_dim, self.base
+            torch.arange(offset, offset + Tk, device=k.device), self.head_dim, self.base
         )  # (Tk, Dh) each
         q_rot = apply_rope(q.float(), cos[Tk - Tq :], sin[Tk - Tq :]).to(
             q.dtype
