@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_book import masks
+from transformer_book import checks, masks
 
 
 def test_causal_square():
@@ -188,3 +188,109 @@ def test_global_tokens_bad_inputs():
         masks.with_global_tokens(local.float(), [0])
     with pytest.raises(ValueError, match="n_queries <= n_keys"):
         masks.with_global_tokens(torch.ones(5, 3, dtype=torch.bool), [0])
+
+
+# --- the exercise checks of chapter 08 ------------------------------------------------
+
+
+def _window_answer(n_q, n_k, window):
+    p = torch.arange(n_q)[:, None] + n_k - n_q
+    d = p - torch.arange(n_k)
+    return (d >= 0) & (d < window)
+
+
+def test_check_sliding_window_mask_accepts_the_answer(capsys):
+    checks.check_sliding_window_mask(_window_answer)
+    assert "Correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong,message",
+    [
+        (lambda q, k, w: _window_answer(q, k, w + 1), "window \\+ 1 keys"),
+        (
+            lambda q, k, w: masks.sliding_window_mask(q, k, window=w, causal=False),
+            "looks both ways",
+        ),
+        (lambda q, k, w: masks.causal_mask(q, k), "full causal mask"),
+        (lambda q, k, w: _window_answer(q, k, w).int(), "boolean mask"),
+        (
+            lambda q, k, w: torch.cat(
+                (_window_answer(q, q, w), torch.zeros(q, k - q, dtype=torch.bool)), 1
+            ),
+            "the \\*last\\* positions",
+        ),
+    ],
+)
+def test_check_sliding_window_mask_explains_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_sliding_window_mask(wrong)
+
+
+def _earliest(t, windows):
+    if None in windows:
+        return 0
+    return max(0, t - sum(w - 1 for w in windows))
+
+
+def test_check_earliest_input_accepts_the_answer(capsys):
+    checks.check_earliest_input(_earliest)
+    assert "Correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong,message",
+    [
+        (lambda t, ws: max(0, t - sum(w for w in ws if w)), "not window"),
+        (
+            lambda t, ws: max(0, t - sum(w - 1 for w in ws if w is not None)),
+            "one global layer",
+        ),
+        (lambda t, ws: _earliest(t, ws) if t > 10 else -1, "clamp at 0|expected"),
+        (lambda t, ws: float(_earliest(t, ws)), "return an int"),
+    ],
+)
+def test_check_earliest_input_explains_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_earliest_input(wrong)
+
+
+def test_check_earliest_input_no_clamp():
+    wrong = lambda t, ws: 0 if None in ws else t - sum(w - 1 for w in ws)  # noqa: E731
+    with pytest.raises(checks.ExerciseError, match="clamp at 0"):
+        checks.check_earliest_input(wrong)
+
+
+def _merge(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    a, b = torch.exp(m1 - m), torch.exp(m2 - m)
+    return m, l1 * a + l2 * b, o1 * a + o2 * b
+
+
+def test_check_merge_softmax_accepts_the_answer(capsys):
+    checks.check_merge_softmax(_merge)
+    assert "Correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong,message",
+    [
+        (
+            lambda m1, l1, o1, m2, l2, o2: (torch.maximum(m1, m2), l1 + l2, o1 + o2),
+            "o = o1 \\+ o2",
+        ),
+        (
+            lambda *a: (_merge(*a)[0], a[1] + a[4], _merge(*a)[2]),
+            "l = l1 \\+ l2",
+        ),
+        (
+            lambda *a: (_merge(*a)[0], _merge(*a)[1], _merge(*a)[2] / _merge(*a)[1]),
+            "normalised",
+        ),
+        (lambda *a: (a[0] + a[3], *_merge(*a)[1:]), "m = max"),
+        (lambda *a: _merge(*a)[:2], "tuple \\(m, l, o\\)"),
+    ],
+)
+def test_check_merge_softmax_explains_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_merge_softmax(wrong)
