@@ -331,10 +331,11 @@ w, L = 4096, 32
 field = L * (w - 1) + 1
 print(f"paper:  w x L       = {w * L:,} tokens")
 print(f"exact:  L (w-1) + 1 = {field:,} positions, reaching {field - 1:,} tokens back")
-print(f"difference: {w * L - (field - 1)} tokens = L, one per layer")
+diff = w * L - (field - 1)
+print(f"difference: {diff} tokens = L, one per layer ({diff / (w * L):.2%})")
 
 # %% [markdown]
-# The two agree to 0.02%. The paper describes each position attending to the positions
+# The two agree to a fraction of a percent. The paper describes each position attending to the positions
 # from $i - w$ to $i$, a window that looks $w$ back per layer; the implemented mask
 # (Hugging Face's, and ours) holds $w$ keys *including* the token itself, so each layer
 # looks $w - 1$ back. Either way, "131K" is an upper bound on what *can* flow, not a
@@ -465,8 +466,8 @@ print("trained:", len(results), "models")
 # %% tags=["nbval-ignore-output"]
 summary = {}
 print(
-    f"{'pattern':15s} | scores | near: mean ± std (min-max)"
-    "    | far: mean ± std (min-max)"
+    f"{'pattern':15s} | scores | {'near: mean ± std (min-max)':26s}"
+    " | far: mean ± std (min-max)"
 )
 for name in PATTERNS:
     row = []
@@ -477,7 +478,7 @@ for name in PATTERNS:
             f"{statistics.mean(accs):.3f} ± {statistics.stdev(accs):.3f} "
             f"({min(accs):.2f}-{max(accs):.2f})"
         )
-    print(f"{name:15s} | {n_scores[name]:6d} | {row[0]:25s} | {row[1]}")
+    print(f"{name:15s} | {n_scores[name]:6d} | {row[0]:26s} | {row[1]}")
 local_far = max(summary["local + local", 1])
 assert min(summary["local + local", 0]) > 0.9, "local layers solve the near task"
 assert local_far < 2 / vocab_size, "the far token is out of reach: chance level"
@@ -511,9 +512,11 @@ plt.show()
 #   accuracy jumps on every seed, at {glue:text}`mixed_share` of the scores of two
 #   global layers here (and a much smaller share at long contexts, where the window is
 #   a tiny part of $T$).
-# - Seeds vary: on this short training budget some seeds learn the far copy only in
-#   part. The comparison we assert is the one the spread supports: every seed of the
-#   models with a global layer beats every seed of the all-local model on the far token.
+# - Seeds vary (the min-max columns): on this short training budget a seed can learn
+#   the far copy only in part. The comparison we assert is the one the spread supports:
+#   every seed of the models with a global layer beats every seed of the all-local model
+#   on the far token. We claim no ranking between the two models that have a global
+#   layer.
 #
 # ## 5. Exact attention in tiles
 #
@@ -564,8 +567,8 @@ plt.show()
 # causal or not:
 
 # %%
-print(" Tq  Tk  causal  block sizes 1, 7, 64, 500: agree within 1e-5")
-for Tq, Tk in ((100, 100), (37, 100)):
+print(" Tq  Tk  causal  block sizes 1, 7, 16, 64: agree within 1e-5")
+for Tq, Tk in ((40, 40), (17, 40)):
     q, _, _ = qkv(Tq, seed=1)
     _, k, v = qkv(Tk, seed=2)
     for causal in (False, True):
@@ -575,7 +578,7 @@ for Tq, Tk in ((100, 100), (37, 100)):
             torch.allclose(
                 attention.tiled_attention(q, k, v, b, causal=causal), ref, atol=1e-5
             )
-            for b in (1, 7, 64, 500)
+            for b in (1, 7, 16, 64)
         ]
         print(f"{Tq:3d} {Tk:3d}  {causal!s:6s}  {agree}")
 
@@ -691,19 +694,23 @@ for T in cost_lengths:
 # is quadratic even though little is ever held at once:
 
 # %% tags=["nbval-ignore-output"]
+totals = {}
 with torch.no_grad():
-    for T in (512, 1024):
-        q, k, v = qkv(T)
+    for T in (256, 512):
+        q, k, v = (t.cpu() for t in qkv(T))  # the CPU's measures, on any machine
         run_it = lambda q=q, k=k, v=v: attention.tiled_attention(  # noqa: E731
-            q, k, v, block_size, causal=True
+            q, k, v, 64, causal=True
         )
-        total = benchmark.allocated_bytes(run_it, run.device) / 2**20
-        peak = benchmark.peak_bytes(run_it, run.device) / 2**20
-        print(f"T = {T:4d}: allocated in total {total:6.1f} MiB, peak {peak:5.2f} MiB")
-        assert peak < total / 4, "the total counts every tile; the peak only one"
+        totals[T] = benchmark.allocated_bytes(run_it, "cpu") / 2**20
+        peak = benchmark.peak_bytes(run_it, "cpu") / 2**20
+        print(f"T = {T}: allocated in total {totals[T]:5.1f} MiB, peak {peak:4.2f} MiB")
+        assert peak < totals[T] / 4, "the total counts every tile; the peak a few"
+print(f"doubling T multiplies the total by {totals[512] / totals[256]:.1f}")
+assert totals[512] / totals[256] > 3, "the total grows quadratically"
 
 # %% [markdown]
-# (On a GPU, `allocated_bytes` reports the allocator's peak, so the two agree there.)
+# (This cell measures on the CPU wherever it runs. On a GPU, `allocated_bytes` reports
+# the allocator's peak, so there the two measures agree.)
 #
 # ## Exercises
 #
