@@ -676,9 +676,9 @@ for T in cost_lengths:
 # %% [markdown]
 # At $T$ = {glue:text}`big_T` the explicit path holds {glue:text}`explicit_mib` MiB at
 # its peak, the tiled one {glue:text}`tiled_mib` MiB ({glue:text}`peak_ratio` times
-# less), and torch's fused kernel {glue:text}`sdpa_mib` MiB. The tiled peak grows
-# linearly: it is the output, the inputs' per-block slices, the running statistics and
-# one tile, whatever $T$ is.
+# less), and torch's fused kernel {glue:text}`sdpa_mib` MiB. The tiled peak grows at
+# most linearly: it is the $(T, d)$ output plus, for one block of queries, the running
+# statistics and a tile or two of scores, whose size does not depend on $T$.
 #
 # The time panel tells a different story, and an honest one. Our tiled function is a
 # Python loop that launches a few small operations per tile, and in this run it is
