@@ -1,9 +1,11 @@
 """Measuring speed and memory of a computation (chapters 01, 02, 08, 09).
 
-Timings are medians over repeats after a warm-up; memory is the number of bytes the
-computation allocates (on the CPU, from torch's profiler; on a GPU, the peak of
-torch's allocator). Notebooks print and plot these numbers; tests never assert
-wall-clock times.
+Timings are medians over repeats after a warm-up. Memory comes in two measures:
+:func:`allocated_bytes`, the bytes a computation asks for (on the CPU, every allocation
+summed, freed or not), and :func:`peak_bytes`, the most tensor memory alive at any one
+moment, which is what decides whether a computation fits (chapter 08: tiled attention
+allocates a tile per step, quadratic in total, but holds only a few at once).
+Notebooks print and plot these numbers; tests never assert wall-clock times.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["median_time", "allocated_bytes"]
+__all__ = ["median_time", "allocated_bytes", "peak_bytes"]
 
 
 def _sync(device: torch.device) -> None:
@@ -86,3 +88,40 @@ def allocated_bytes(
     return sum(
         e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0
     )
+
+
+def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """The peak of the tensor memory that ``fn()`` allocates and holds at one moment.
+
+    CPU: torch's profiler records every allocation made while ``fn`` runs (+bytes) and
+    every free of those allocations (-bytes) as a memory event; the running sum of the
+    events in time order is the memory ``fn`` holds, and its maximum is the peak. (The
+    profiler does not see frees of tensors that existed before ``fn``, so they do not
+    lower the count.) CUDA: ``torch.cuda.max_memory_allocated`` above the level at the
+    start. The value ``fn`` returns is alive at the end, so it is part of the peak.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        del result
+        return max(0, torch.cuda.max_memory_allocated(device) - start)
+    with (
+        _quiet_stderr(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
+        result = fn()
+    del result
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type().name == "CPU"
+    )  # (time, +allocated or -freed bytes)
+    alive = peak = 0
+    for _, nbytes in events:
+        alive += nbytes
+        peak = max(peak, alive)
+    return peak
