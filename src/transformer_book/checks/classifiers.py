@@ -41,15 +41,14 @@ def check_mean_pool(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
                 "You divided by the length but summed the padding vectors too: zero them first."
             )
         one_more = torch.arange(6)[None, :] <= lengths[:, None]  # (B, T): t <= length
-        for divisor, what in ((lengths, "the length"), (one_more.sum(dim=1), "")):
+        for divisor in (lengths, one_more.sum(dim=1)):
             extra = (h * one_more[..., None]).sum(dim=1) / divisor[:, None]  # (B, D)
             if torch.allclose(got, extra, atol=1e-5):
                 raise ExerciseError(
                     "Your mask keeps one position too many (t <= length): position "
-                    "`length` is the first <pad>, so every padded sentence averages in "
-                    "one padding vector"
-                    + (f" and divides by {what}" if what else "")
-                    + ". Keep t < length; the row without padding hides the bug."
+                    "`length` is the first <pad>, so every padded sentence takes one "
+                    "padding vector into its average. Keep t < length; a sentence "
+                    "without padding hides the bug."
                 )
     expect_close(
         got,
