@@ -81,10 +81,8 @@ d_model, n_heads, d_ff = run.pick(quick=64, full=128), 8, run.pick(quick=128, fu
 dropout, p_unk = run.pick(quick=0.0, full=0.3), run.pick(quick=0.1, full=0.2)
 batch_size, lr = 64, run.pick(quick=1e-2, full=1e-3)
 # steps at the full learning rate; every run then takes a fifth more at lr / 10
-slot_steps, intent_steps = (
-    run.pick(quick=400, full=5000),
-    run.pick(quick=200, full=1500),
-)
+slot_steps = run.pick(quick=400, full=5000)
+intent_steps = run.pick(quick=200, full=1500)
 seeds = run.pick(quick=[0, 1, 2], full=[0, 1, 2, 3, 4])  # for the intent comparison
 eval_every = run.pick(quick=40, full=250)  # steps between two scores on the dev split
 
@@ -271,9 +269,9 @@ print(f"  {padding_share(shuffled.split(batch_size)):.0%} of the positions if sh
 print(f"  {padding_share(list(grouped)):.0%} if grouped by length")
 
 # %% [markdown]
-# Second, every test query may contain words the model has never seen, and a training set
-# holds no unknown word at all, so the `<unk>` embedding would never be trained. Word
-# dropout fixes both: `Vocab.word_dropout` replaces each training word by `<unk>` with
+# Second, a test query may contain words the model has never seen, while the training
+# set, which built the vocabulary, holds no unknown word at all: the `<unk>` embedding
+# would never be trained. Word dropout fixes that: `Vocab.word_dropout` replaces each training word by `<unk>` with
 # probability `p_unk`, afresh in every batch, so `<unk>` gets trained and the model learns
 # to fall back on the context {cite}`kiperwasser2016simple`. The function below turns the
 # index batches into an endless stream of `(x, y)` batches; `training.train` takes as many
@@ -289,9 +287,8 @@ def batches(targets, seed):
         for idx in index_batches:  # one epoch; idx (b,)
             T = int(train_lengths[idx].max())  # pad only to this batch's longest query
             x = words.word_dropout(train_ids[idx, :T], p_unk, generator=gen)  # (b, T)
-            y = (
-                targets[idx, :T] if targets.dim() == 2 else targets[idx]
-            )  # (b, T) | (b,)
+            # tags (b, T) for the slots, one class (b,) for the intents
+            y = targets[idx, :T] if targets.dim() == 2 else targets[idx]
             yield x, y
 
 
@@ -304,8 +301,8 @@ print(x.shape, y.shape, f"{int((x == words.unk_id).sum())} of {n_words} words ->
 # with a fifth more steps at a tenth of the rate, so that the weights settle instead of
 # hopping around a minimum. Whether that helps, and whether the model has trained long
 # enough, is a choice, so we read it off the dev split: every `eval_every` steps, `fit`
-# scores the model on dev (for the slots, the span F1 of section 7: the share of slots
-# found whole, higher is better).
+# scores the model on dev (for the slots, the span F1 of section 7, which counts a slot
+# only when it comes out whole; higher is better).
 
 
 # %%
@@ -390,32 +387,36 @@ ax_loss.plot(range(1, len(slot_history) + 1), slot_history, alpha=0.25, linewidt
 ax_loss.plot(*trailing_mean(slot_history), label="mean of the last 20 steps")
 ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per token")
 ax_loss.set_title("Slot filling: training loss")
-ax_dev.plot(
-    list(slot_dev), list(slot_dev.values()), marker="o", color=plotting.PALETTE[2]
-)
-ax_dev.set(xlabel="training step", ylabel="span F1 on dev", title="... and on dev")
+at, scores = zip(*slot_dev.items())
+ax_dev.plot(at, scores, marker="o", color=plotting.PALETTE[2])
+ax_dev.set(xlabel="training step", ylabel="span F1", title="Slot filling: dev span F1")
 for ax in (ax_loss, ax_dev):
     ax.axvline(slot_steps, color="gray", linestyle=":", label="learning rate / 10")
 ax_loss.legend()
 plt.show()
 
 # %% [markdown]
-# Both curves flatten before the switch, so training longer at the full rate would buy
-# little. Part of the drop in training loss after the switch only says that smaller steps
-# hop around less; the dev score says whether the model got better: it rises from
-# {glue:text}`dev_before` (the mean of the last three scores at the full rate) to
-# {glue:text}`dev_after`. So every run below ends with this fifth of steps at lr / 10.
+# At the full rate, the dev score makes nearly all its gain in the first half of the
+# steps ({glue:text}`gain_first` against {glue:text}`gain_second` in the second half), so
+# more steps at that rate would buy little. Part of the drop in training loss after the
+# switch only says that smaller steps hop around less; the dev score says whether the
+# model got better: it rises from {glue:text}`dev_before` (the mean of the last three
+# scores at the full rate) to {glue:text}`dev_after`. So every run in this chapter ends
+# with this fifth of steps at lr / 10.
 
 # %% tags=["nbval-ignore-output"]
 at_full_rate = [slot_dev[s] for s in sorted(slot_dev) if s <= slot_steps]
-before = statistics.mean(at_full_rate[-3:])
-after = slot_dev[len(slot_history)]
-print(
-    f"dev span F1: last three at the full rate {before:.3f}, after the tail {after:.3f}"
+half = len(at_full_rate) // 2
+first = report.glue("gain_first", at_full_rate[half] - at_full_rate[0], "{:+.3f}")
+second = report.glue("gain_second", at_full_rate[-1] - at_full_rate[half], "{:+.3f}")
+print(f"dev span F1 at the full rate: {first} in the first half, {second} after")
+before = report.glue("dev_before", statistics.mean(at_full_rate[-3:]), "{:.3f}")
+after = report.glue("dev_after", slot_dev[len(slot_history)], "{:.3f}")
+print(f"last three at the full rate {before} on average, after the tail {after}")
+assert at_full_rate[half] - at_full_rate[0] > 5 * (
+    at_full_rate[-1] - at_full_rate[half]
 )
-assert after > before + 0.005, "the lr / 10 tail should lift the dev score"
-report.glue("dev_before", before, "{:.3f}")
-report.glue("dev_after", after, "{:.3f}")
+assert float(after) > float(before) + 0.005, "the lr / 10 tail lifts the dev score"
 
 # %% [markdown]
 # ## 6. Token accuracy, and the baseline that never moves
@@ -485,10 +486,10 @@ def compare(n, pred):
     print(f"token accuracy {acc:.2f}, spans found {spans.n_correct} of {spans.n_gold}")
 
 
-compare(
-    next(n for n, tags in enumerate(dev.tags) if len(metrics.bio_spans(tags)) >= 3),
-    all_o,
+three_slots = next(
+    n for n, tags in enumerate(dev.tags) if len(metrics.bio_spans(tags)) >= 3
 )
+compare(three_slots, all_o)
 
 # %% [markdown]
 # Second, the model's query with the highest token accuracy among those where it gets a
@@ -556,8 +557,8 @@ def predict_tags_bio(model, sentences):
     out = [None] * len(sentences)
     for idx, ids, lengths in eval_batches(sentences):
         log_probs = model(ids).log_softmax(dim=-1)  # (b, T, C)
-        k = torch.tensor(lengths)
-        best = classifiers.bio_viterbi(log_probs, k, may_start, may_follow)  # (b, T)
+        lens = torch.tensor(lengths)  # (b,)
+        best = classifiers.bio_viterbi(log_probs, lens, may_start, may_follow)  # (b, T)
         for i, row, k in zip(idx, best.cpu(), lengths):
             out[i] = tag_vocab.decode(row[:k])
     return out
@@ -604,9 +605,7 @@ confusions = Counter(
 )
 n_wrong = sum(confusions.values())
 wrong_type = sum(n for (g, p), n in confusions.items() if g != "O" and p != "O")
-print(
-    f"{n_wrong} wrongly tagged words, {wrong_type} of them in a slot of the wrong type"
-)
+print(f"{n_wrong} wrongly tagged words, {wrong_type} in a slot of the wrong type")
 for (g, p), count in confusions.most_common(8):
     print(f"{count:>4}  gold {g:<30} predicted {p}")
 roleless = ("city_name", "airport_name")
@@ -614,8 +613,7 @@ given_role = sum(
     n for (g, p), n in confusions.items() if g[2:] in roleless and p[2:].endswith(g[2:])
 )
 pct = report.glue("roleless_share", given_role / wrong_type, "{:.0%}")
-print(f"{given_role} of those {wrong_type}: a role-less city or airport given a role")
-print(f"that is {pct}")
+print(f"{given_role} of those ({pct}): a role-less city or airport given a role")
 assert wrong_type > n_wrong / 2, "most mistakes keep the slot, with the wrong type"
 assert given_role > 0.2 * wrong_type
 
@@ -649,9 +647,9 @@ print("e.g.:", " ".join(test.sentences[given_a_role[0]]))
 
 # %% [markdown]
 # Questions about ground transport, airports and distances name a city as a place, not as
-# the end of a flight; telling them apart takes the whole query, while the model has
-# learnt that a city next to words such as *to* or *and* usually ends a trip. Per type,
-# the frequent slots score well and the rare ones pull the average down:
+# the end of a flight; telling them apart takes the whole query, while in training nearly
+# every city is the start or the end of a trip (*boston* in section 3). Per type, the
+# frequent slots score well and the rare ones pull the average down:
 
 # %% tags=["nbval-ignore-output"]
 by_type = metrics.span_scores_by_type(test.tags, test_pred)
@@ -660,9 +658,8 @@ for t in frequent[:5]:
     print(f"{t:<28} {by_type[t]}")
 rare = [t for t in by_type if by_type[t].n_gold < 20]
 counts = ("n_gold", "n_pred", "n_correct")
-rare_total = metrics.SpanScores(
-    *(sum(getattr(by_type[t], k) for t in rare) for k in counts)
-)
+pooled = [sum(getattr(by_type[t], k) for t in rare) for k in counts]
+rare_total = metrics.SpanScores(*pooled)
 print(f"{len(rare)} types with < 20 test spans, pooled: {rare_total}")
 assert rare_total.f1 < slot_scores.f1 < min(by_type[t].f1 for t in frequent[:2])
 
@@ -731,8 +728,7 @@ majority, ceiling = {}, {}
 for name, split in (("dev", dev), ("test", test)):
     majority[name] = metrics.accuracy(split.intents, [most_frequent] * len(split))
     ceiling[name] = sum(x in train_intents for x in split.intents) / len(split)
-    print(f"{name:>4}: majority baseline {majority[name]:.4f}", end="")
-    print(f", ceiling {ceiling[name]:.4f}")
+    print(f"{name:>4}: majority {majority[name]:.4f}, ceiling {ceiling[name]:.4f}")
 
 # %%
 train_intent_ids = torch.tensor([intent_vocab[x] for x in train.intents])  # (N,)
@@ -758,30 +754,30 @@ def dev_accuracy(model):
 
 
 def train_intent_model(pooling, seed):
+    """One run: the model, its training losses and its dev accuracy {step: accuracy}."""
     runtime.seed_everything(seed)  # the same start for both poolings
     cfg = dataclasses.replace(slot_cfg, n_classes=len(intent_vocab), pooling=pooling)
     model = classifiers.SentenceClassifier(cfg).to(run.device)
     stream = batches(train_intent_ids, seed)
-    return model, *fit(model, stream, intent_loss, intent_steps, dev_accuracy)
+    losses, dev_curve = fit(model, stream, intent_loss, intent_steps, dev_accuracy)
+    return {"model": model, "losses": losses, "dev": dev_curve}
 
 
 # %%
 intent_runs = {(p, s): train_intent_model(p, s) for p in poolings for s in seeds}
 for p in poolings:
-    n_params = sum(w.numel() for w in intent_runs[p, seeds[0]][0].parameters())
+    n_params = sum(w.numel() for w in intent_runs[p, seeds[0]]["model"].parameters())
     print(f"{p:>4} pooling: {n_params:,} parameters, one model per seed in {seeds}")
 
 # %% tags=["nbval-ignore-output"]
 # dev: the last score of each run's dev curve; test: scored now, for the report
 accuracy = {}
 for p in poolings:
-    accuracy[p, "dev"] = [
-        intent_runs[p, s][2][max(intent_runs[p, s][2])] for s in seeds
-    ]
-    models = [intent_runs[p, s][0] for s in seeds]
+    runs = [intent_runs[p, s] for s in seeds]
+    accuracy[p, "dev"] = [r["dev"][max(r["dev"])] for r in runs]
     accuracy[p, "test"] = [
-        metrics.accuracy(test.intents, predict_intents(m, test.sentences))
-        for m in models
+        metrics.accuracy(test.intents, predict_intents(r["model"], test.sentences))
+        for r in runs
     ]
 
 
@@ -842,19 +838,20 @@ assert verdict("test").startswith("the two ranges overlap") and gap < min(ranges
 # %% tags=["hide-input"]
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
 for p in poolings:
-    losses = torch.stack([trailing_mean(intent_runs[p, s][1])[1] for s in seeds])
-    steps_axis = trailing_mean(intent_runs[p, seeds[0]][1])[0]
-    ax_loss.plot(steps_axis, losses.mean(dim=0), label=f"{p} pooling")
-    curves = torch.tensor([list(intent_runs[p, s][2].values()) for s in seeds])
-    at = list(intent_runs[p, seeds[0]][2])
+    runs = [intent_runs[p, s] for s in seeds]
+    smoothed = [trailing_mean(r["losses"]) for r in runs]
+    mean_loss = torch.stack([means for _, means in smoothed]).mean(dim=0)
+    ax_loss.plot(smoothed[0][0], mean_loss, label=f"{p} pooling")
+    at = list(runs[0]["dev"])
+    curves = torch.tensor([list(r["dev"].values()) for r in runs])  # (seeds, points)
     ax_dev.plot(at, curves.mean(dim=0), marker="o", label=f"{p} pooling")
     low, high = curves.min(dim=0).values, curves.max(dim=0).values
     ax_dev.fill_between(at, low, high, alpha=0.2)
 for ax in (ax_loss, ax_dev):
-    ax.axvline(intent_steps, color="gray", linestyle=":")
+    ax.axvline(intent_steps, color="gray", linestyle=":", label="learning rate / 10")
 ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per query")
-ax_loss.set_title("Intent: training loss (mean of the last 20 steps)")
-ax_dev.set(xlabel="training step", ylabel="accuracy on dev", title="... and on dev")
+ax_loss.set_title("Intent: training loss (mean of 20 steps)")
+ax_dev.set(xlabel="training step", ylabel="accuracy", title="Intent: dev accuracy")
 ax_dev.legend()
 plt.show()
 
@@ -864,7 +861,7 @@ plt.show()
 # one dev query (the model of the first seed):
 
 # %% tags=["nbval-ignore-output"]
-cls_model = intent_runs["cls", seeds[0]][0]
+cls_model = intent_runs["cls", seeds[0]]["model"]
 query = dev.sentences[dev.intents.index("atis_airfare")]
 with torch.no_grad():
     q_ids = torch.tensor([words.encode(query)], device=run.device)  # (1, T)
@@ -873,9 +870,8 @@ with torch.no_grad():
 cls_weights = weights[0, :, 0].mean(dim=0).cpu()  # (1 + T,): the [CLS] row, head mean
 print(" ".join(query), "->", predict_intents(cls_model, [query])[0])
 keys = ["[CLS]"] + query
-top = ", ".join(
-    f"{keys[k]} ({cls_weights[k]:.2f})" for k in cls_weights.argsort()[-3:].flip(0)
-)
+largest = cls_weights.argsort(descending=True)[:3].tolist()
+top = ", ".join(f"{keys[k]} ({cls_weights[k]:.2f})" for k in largest)
 print("largest weights:", report.glue("query_top", top))
 assert cls_weights.max() > 2 / len(query), "far from an even 1/T"
 
@@ -911,10 +907,8 @@ share = {k: statistics.mean(v) for k, v in by_kind.items()}
 names = {"O": "outside every slot", "city": "city names", "slot": "other slots"}
 for k in names:
     print(f"{names[k]:<18} {report.glue('share_' + k, share[k], '{:.2f}')}")
-often = sorted(
-    (w for w in by_word if len(by_word[w]) >= 30),
-    key=lambda w: statistics.mean(by_word[w]),
-)
+common_words = [word for word in by_word if len(by_word[word]) >= 30]
+often = sorted(common_words, key=lambda word: statistics.mean(by_word[word]))
 print("most read:", report.glue("most_read", ", ".join(often[::-1][:5])))
 print("least read:", report.glue("least_read", ", ".join(often[:5])))
 assert share["city"] < min(0.8, share["slot"]) and share["O"] > 0.9, "cities read least"
@@ -923,18 +917,18 @@ assert share["city"] < min(0.8, share["slot"]) and share["O"] > 0.9, "cities rea
 # What these cells show, and what they do not. Mean pooling weighs every position the
 # same, $1/T$, but that does not give every *word* the same say: each $h_t$ has already
 # mixed in the other words through the block's attention. [CLS] pooling adds one more
-# weighted average, learned for the task, and its weights are far from even. In the query
-# above the largest go to {glue:text}`query_top`, not all of them words a reader would
-# call informative. Over all dev queries the pattern is steadier: the words outside every
-# slot get {glue:text}`share_O` times an even share, the words of other slots
-# {glue:text}`share_slot`, and city names only {glue:text}`share_city`. The frequent words
-# read most are {glue:text}`most_read`; the least, {glue:text}`least_read`. That suits the
-# task: a city says where a trip goes, rarely what is being asked. Still, an attention
-# weight says where the [CLS] position reads from, not how much a word moves the
-# decision, so a large weight does not explain a prediction {cite}`jain2019attention`;
-# and reading selectively did not make [CLS] pooling more accurate here (the table above).
-# A later chapter meets [CLS] again in BERT, where pre-training prepares it before any
-# task is seen.
+# weighted average, learned for the task, and its weights are far from even: in the
+# query above the largest go to {glue:text}`query_top`. One query shows little, though.
+# Over all dev queries the pattern is steadier: the words outside every slot get
+# {glue:text}`share_O` times an even share, the words of other slots
+# {glue:text}`share_slot`, and city names only {glue:text}`share_city`. The frequent
+# words read most are {glue:text}`most_read`; the least, {glue:text}`least_read`. That
+# suits the task: a city says where a trip goes, rarely what is being asked. Still, an
+# attention weight says where the [CLS] position reads from, not how much a word moves
+# the decision, so a large weight does not explain a prediction
+# {cite}`jain2019attention`; and reading selectively did not make [CLS] pooling more
+# accurate here (the table above). A later chapter meets [CLS] again in BERT, where
+# pre-training prepares it before any task is seen.
 #
 # ## Exercises
 #
@@ -996,7 +990,8 @@ checks.check_span_f1(span_f1)
 # ### Exercise 3: a pooling bug that only padding shows (break and fix)
 #
 # A colleague wrote this mean pooling for a batch `h` of shape (B, T, D) whose row `b` has
-# `lengths[b]` real tokens followed by padding:
+# `lengths[b]` real tokens followed by padding. Their tests passed: each test batch held
+# sentences of one length.
 
 
 # %%
@@ -1006,13 +1001,15 @@ def colleague_mean_pool(h, lengths):
 
 
 # %% [markdown]
-# **Predict** before you run the next cell: for one query of three tokens, is the result
-# right when the query is alone in its batch (no padding)? Is it the same when the query
-# is padded to six positions? **Measure**: the cell compares both with the plain average
-# of the three real vectors. Then **fix** it: write `mean_pool(h, lengths)` that returns
-# the (B, D) averages over the real tokens only, whatever the padding.
+# **Predict** before you run the next cell: for a query of three tokens, does
+# `colleague_mean_pool` return the average of its three vectors when the query is alone
+# in its batch? And when the query is padded to six positions, as in a batch with a longer
+# one? **Measure** with the cell (in the book its output stays folded until you open it).
+# Then **fix** it: write `mean_pool(h, lengths)` that returns the (B, D) averages over the
+# real tokens only. In a trained classifier, this bug would make a query's intent depend
+# on the batch it sits in, the very thing the padding mask is there to prevent.
 
-# %%
+# %% tags=["hide-output"]
 g = torch.Generator().manual_seed(0)
 query_h = torch.randn(1, 3, 4, generator=g)  # (1, 3, D): three real tokens
 padded_h = torch.cat([query_h, torch.randn(1, 3, 4, generator=g)], dim=1)  # (1, 6, D)
@@ -1048,8 +1045,8 @@ checks.check_mean_pool(mean_pool)
 # - `transformer_book.vocab.Vocab`: a word (or label) vocabulary with `<pad>` and `<unk>`,
 #   built from the training split, with `encode_batch` for padded batches and
 #   `word_dropout` for training the `<unk>` embedding.
-# - `transformer_book.batching.LengthBatches`: index batches of similar length, reshuffled
-#   every epoch (chapters 7 and 12 batch the same way).
+# - `transformer_book.batching.LengthBatches`, first used here: index batches of similar
+#   length, reshuffled every epoch (chapters 7 and 12 batch the same way).
 # - `transformer_book.classifiers`: `ClassifierConfig`, `TokenClassifier`,
 #   `SentenceClassifier` (`pooling="cls"` or `"mean"`, `positions="learned"` or
 #   `"relative"`), `masked_mean`, and `bio_transitions` with `bio_viterbi` for decoding
