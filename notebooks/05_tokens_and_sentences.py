@@ -313,6 +313,7 @@ def slot_loss(model, batch):
     return F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
 
 
+# %%
 def fit(model, batches, loss_fn, steps, score):
     """`steps` AdamW steps at lr (after a warm-up), then steps // 5 at lr / 10.
 
@@ -358,6 +359,7 @@ def predict_tags(model, sentences):
     return out
 
 
+# %%
 def dev_span_f1(model):
     return metrics.span_scores(dev.tags, predict_tags(model, dev.sentences)).f1
 
@@ -407,16 +409,16 @@ plt.show()
 # %% tags=["nbval-ignore-output"]
 at_full_rate = [slot_dev[s] for s in sorted(slot_dev) if s <= slot_steps]
 half = len(at_full_rate) // 2
-first = report.glue("gain_first", at_full_rate[half] - at_full_rate[0], "{:+.3f}")
-second = report.glue("gain_second", at_full_rate[-1] - at_full_rate[half], "{:+.3f}")
+gains = at_full_rate[half] - at_full_rate[0], at_full_rate[-1] - at_full_rate[half]
+before, after = statistics.mean(at_full_rate[-3:]), slot_dev[len(slot_history)]
+first = report.glue("gain_first", gains[0], "{:+.3f}")
+second = report.glue("gain_second", gains[1], "{:+.3f}")
 print(f"dev span F1 at the full rate: {first} in the first half, {second} after")
-before = report.glue("dev_before", statistics.mean(at_full_rate[-3:]), "{:.3f}")
-after = report.glue("dev_after", slot_dev[len(slot_history)], "{:.3f}")
-print(f"last three at the full rate {before} on average, after the tail {after}")
-assert at_full_rate[half] - at_full_rate[0] > 5 * (
-    at_full_rate[-1] - at_full_rate[half]
-)
-assert float(after) > float(before) + 0.005, "the lr / 10 tail lifts the dev score"
+was = report.glue("dev_before", before, "{:.3f}")
+now = report.glue("dev_after", after, "{:.3f}")
+print(f"mean of the last three scores at the full rate {was}, after the tail {now}")
+assert gains[0] > 5 * gains[1], "nearly all the gain comes in the first half"
+assert after > before, "the lr / 10 tail lifts the dev score"
 
 # %% [markdown]
 # ## 6. Token accuracy, and the baseline that never moves
@@ -753,6 +755,7 @@ def dev_accuracy(model):
     return metrics.accuracy(dev.intents, predict_intents(model, dev.sentences))
 
 
+# %%
 def train_intent_model(pooling, seed):
     """One run: the model, its training losses and its dev accuracy {step: accuracy}."""
     runtime.seed_everything(seed)  # the same start for both poolings
@@ -779,8 +782,18 @@ for p in poolings:
         metrics.accuracy(test.intents, predict_intents(r["model"], test.sentences))
         for r in runs
     ]
+    for name in ("dev", "test"):
+        by_seed = ", ".join(f"{a:.3f}" for a in accuracy[p, name])
+        print(f"{p:>4} pooling, {name:>4}, seed by seed: {by_seed}")
+        assert majority[name] + 0.15 < min(accuracy[p, name]) < ceiling[name]
+
+# %% [markdown]
+# Every run beats the majority baseline by more than 15 points, and none reaches the
+# ceiling set by the intents never seen in training. But runs that differ only in the
+# seed land points apart. Summarised per pooling:
 
 
+# %% tags=["nbval-ignore-output"]
 def spread(xs):
     """mean ± std (min–max)"""
     mean, std = statistics.mean(xs), statistics.stdev(xs)
@@ -791,17 +804,11 @@ print(f"intent accuracy over {len(seeds)} seeds: mean ± std (min–max)")
 for p in poolings:
     dev_acc, test_acc = spread(accuracy[p, "dev"]), spread(accuracy[p, "test"])
     print(f"{p:>4}  dev {dev_acc}  test {test_acc}")
-for p in poolings:
-    by_seed = ", ".join(f"{a:.3f}" for a in accuracy[p, "test"])
-    print(f"{p:>4}  test, seed by seed: {by_seed}")
-for name in ("dev", "test"):
-    runs = accuracy["cls", name] + accuracy["mean", name]
-    assert majority[name] + 0.15 < min(runs) and max(runs) < ceiling[name]
+    assert max(accuracy[p, "test"]) - min(accuracy[p, "test"]) > 0.005, "seeds matter"
 
 # %% [markdown]
-# Both poolings beat the majority baseline by more than 15 points on either split, and
-# neither reaches the ceiling set by the intents never seen in training. Which is better?
-# The rule, computed in the next cell: a ranking only when the seeds' ranges separate.
+# Which pooling is better? The rule, computed in the next cell: a ranking only when the
+# seeds' ranges separate.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -823,7 +830,9 @@ gap = abs(test_means[0] - test_means[1])
 gap_text = report.glue("test_gap", gap, "{:.3f}")
 ranges_text = report.glue("test_ranges", " and ".join(f"{r:.3f}" for r in ranges))
 print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges_text}")
-assert verdict("test").startswith("the two ranges overlap") and gap < min(ranges)
+# the text below describes the quick run of this edition; a full run prints its own
+if run.profile == "quick":
+    assert verdict("test").startswith("the two ranges overlap") and gap < min(ranges)
 
 # %% [markdown]
 # On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
