@@ -271,11 +271,11 @@ print(f"  {padding_share(list(grouped)):.0%} if grouped by length")
 # %% [markdown]
 # Second, a test query may contain words the model has never seen, while the training
 # set, which built the vocabulary, holds no unknown word at all: the `<unk>` embedding
-# would never be trained. Word dropout fixes that: `Vocab.word_dropout` replaces each training word by `<unk>` with
-# probability `p_unk`, afresh in every batch, so `<unk>` gets trained and the model learns
-# to fall back on the context {cite}`kiperwasser2016simple`. The function below turns the
-# index batches into an endless stream of `(x, y)` batches; `training.train` takes as many
-# as it needs.
+# would never be trained. Word dropout fixes that: `Vocab.word_dropout` replaces each
+# training word by `<unk>` with probability `p_unk`, afresh in every batch, so `<unk>`
+# gets trained and the model learns to fall back on the context
+# {cite}`kiperwasser2016simple`. The function below turns the index batches into an
+# endless stream of `(x, y)` batches; `training.train` takes as many as it needs.
 
 
 # %%
@@ -583,7 +583,7 @@ assert viterbi_f1 > dev_spans.f1, "on dev, Viterbi decoding wins: we keep it"
 # Training length, learning-rate tail and decoding are now fixed, all by dev. This is the
 # final report: the model with Viterbi decoding, scored once on the test split, against
 # the stated target (span F1 of at least 0.90 in the quick profile, 0.95 in the full one).
-# Nothing after this cell changes the model.
+# Nothing after this cell changes the slot model.
 
 # %% tags=["nbval-ignore-output"]
 test_pred = predict_tags_bio(slot_model, test.sentences)
@@ -790,7 +790,7 @@ for p in poolings:
 # %% [markdown]
 # Every run beats the majority baseline by more than 15 points, and none reaches the
 # ceiling set by the intents never seen in training. But runs that differ only in the
-# seed land points apart. Summarised per pooling:
+# seed land more than a point apart on test. Summarised per pooling:
 
 
 # %% tags=["nbval-ignore-output"]
@@ -804,7 +804,8 @@ print(f"intent accuracy over {len(seeds)} seeds: mean ± std (min–max)")
 for p in poolings:
     dev_acc, test_acc = spread(accuracy[p, "dev"]), spread(accuracy[p, "test"])
     print(f"{p:>4}  dev {dev_acc}  test {test_acc}")
-    assert max(accuracy[p, "test"]) - min(accuracy[p, "test"]) > 0.005, "seeds matter"
+test_ranges = [max(accuracy[p, "test"]) - min(accuracy[p, "test"]) for p in poolings]
+assert max(test_ranges) > 0.01, "seeds alone move test accuracy by over a point"
 
 # %% [markdown]
 # Which pooling is better? The rule, computed in the next cell: a ranking only when the
@@ -825,14 +826,15 @@ def verdict(name):
 for name in ("dev", "test"):
     print(f"{name}: {report.glue(name + '_verdict', verdict(name))}")
 test_means = [statistics.mean(accuracy[p, "test"]) for p in poolings]
-ranges = [max(accuracy[p, "test"]) - min(accuracy[p, "test"]) for p in poolings]
 gap = abs(test_means[0] - test_means[1])
 gap_text = report.glue("test_gap", gap, "{:.3f}")
-ranges_text = report.glue("test_ranges", " and ".join(f"{r:.3f}" for r in ranges))
+spans_text = " and ".join(f"{r:.3f}" for r in test_ranges)
+ranges_text = report.glue("test_ranges", spans_text)
 print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges_text}")
 # the text below describes the quick run of this edition; a full run prints its own
 if run.profile == "quick":
-    assert verdict("test").startswith("the two ranges overlap") and gap < min(ranges)
+    assert verdict("test").startswith("the two ranges overlap")
+    assert gap < min(test_ranges), "the poolings differ less than seeds do"
 
 # %% [markdown]
 # On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
