@@ -445,3 +445,37 @@ def test_rope_rotation_diagram_draws_and_rejects_different_offsets():
     plt.close(fig)
     with pytest.raises(ValueError, match="same offset"):
         diagrams.positions.rope_rotation(pairs=((1, 3), (5, 8)))
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_t5_relative_bias_equals_hugging_face_and_lives_in_the_first_layer(is_decoder):
+    # a test dependency (requirements.txt): never skip
+    import transformers.models.t5.modeling_t5 as t5
+    from transformers import T5Config
+
+    config = T5Config(
+        d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=3, is_decoder=is_decoder
+    )
+    torch.manual_seed(0)
+    stack = t5.T5Stack(config).eval()
+    # T5 learns one bias table, in the first layer; the others reuse its output
+    has_bias = [
+        blk.layer[0].SelfAttention.has_relative_attention_bias for blk in stack.block
+    ]
+    assert has_bias == [True, False, False]
+    # and it does not divide q · k by sqrt(d_k)
+    assert stack.block[0].layer[0].SelfAttention.scaling == 1.0
+    hf = stack.block[0].layer[0].SelfAttention
+    ours = positions.T5RelativeBias(
+        4,
+        config.relative_attention_num_buckets,
+        config.relative_attention_max_distance,
+        bidirectional=not is_decoder,
+    )
+    ours.embedding.weight.data.copy_(hf.relative_attention_bias.weight.data)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(7, 7), hf.compute_bias(7, 7))
+        # 3 new queries after 4 cached tokens: the last 3 rows
+        torch.testing.assert_close(
+            ours(3, 7), hf.compute_bias(3, 7, past_seen_tokens=4)
+        )
