@@ -479,3 +479,12 @@ def test_t5_relative_bias_equals_hugging_face_and_lives_in_the_first_layer(is_de
         torch.testing.assert_close(
             ours(3, 7), hf.compute_bias(3, 7, past_seen_tokens=4)
         )
+
+
+def test_prediction_check_calls_a_prediction_function():
+    def not_yet():
+        raise NotImplementedError
+
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_extrapolation_prediction(not_yet, MEASURED)
+    checks.check_extrapolation_prediction(lambda: {"T5 bias"}, MEASURED)
