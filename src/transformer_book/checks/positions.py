@@ -316,8 +316,9 @@ _WHY_FAILS = {
     ),
     "ALiBi": (
         "ALiBi's penalty is smallest at distance 0, the query's own token, not the "
-        "token before it: one layer of fixed, monotone penalties cannot put the "
-        "previous token first, whatever the content."
+        "token before it: a head favours the token itself over the previous one "
+        "whatever the content. Mixing heads of different slopes can work around "
+        "that, but a small one-layer model does not find it in a short training."
     ),
     "RoPE": (
         "Offset 1 was seen in training, but keys 32–63 places back were not: nothing "
@@ -330,7 +331,11 @@ _WHY_SURVIVES = {
         "max_distance (the training length here) shares one bucket that training "
         "reached."
     ),
-    "ALiBi": "Its fixed penalty is the same rule at every length.",
+    "ALiBi": (
+        "Its fixed penalty is the same rule at every length, and this model found a "
+        "way around the head-level preference for the token itself (mixing heads "
+        "of different slopes can favour the previous token)."
+    ),
 }
 
 
