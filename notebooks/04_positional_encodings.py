@@ -250,11 +250,13 @@ for k in (1, 5, 20):
     shifted = pe[:-k] @ shift_matrix(k, 128).T  # row p: M_k PE(p), p = 0 … 49-k
     same = torch.allclose(shifted, pe[k:], atol=1e-5)
     print(f"PE(p + {k:2d}) == M_{k} PE(p) for all {50 - k} positions p: {same}")
+M = shift_matrix(7, 128)
+print("M_7ᵀ M_7 == I:", torch.allclose(M.T @ M, torch.eye(128), atol=1e-6))
 
 # %% [markdown]
 # $M_k$ does not depend on $p$, so a layer could in principle learn to look $k$ places
-# back by one fixed linear map. It is a rotation: it keeps lengths, and
-# $M_k^\top M_k = I$. Keep it in mind for section 7: RoPE applies exactly this kind of
+# back by one fixed linear map. It is a rotation ($M_k^\top M_k = I$, so it keeps
+# lengths). Keep it in mind for section 7: RoPE applies exactly this kind of
 # block rotation, not to a vector added at the input, but to every query and key.
 #
 # The same rotation explains the dot product. With $\sin a \sin b + \cos a \cos b =
