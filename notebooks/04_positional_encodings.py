@@ -78,12 +78,12 @@ run = runtime.setup(device, profile, seed=0, cpu_threads=1)
 print(run)
 # the experiment of section 8: model size, training, seeds and test set per profile
 d_model, n_heads = run.pick(quick=32, full=64), 4
-n_layers = run.pick(quick=1, full=2)
+n_layers = 1  # a control in section 8 adds a layer
 n_steps = run.pick(quick=80, full=1500)
 batch_size, lr = run.pick(quick=16, full=64), run.pick(quick=2e-2, full=3e-3)
 seeds = list(range(run.pick(quick=3, full=5)))
 n_test = run.pick(quick=128, full=512)  # test sequences per length
-print(f"{len(seeds)} seeds, {n_steps} steps, d_model={d_model}, {n_layers} layer(s)")
+print(f"{len(seeds)} seeds, {n_steps} steps, d_model={d_model}, {n_layers} layer")
 
 # %% [markdown]
 # ## 1. Attention needs to be told the order
@@ -891,6 +891,7 @@ CONTROLS = {
     "T5, max_dist 128": ("T5 bias", {"max_distance": 128}),
     f"ALiBi, {n_layers + 1} layers": ("ALiBi", {"layers": n_layers + 1}),
 }
+quick = run.profile == "quick"  # the text describes this profile's results
 results, models = {}, {}  # (scheme, task) -> {L: [accuracy per seed]}; copy models
 for seed in seeds:
     batches = train_batches(seed)
@@ -991,7 +992,9 @@ plt.show()
 # What the table supports, computed from it. A scheme *learns* a task when every seed
 # reaches 0.8 at the training length; it *keeps* it when every seed keeps at least 90 %
 # of that accuracy at twice the length, and *loses* it when no seed does ("mixed"
-# otherwise).
+# otherwise). The text describes the quick profile, whose edition you are reading, and
+# the cells assert its claims for that profile; with `profile = "full"` they print the
+# full profile's own verdicts and rankings, which may differ.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -1010,10 +1013,11 @@ for task in TASKS:
     for name in ("keeps it", "loses it", "mixed", "cannot run", "not learned"):
         which = [s for s, t in v if t == task and v[s, t] == name]
         print(f"{task:11s} {name:12s}: {which}")
-assert v["T5 bias", "copy"] == v["ALiBi", "last marker"] == "keeps it"
-assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
-assert v["sinusoidal", "last marker"] == "loses it"
 assert v["learned", "copy"] == v["learned", "last marker"] == "cannot run"
+if quick:  # the claims of the prose, which describes the quick profile's edition
+    assert v["T5 bias", "copy"] == v["ALiBi", "last marker"] == "keeps it"
+    assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
+    assert v["sinusoidal", "last marker"] == "loses it"
 
 # %% [markdown]
 # A ranking at length 64 writes ">" only where the min–max intervals of neighbours do not
@@ -1036,14 +1040,15 @@ def ahead(a: str, b: str, task: str) -> bool:  # a's interval entirely above b's
 
 for task in TASKS:
     print(f"{task:11s} at length {L2}: {ranking(task)}")
-assert all(ahead("T5 bias", s, "copy") for s in ("none", "sinusoidal", "ALiBi", "RoPE"))
 bias_or_rotation = ("T5 bias", "ALiBi", "RoPE")
-assert all(ahead(s, "sinusoidal", "last marker") for s in bias_or_rotation)
-# RoPE learns last marker, and drops more from L1 to L2 than T5 and ALiBi do
 mean_at = lambda s, L: spread(results[s, "last marker"][L])[0]
-drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}
-assert min(results["RoPE", "last marker"][L1]) >= 0.8
-assert drop["RoPE"] > max(drop["T5 bias"], drop["ALiBi"]) + 0.05
+drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}  # L1 -> L2
+if quick:  # the claims of the prose, which describes the quick profile's edition
+    rivals = ("none", "sinusoidal", "ALiBi", "RoPE")
+    assert all(ahead("T5 bias", s, "copy") for s in rivals)
+    assert all(ahead(s, "sinusoidal", "last marker") for s in bias_or_rotation)
+    assert min(results["RoPE", "last marker"][L1]) >= 0.8
+    assert drop["RoPE"] > max(drop["T5 bias"], drop["ALiBi"]) + 0.05
 
 # %% [markdown]
 # Reading the results, scheme by scheme (each claim is asserted in the cells above and
@@ -1090,21 +1095,19 @@ for name, L in pairs:
     mean, lo, hi = spread(results[name, "copy"][L])
     print(f"{name:17s} copy @{L}: {mean:.2f} ({lo:.2f}–{hi:.2f})")
 t5, t5_128 = (spread(results[name, "copy"][L2]) for name, _ in pairs[:2])
-assert t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]  # lower, and less reliable
-assert max(results["none", "copy"][L1]) < 0.3
-assert min(results["none", "last marker"][L1]) > chance["last marker"] + 0.2
-if n_layers == 1:  # one small ALiBi layer does not learn "3 back"
-    assert max(results["ALiBi", "copy"][L1]) < 0.3
-if run.profile == "quick":  # and 80 steps are too few to find the two-layer way
-    assert max(results[deeper, "copy"][L1]) < 0.5
+assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
+if quick:  # the claims of the prose, which describes the quick profile's edition
+    assert t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]  # lower, less reliable
+    assert min(results["none", "last marker"][L1]) > chance["last marker"] + 0.2
+    assert max(results["ALiBi", "copy"][L1]) < 0.3  # one small layer: no "3 back"
+    assert max(results[deeper, "copy"][L1]) < 0.5  # two layers: not in 80 steps
 
 # %% [markdown]
 # T5's extrapolation on *copy* holds with `max_distance` equal to the training length,
 # and becomes lower and less reliable across seeds when `max_distance` is larger. The
 # two-layer ALiBi control does not learn *copy* within the quick profile's 80 steps, so
 # this edition cannot show the second layer at work: the one-layer failure is what it
-# shows, and the full profile, whose main models have two layers and train for 1500
-# steps, is where to look for the rest.
+# shows. The full profile trains the same control wider and for 1500 steps.
 
 # %% [markdown]
 # ### Where does the attention go?
@@ -1142,7 +1145,8 @@ for s, shares in far.items():
     mean, lo, hi = spread(shares)
     print(f"{s:11s}: {mean:.2f} ({lo:.2f}–{hi:.2f})")
 others = [v for s in far if s != "RoPE" for v in far[s]]
-assert min(far["RoPE"]) > max(max(others), uniform) + 0.1
+if quick:  # the claim of the prose, which describes the quick profile's edition
+    assert min(far["RoPE"]) > max(max(others), uniform) + 0.1
 rope_far = report.glue("rope_far", spread(far["RoPE"])[0], "{:.0%}")
 uniform_far = report.glue("uniform_far", uniform, "{:.0%}")
 print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
@@ -1175,7 +1179,7 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 #   one-layer model and its 80 steps, not to ALiBi as such: a mixture of heads with
 #   different slopes, or a second layer, gives it ways to single out a distance, and 80
 #   steps are too few for the extra-layer control to find one. The full profile (on a
-#   GPU) trains two layers, $d_{model} = 64$, for 1500 steps, over 5 seeds;
+#   GPU) trains the same models with $d_{model} = 64$ for 1500 steps, over 5 seeds;
 # - **language**: these are synthetic tasks at 32 and 64 tokens. The papers compare the
 #   schemes on language modelling with far longer inputs {cite}`press2022alibi`, where
 #   the margins differ.
