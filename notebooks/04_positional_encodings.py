@@ -315,8 +315,8 @@ plt.show()
 # + \underbrace{p_i W_Q W_K^\top p_j^\top}_{\text{position–position}}.$$
 #
 # Only the last term is about positions alone, and even it is not relative: $p_i p_j^\top$
-# depends on $j - i$ only, but with the learned $W_Q W_K^\top$ between the two vectors it
-# depends on both positions. The check, with random weights:
+# depends on $j - i$ only, but with a matrix $W_Q W_K^\top$ between the two vectors it
+# depends on both positions in general. The check, with random weights:
 
 # %%
 gen = torch.Generator().manual_seed(2)
@@ -340,9 +340,9 @@ print("P Pᵀ depends on j - i only:         ", relative(P @ P.T))
 print("P W_Q W_Kᵀ Pᵀ depends on j - i only:", relative(P @ A @ P.T))
 
 # %% [markdown]
-# So after the first layer the model sees distances only through a mixture of content and
-# absolute positions, which it has to untangle, and every layer above sees whatever the
-# first layer made of it. The next three schemes put the *relative* position where it is
+# So the first layer sees distances only through this mixture of content and absolute
+# positions, which it has to untangle, and every layer above sees whatever the first
+# layer made of it. The next three schemes put the *relative* position where it is
 # used, into every attention score {cite}`shaw2018relative,dai2019transformerxl`: T5 and
 # ALiBi drop the position terms and add a bias that depends on $j - i$ by construction;
 # RoPE makes the content–content term itself depend on $j - i$.
@@ -468,8 +468,9 @@ for n in (6, 12):
 # (H, 33): the query at position 32, keys 32 … 0 places back
 bias = positions.alibi_bias(8, 1, 33)[0, :, 0].flip(-1)
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-for h in range(8):
-    ax.plot(bias[h], label=f"head {h}: m = 1/{2 ** (h + 1)}")
+for h in range(8):  # steep to shallow: dark to light
+    color = plt.cm.viridis(h / 8)
+    ax.plot(bias[h], color=color, label=f"head {h}: m = 1/{2 ** (h + 1)}")
 ax.set_xlabel("distance |i - j|")
 ax.set_ylabel("bias added to the score")
 ax.set_title("ALiBi penalties, 8 heads")
@@ -955,7 +956,7 @@ print("best constant guess at length 64:", {t: round(c, 2) for t, c in chance.it
 fig, axes = plt.subplots(
     1,
     2,
-    figsize=(plotting.WIDE[0], 4.2),
+    figsize=plotting.WIDE,
     sharey=True,
     gridspec_kw={"width_ratios": [len(SCHEMES) + 2, len(SCHEMES)]},
 )
@@ -981,8 +982,8 @@ for ax, task in zip(axes, TASKS):
             )
     ax.axhline(chance[task], color="black", ls="--", lw=1, label="best constant guess")
     ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
-    ax.set_title(f"{task} (trained at length {L1})")
-axes[0].set_ylabel(f"accuracy (mean, min–max over {len(seeds)} seeds)")
+    ax.set_title(f"{task} (trained at length {L1}, {len(seeds)} seeds)")
+axes[0].set_ylabel("accuracy (mean, min–max)")
 axes[0].set_ylim(0, 1.19)
 axes[0].legend(loc="upper left", ncol=3, fontsize=9)
 fig.tight_layout()
