@@ -44,8 +44,6 @@ if "google.colab" in sys.modules:
 
 # %%
 import math
-import statistics
-import time
 
 import matplotlib.pyplot as plt
 import torch
@@ -507,15 +505,7 @@ plt.show()
 # %%
 def median_seconds(fn, repeats: int = 5) -> float:
     """Median seconds of fn() after one warm-up: CPU time on a CPU, else wall clock."""
-    if run.device.type != "cpu":
-        return benchmark.median_time(fn, repeats, device=run.device)
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
+    return benchmark.median_time(fn, repeats, device=run.device, clock="auto")
 
 
 clock = "CPU" if run.device.type == "cpu" else "wall-clock"

@@ -59,3 +59,29 @@ def test_median_time_is_positive_and_validates():
     assert benchmark.median_time(lambda: sum(range(100)), repeats=3) > 0
     with pytest.raises(ValueError, match="repeats must be >= 1, got 0"):
         benchmark.median_time(lambda: None, repeats=0)
+
+
+def test_median_time_clocks_count_calls_and_reject_bad_input():
+    calls = []
+
+    def work():
+        calls.append(1)
+        return sum(i * i for i in range(20_000))
+
+    for clock in ("wall", "cpu", "auto"):
+        calls.clear()
+        seconds = benchmark.median_time(work, repeats=3, warmup=2, clock=clock)
+        assert seconds > 0 and len(calls) == 5
+    with pytest.raises(
+        ValueError, match="clock must be 'wall', 'cpu' or 'auto', got 'gpu'"
+    ):
+        benchmark.median_time(work, clock="gpu")
+    with pytest.raises(ValueError, match="repeats must be >= 1, got 0"):
+        benchmark.median_time(work, repeats=0)
+
+
+def test_cpu_clock_ignores_time_spent_waiting():
+    import time
+
+    waited = benchmark.median_time(lambda: time.sleep(0.05), repeats=3, clock="cpu")
+    assert waited < 0.02, "sleeping costs wall-clock time, not CPU time"
