@@ -7,4 +7,5 @@ from .attention import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
+from .norms import *  # noqa: F401,F403
 from .positions import *  # noqa: F401,F403
