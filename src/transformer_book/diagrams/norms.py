@@ -59,6 +59,9 @@ def _panel(ax, sx: float, pre: bool, base: float) -> None:
             y = ln_y + norm_h
     arrow(ax, (sx, y), (sx, base + 7.9), color=_STREAM)
     text(ax, sx, base + 8.15, "block output", 11)
+    if pre:  # the stream is never normalised inside the stack
+        note = "a pre-norm stack adds one\nfinal LayerNorm after its\nlast block"
+        text(ax, sx + 0.3, base + 7.35, note, 9, color="#555555", ha="left")
 
 
 def post_vs_pre_norm() -> Figure:
