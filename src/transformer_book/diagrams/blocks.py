@@ -104,7 +104,8 @@ def encoder_block(norm_first: bool = False) -> Figure:
     height = 0.3 + 0.6 + 0.4 + 2 * _half_height(norm_first) + 0.4 + 0.6 + 0.9
     fig, ax = canvas(8.0, height, scale=0.62)
     half = _W / 2
-    box(ax, _CX - half, 0.3, _W, 0.6, "x   (B, T, d_model)", "input")
+    io = _W + 0.6  # the input and output boxes are a little wider
+    box(ax, _CX - io / 2, 0.3, io, 0.6, "x   (B, T, d_model)", "input")
     frame_bottom = 0.9 + 0.2
     top = 0.9 + 0.4
     arrow(ax, (_CX, 0.9), (_CX, top), style="-")
@@ -126,7 +127,7 @@ def encoder_block(norm_first: bool = False) -> Figure:
     text(ax, _CX - half - 2.1, (frame_bottom + frame_top) / 2, "N ×", 13, ha="right")
     y = top + 0.4
     arrow(ax, (_CX, top), (_CX, y))
-    box(ax, _CX - half, y, _W, 0.6, "output   (B, T, d_model)", "input")
+    box(ax, _CX - io / 2, y, io, 0.6, "output   (B, T, d_model)", "input")
     name = "Pre-norm" if norm_first else "Post-norm"
     text(ax, _CX, y + 0.95, f"{name} encoder block", 12, weight="bold")
     return fig
