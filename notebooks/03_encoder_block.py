@@ -278,10 +278,12 @@ def make_stacks(depth: int, d: int, init: str, seeds, dtype=torch.float32) -> li
     return [p.detach().requires_grad_() for p in stacked]  # leaves we can train
 
 
-def stack_forward(x: torch.Tensor, weights: list, arch: str) -> torch.Tensor:
-    """Run every seed's stack. Shapes: x (N, d) or (S, N, d) -> (S, N, d)."""
+def stack_forward(x: torch.Tensor, weights: list, arch: str, skip_only=False):
+    """Run every seed's stack. Shapes: x (N, d) or (S, N, d) -> (S, N, d).
+    skip_only: detach every F(x), so that gradients flow through the skip path only."""
     for W1, b1, W2, b2 in zip(*(w.unbind(1) for w in weights)):  # layer by layer
         f = torch.relu(x @ W1 + b1) @ W2 + b2  # (S, N, d): the sublayer F(x)
+        f = f.detach() if skip_only else f
         x = f if arch == "plain" else x + f
         if arch == "residual + LayerNorm":
             x = nn.functional.layer_norm(x, x.shape[-1:])  # γ = 1, β = 0
@@ -295,7 +297,8 @@ print([tuple(w.shape) for w in W], "->", tuple(y.shape))
 
 # %%
 def gradients(depth: int, arch: str, init: str, d: int, seeds) -> torch.Tensor:
-    """Per seed: ‖∂ℓ/∂W1‖ of layer 1, ‖∂ℓ/∂x‖/‖g‖, the output's std. (3, S)"""
+    """Per seed: ‖∂ℓ/∂W1‖ of layer 1, ‖∂ℓ/∂x‖/‖g‖, the same through the skip path
+    alone, and the output's std. Shape (4, S)."""
     W = make_stacks(depth, d, init, seeds, torch.float64)
     x = torch.randn(len(seeds), 16, d, dtype=torch.float64, device=run.device)
     x.requires_grad_()  # (S, N, d): 16 random tokens for each stack
@@ -305,7 +308,12 @@ def gradients(depth: int, arch: str, init: str, d: int, seeds) -> torch.Tensor:
     norm = lambda t: t.flatten(1).norm(dim=1)  # (S,): one norm per seed
     grad_W1 = norm(W[0].grad[:, 0])  # W[0] holds every W1; [:, 0] is layer 1's
     out_std = y.detach().flatten(1).std(1)  # (S,)
-    return torch.stack([grad_W1, norm(x.grad) / norm(g), out_std])
+    skip = torch.zeros_like(out_std)  # a plain stack has no skip path
+    if arch != "plain":  # backpropagate g again, through the skip path alone
+        x0 = x.detach().requires_grad_()
+        (stack_forward(x0, W, arch, skip_only=True) * g).sum().backward()
+        skip = norm(x0.grad) / norm(g)
+    return torch.stack([grad_W1, norm(x.grad) / norm(g), skip, out_std])
 
 
 stats = {
@@ -315,7 +323,7 @@ stats = {
     for arch in ARCHS
     for init in INITS
 }
-print("per stack, (depths, 3, seeds):", tuple(stats["plain", "He"].shape))
+print("per stack, (depths, 4, seeds):", tuple(stats["plain", "He"].shape))
 
 # %% [markdown]
 # The gradient at the first layer, as the geometric mean over the seeds:
@@ -399,22 +407,31 @@ plt.show()
 # connections; every other term passes through at least one sublayer. At a random
 # initialisation those terms are uncorrelated with $g$, so on average they add to its
 # squared norm instead of cancelling it: $\lVert \partial \ell / \partial x_0 \rVert
-# \gtrsim \lVert g \rVert$, whatever the sublayers do and however they are initialised.
-# The ratio for every stack at the largest depth, with the smallest ratio of any depth
-# and seed:
+# \gtrsim \lVert g \rVert$, at any depth and whatever the scale of the initialisation.
+# The table gives the ratio for every stack at the largest depth (mean over seeds) and
+# the smallest at any depth and seed; the *skip term* alone, measured by the same
+# backward pass with every sublayer's output detached so that only the skip path
+# carries the gradient; and the standard deviation of each stack's output:
 
 # %% tags=["nbval-ignore-output"]
 ratio = {k: v[:, 1] for k, v in stats.items()}  # ‖∂ℓ/∂x‖/‖g‖, (depths, seeds)
-out_std = {k: v[:, 2].log().mean(1).exp() for k, v in stats.items()}  # geometric mean
+skip = {k: v[:, 2] for k, v in stats.items()}  # the same, skip path only
+out_std = {k: v[:, 3].log().mean(1).exp() for k, v in stats.items()}  # geometric mean
 L = depths[-1]
-print(f"{'':<30}{'‖∂ℓ/∂x‖ / ‖g‖':>26}{'std of output':>16}")
-print(f"{'':<30}{f'at L = {L}':>13}{'min, any L':>13}{f'at L = {L}':>16}")
+print(f"{'':<30}{'‖∂ℓ/∂x‖ / ‖g‖':>22}{'skip term':>13}{'std of':>10}")
+print(f"{'':<30}{f'L = {L}':>10}{'min, any L':>12}{f'L = {L}':>13}{'output':>10}")
+widths = [10, 12, 13, 10]
 for k in stats:
-    row = [ratio[k][-1].mean(), ratio[k].min(), out_std[k][-1]]
-    print(f"{', '.join(k):<30}{row[0]:>13.3g}{row[1]:>13.3g}{row[2]:>16.3g}")
+    row = [ratio[k][-1].mean(), ratio[k].min(), skip[k][-1].mean(), out_std[k][-1]]
+    cells = "".join(f"{v:>{w}.3g}" for v, w in zip(row, widths))
+    print(f"{', '.join(k):<30}{cells}")
 for k in [("residual", "default"), ("residual", "He")]:
+    torch.testing.assert_close(skip[k], torch.ones_like(skip[k]))  # the skip term is g
     assert ratio[k].min() >= 1, k  # never below the skip term, at any depth or seed
-assert ratio["residual + LayerNorm", "He"][-1].mean() < 0.9
+post = {init: ("residual + LayerNorm", init) for init in INITS}
+assert skip[post["He"]][-1].max() < 2 ** (-L / 4)  # the skip term all but vanishes
+assert skip[post["default"]][-1].max() < 0.5
+assert min(ratio[k].min() for k in post.values()) > 0.1  # carried by the sublayers
 # the stream's growth: (1 + 1/18) or (1 + 1) times the second moment per sublayer
 growth = {"default": (19 / 18) ** (L / 2), "He": 2 ** (L / 2)}
 for init, pred in growth.items():
@@ -426,23 +443,26 @@ for init, pred in growth.items():
 assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 
 # %% [markdown]
-# The residual stacks never fall below the skip term, at any depth or seed, with either
+# Without normalisation the skip term is $g$ itself (a ratio of exactly 1), and the
+# residual stacks never fall below it, at any depth or seed, with either
 # initialisation.
 #
 # **What it does not buy: a sensible scale.** Every residual layer adds its branch's
 # variance to the stream. Under He initialisation the branch is as large as the stream,
 # so the second moment doubles with every layer: the output's standard deviation grows
-# as $2^{L/2}$ and the gradient with it (the steep dashed curve on the left).
-# PyTorch's default makes each branch small, 1/18 of the stream, so the stream grows only
-# as $(19/18)^{L/2}$, and the gradient likewise (right panel, dotted). LayerNorm after
-# each sum, the Add & Norm of the block, pins the stream at standard deviation 1 and keeps
+# as $2^{L/2}$ and the gradient with it (the steep dashed curve on the left). PyTorch's
+# default makes each branch small, 1/18 of the stream, so the stream grows only as
+# $(19/18)^{L/2}$, and the gradient likewise (right panel, dotted). LayerNorm after each
+# sum, the Add & Norm of the block, pins the stream at standard deviation 1 and keeps
 # the gradient flat with either initialisation.
 #
-# In the Add & Norm stack the skip path is no longer a pure identity: it passes through
+# In the Add & Norm stack the skip path is no longer an identity: it passes through
 # every LayerNorm, and each divides by the standard deviation of its sum, $\sqrt{2}$
-# per layer under He initialisation. What reaches the input is then carried by the
-# sublayers, and at the largest depth it is smaller than $g$ (the table's last row).
-# Chapter 6 comes back to this, and to the other arrangement, pre-norm.
+# per layer under He initialisation. The skip-term column shows what is left of it at
+# the largest depth: almost nothing under He initialisation, much less than $g$ under
+# the default. The gradient that still reaches the input is carried by the sublayers.
+# Chapter 6 comes back to this, and to the other arrangement, pre-norm, whose skip path
+# stays an identity.
 #
 # ### Does a deep stack train?
 #
@@ -537,18 +557,18 @@ report.glue("deep_depth", deep[0])
 # %% [markdown]
 # At depth 2 every stack learns the function, plain ones included. At depth
 # {glue:text}`deep_depth` the default-initialised plain stack learns nothing: its output
-# no longer depends on its input (the same product of Jacobians that starves the first
-# layer's gradient, as the $\lVert \partial\ell/\partial x \rVert$ column showed). With
-# He initialisation the plain stack has a healthy gradient and does learn something,
-# but reaches a loss of {glue:text}`deep_plain_he`, worse than its own 2-layer version
-# ({glue:text}`shallow_plain_he`), while the residual stacks of the same depth reach
-# {glue:text}`deep_residual` and {glue:text}`deep_res_ln` (with a fresh batch at every
-# step nothing is overfitted: the test loss is also the training loss). He et al. saw
-# the same with deep convolutional networks whose gradients were kept healthy by
-# BatchNorm: deeper plain networks trained to a *higher training error* than shallower
-# ones, and residual connections removed that "degradation" {cite}`he2016deep`. That,
-# more than the size of the gradient at step 0, is what residual connections buy: a
-# network that keeps training as it gets deeper.
+# hardly depends on its input any more (the product of Jacobians that starves the first
+# layer's gradient also shrinks $\lVert \partial\ell/\partial x \rVert$, as the
+# table showed). With He initialisation the plain stack has a healthy gradient and does
+# learn something, but reaches a loss of {glue:text}`deep_plain_he`, worse than its own
+# 2-layer version ({glue:text}`shallow_plain_he`), while the residual stacks of the
+# same depth reach {glue:text}`deep_residual` and {glue:text}`deep_res_ln` (with a fresh
+# batch at every step nothing is overfitted: the test loss measures what training
+# reached). He et al. saw the same with deep convolutional networks whose gradients
+# were kept healthy by BatchNorm: deeper plain networks trained to a *higher training
+# error* than shallower ones, and residual connections removed that "degradation"
+# {cite}`he2016deep`. That, more than the size of the gradient at step 0, is what
+# residual connections buy: a network that keeps training as it gets deeper.
 
 # %% [markdown]
 # ## 2. Layer normalisation
@@ -905,7 +925,7 @@ print("evaluation == no dropout:        ", torch.equal(noisy(x), clean(x)))
 # its output untouched; the package builds it with `norm_first=True`, and Exercise 2
 # below asks you to write it. Post-norm is the fragile one in deep stacks: at
 # initialisation the gradients of its parameters near the output are large, so it
-# needs a learning-rate warm-up to train at all, which pre-norm does without
+# needs a learning-rate warm-up to train well, and pre-norm can do without one
 # {cite}`xiong2020layer`. Chapter 6 measures both.
 #
 # ## 5. Stacking blocks
@@ -1086,12 +1106,13 @@ for max_len in (None, 512, 2048):
 
 # %% [markdown]
 # The same arithmetic scales to the largest models. A GPT-3 block has the same parts as
-# an encoder block, a self-attention and a feed-forward sublayer with two LayerNorms; GPT-3
-# puts each LayerNorm before its sublayer (pre-norm) and adds one more after the last block,
-# which `final_norm=True` counts. With 96 blocks of width 12,288, $d_\text{ff} = 4 \cdot 12{,}288$, a
-# vocabulary of 50,257 tokens and a learned table of 2,048 positions, the closed form
-# lands near the 175 billion parameters reported for it {cite}`brown2020gpt3`
-# (a later chapter does this count in full, model family by model family):
+# an encoder block, a self-attention and a feed-forward sublayer with two LayerNorms;
+# GPT-3 puts each LayerNorm before its sublayer (pre-norm) and adds one more after the
+# last block, which `final_norm=True` counts. With 96 blocks of width 12,288,
+# $d_\text{ff} = 4 \cdot 12{,}288$, a vocabulary of 50,257 tokens and a learned table of
+# 2,048 positions, the closed form lands near the 175 billion parameters reported for it
+# {cite}`brown2020gpt3` (a later chapter does this count in full, model family by model
+# family):
 
 # %%
 d3 = 12_288  # GPT-3's d_model
@@ -1207,6 +1228,46 @@ def max_d_ff(budget, n_layers, d_model, vocab_size):
 
 # %%
 checks.check_max_d_ff(max_d_ff)
+
+# %% [markdown]
+# ### Exercise 4: how small should a residual branch start?
+#
+# Section 1 found that a residual stack of He-initialised sublayers doubles the
+# second moment of its stream at every layer, $2^{64}$ over 64 layers. Many recipes
+# scale each branch down at initialisation, $x \leftarrow x + \alpha F(x)$. *Predict*
+# first: by what factor does one such layer multiply the second moment? Then write
+# `branch_scale(depth, growth)` that returns the $\alpha$ (a float) for which `depth`
+# layers multiply it by `growth` in total. The cell after the check *measures* your
+# $\alpha$ on the stacks of section 1.
+
+
+# %%
+def branch_scale(depth, growth):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def branch_scale(depth, growth):
+    # each layer: E[(x + αF(x))²] = (1 + α²) E[x²], since F keeps the second moment
+    # and is uncorrelated with x at initialisation; so (1 + α²)^depth = growth
+    return math.sqrt(growth ** (1 / depth) - 1)
+
+
+# %%
+checks.check_branch_scale(branch_scale)
+
+# %% tags=["nbval-ignore-output"]
+depth, alpha = depths[-1], branch_scale(depths[-1], 2.0)
+W = make_stacks(depth, grad_width, "He", range(n_seeds), torch.float64)
+with torch.no_grad():
+    W[2].mul_(alpha)  # α·F(x): scale the last layer of every branch, W2 ...
+    W[3].mul_(alpha)  # ... and b2
+    x = torch.randn(n_seeds, 256, grad_width, dtype=torch.float64, device=run.device)
+    y = stack_forward(x, W, "residual")  # (S, 256, d)
+growth = (y.pow(2).mean() / x.pow(2).mean()).item()
+print(f"depth {depth}, α = {alpha:.4f}: the second moment grew by {growth:.2f}")
+assert abs(growth - 2) < 0.4
 
 # %% [markdown]
 # ## What we added to the package
