@@ -1216,7 +1216,8 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 # gets, and which distances a sequence of $T$ tokens holds. Before you run the check,
 # predict the answer for T5's own defaults (32 buckets, `max_distance = 128`) with
 # training at 32 tokens and a test at 64: more or fewer unseen buckets than the 16-bucket
-# control of section 8 met? The check tries several settings, these among them.
+# control of section 8 met? The check tries several settings, these among them; once it
+# passes, the cell prints both answers to compare with your prediction.
 
 
 # %%
@@ -1241,6 +1242,8 @@ def unseen_buckets(train_len, test_len, num_buckets, max_distance):
 
 # %%
 checks.check_unseen_buckets(unseen_buckets)
+print("T5's defaults, 32 buckets:", unseen_buckets(L1, L2, 32, 128))
+print("the control, 16 buckets:  ", unseen_buckets(L1, L2, 16, 128))
 
 # %% [markdown]
 # ### Exercise 2: ALiBi slopes for any number of heads

@@ -958,8 +958,10 @@ for k in names:
     xs = [by_kind[k] for by_kind, _ in shares]
     text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
     print(f"{names[k]:<18} {report.glue('share_' + k, text)}")
-for by_kind, _ in shares:  # the claim of the text holds for every seed's model
-    assert by_kind["city"] < min(0.85, by_kind["slot"] - 0.15) and by_kind["O"] > 0.95
+if run.profile == "quick":  # the text describes this edition's quick run
+    for by_kind, _ in shares:  # the claim holds for every seed's model
+        assert by_kind["city"] < min(0.85, by_kind["slot"] - 0.15)
+        assert by_kind["O"] > 0.95
 
 # %% [markdown]
 # And the frequent words that *every* seed's model reads more than an even share, most
@@ -976,7 +978,8 @@ print("read more by every model:", report.glue("most_read", ", ".join(most)))
 print("read less by every model:", report.glue("least_read", ", ".join(least)))
 tagged = [(w, t) for s, ts in zip(dev.sentences, dev.tags) for w, t in zip(s, ts)]
 dev_cities = {w for w, t in tagged if t.endswith("city_name")}
-assert len(least) == 5 and sum(x in dev_cities for x in least) >= 3, "mostly cities"
+if run.profile == "quick":  # the text describes this edition's quick run
+    assert len(least) == 5 and sum(x in dev_cities for x in least) >= 3, "mostly cities"
 
 # %% [markdown]
 # What these cells show, and what they do not. Mean pooling weighs every position the
