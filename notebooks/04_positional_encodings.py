@@ -205,7 +205,7 @@ print(f"omega_63 = {10000 ** (-126 / 128):.2g} rad per position")
 # %% [markdown]
 # Each row of the heatmap is one position's vector. The left columns change quickly from
 # row to row (high frequency), the right ones slowly, so every row is a different
-# pattern, like the digits of a clock with hands turning at 64 different speeds.
+# pattern, like the reading of a clock with 64 hands turning at 64 different speeds.
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.WIDE)
@@ -378,6 +378,7 @@ print("P W_Q W_Kᵀ Pᵀ depends on j - i only:", relative(P @ A @ P.T))
 
 # %%
 def bucket(delta: int, num_buckets: int = 32, max_distance: int = 128) -> int:
+    """The bidirectional (encoder) bucket of delta = j - i."""
     n = num_buckets // 2  # buckets per direction
     e = n // 2  # exact buckets
     side = n if delta > 0 else 0  # keys after the query use the upper half
@@ -412,6 +413,19 @@ ax.set_ylabel("bucket")
 ax.set_title("T5 buckets: 32 buckets, max_distance = 128")
 ax.legend()
 plt.show()
+
+# %% [markdown]
+# Both staircases reach their top step before the dotted `max_distance` line: the
+# logarithm is rounded down, so the last bucket of a direction starts a little earlier.
+# From there on every distance shares one bias:
+
+# %%
+past = -torch.arange(300)  # keys 0 … 299 places back
+for bidirectional in (True, False):
+    b = positions.t5_relative_position_bucket(past, bidirectional)  # (300,)
+    first = int((b == b.max()).nonzero()[0])
+    kind = "bidirectional" if bidirectional else "causal       "
+    print(f"{kind}: last bucket {int(b.max())} from {first} places back onwards")
 
 # %% [markdown]
 # `positions.T5RelativeBias` holds the table $b_h(\text{bucket})$ (`num_buckets` × heads)
@@ -1061,7 +1075,7 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 # - **Learned** embeddings learn both tasks but have no vector for position 32 onwards;
 #   the test at length 64 cannot even run (the error above), hence n/a.
 # - **Sinusoidal** encodings are defined at every position, but the model has only ever
-#   seen positions 0–31: it loses its accuracy at length 64 on both tasks.
+#   seen positions 0–31: at length 64 it loses much of its accuracy on both tasks.
 # - **T5's bias** learns a score per distance, and long distances fall into a bucket that
 #   training reached: on *copy* it keeps its accuracy in every seed and is ahead of every
 #   other scheme at length 64. That win depends on `max_distance` being the training
@@ -1127,6 +1141,7 @@ def far_attention(model: Tagger, ids: torch.Tensor) -> float:
     x, bias = model.prepare(ids)
     T = ids.shape[1]
     mask = masks.causal_mask(T, device=ids.device)
+    # the blocks are post-norm: the first attention sees x itself; w (B, H, T, T)
     _, w = model.encoder.layers[0].attn(x, mask=mask, bias=bias, need_weights=True)
     # (T, T): True where the key is train_len or more places back
     far = positions.relative_positions(T, device=ids.device) <= -train_len
@@ -1185,9 +1200,10 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 #   schemes on language modelling with far longer inputs {cite}`press2022alibi`, where
 #   the margins differ.
 #
-# No scheme wins everywhere. Relative schemes carry over to longer inputs as far as the
-# distances they meet were seen in training (T5's capped buckets) or are handled by a
-# fixed rule (ALiBi's penalty).
+# The pattern behind these verdicts: a scheme carries over to longer inputs when
+# everything the longer input shows it was seen in training (T5's capped buckets) or is
+# handled by a fixed rule (ALiBi's penalty). Being relative is not enough: RoPE is
+# relative too, and meets rotation angles it never saw.
 #
 # ## Exercises
 #
@@ -1200,7 +1216,8 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 # gets, and which distances a sequence of $T$ tokens holds. Before you run the check,
 # predict the answer for T5's own defaults (32 buckets, `max_distance = 128`) with
 # training at 32 tokens and a test at 64: more or fewer unseen buckets than the 16-bucket
-# control of section 8 met? The check tries several settings, these among them.
+# control of section 8 met? The check tries several settings, these among them; once it
+# passes, the cell prints both answers to compare with your prediction.
 
 
 # %%
@@ -1225,6 +1242,8 @@ def unseen_buckets(train_len, test_len, num_buckets, max_distance):
 
 # %%
 checks.check_unseen_buckets(unseen_buckets)
+print("T5's defaults, 32 buckets:", unseen_buckets(L1, L2, 32, 128))
+print("the control, 16 buckets:  ", unseen_buckets(L1, L2, 16, 128))
 
 # %% [markdown]
 # ### Exercise 2: ALiBi slopes for any number of heads

@@ -46,6 +46,8 @@ def test_learned_embedding_past_max_len_names_length_and_max_len():
         emb(torch.zeros(1, 6, 4), offset=5)
     with pytest.raises(ValueError, match=r"d_model=4"):
         emb(torch.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match=r"offset must be >= 0, got -1"):
+        emb(torch.zeros(1, 3, 4), offset=-1)
 
 
 # --- sinusoidal -------------------------------------------------------------------------
