@@ -15,6 +15,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -33,12 +34,16 @@ INSPECT = """
 const done = arguments[arguments.length - 1];
 const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise)
   ? MathJax.startup.promise : Promise.resolve();
-ready.then(() => {
+// A MathJax that never finishes (a component that failed to load) or that rejects
+// is reported as the page's problem instead of hanging the driver.
+const waited = new Promise(r => setTimeout(() => r('MathJax did not finish in 60 s'), 60000));
+Promise.race([ready.then(() => 'ok', e => 'MathJax failed: ' + e), waited]).then(state => {
   const main = document.querySelector('main') || document.body;
   const text = main.cloneNode(true);
   text.querySelectorAll('pre, code, .highlight').forEach(e => e.remove());
   const math = [...document.querySelectorAll('.math')];
   done({
+    state: state,
     mathjax: !!window.MathJax,
     formulas: math.length,
     typeset: math.filter(m => m.querySelector('mjx-container')).length,
@@ -124,6 +129,14 @@ def _pages(html: Path) -> list[str]:
     )
 
 
+def _redirect(path: Path) -> str | None:
+    """The target of a page that only forwards (``<meta http-equiv="Refresh">``)."""
+    found = re.search(
+        r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text()
+    )
+    return found.group(1) if found else None
+
+
 def test_every_page_renders_offline(browser, site):
     html, base = site
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -134,6 +147,13 @@ def test_every_page_renders_offline(browser, site):
     totals = dict(pages=0, formulas=0, typeset=0, images=0, console_errors=0)
     problems = []
     for page in _pages(html):
+        target = _redirect(html / page)
+        if target is not None:
+            # index.html only forwards the reader (a navigation that would end the
+            # page's script mid-run): check where it points instead of opening it
+            if not (html / page).parent.joinpath(target).is_file():
+                problems.append(f"{page}: redirects to a missing page {target}")
+            continue
         browser.get_log("browser")  # drop what earlier pages left
         browser.get(f"{base}/{page}")
         seen = browser.execute_async_script(INSPECT)
@@ -147,6 +167,8 @@ def test_every_page_renders_offline(browser, site):
         totals["images"] += sum(i["ok"] for i in seen["images"])
         totals["console_errors"] += len(errors)
         where = f"{page}:"
+        if seen["state"] != "ok":
+            problems.append(f"{where} {seen['state']}")
         if seen["formulas"] and not seen["mathjax"]:
             problems.append(f"{where} MathJax did not load")
         if seen["typeset"] != seen["formulas"]:
