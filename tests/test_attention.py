@@ -1,6 +1,7 @@
 """transformer_book.attention: parity with torch, edge cases, gradients, errors."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -181,6 +182,18 @@ def test_split_and_merge_heads_round_trip():
         h[:, 1, 2], x[:, 2, 4:8]
     )  # head 1 of token 2 = features 4..7
     torch.testing.assert_close(attention.merge_heads(h), x)
+
+
+@pytest.mark.parametrize(
+    "shape, n_heads, needle",
+    [
+        ((2, 5, 12), 5, "divisor of the feature size 12, got 5"),
+        ((5, 12), 3, "(B, T, D)"),
+    ],
+)
+def test_split_heads_names_a_bad_head_count_or_shape(shape, n_heads, needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        attention.split_heads(torch.zeros(shape), n_heads)
 
 
 def test_dropout_only_in_training():

@@ -151,7 +151,13 @@ def scaled_dot_product_attention(
 
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
     """Cut the feature axis into heads. Shapes: (B, T, H·Dh) -> (B, H, T, Dh)."""
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, D), got {tuple(x.shape)}")
     B, T, D = x.shape
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(
+            f"n_heads must be a positive divisor of the feature size {D}, got {n_heads}"
+        )
     return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
 
