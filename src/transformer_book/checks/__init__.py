@@ -8,3 +8,4 @@ from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 from .positions import *  # noqa: F401,F403
+from .seq2seq import *  # noqa: F401,F403
