@@ -159,11 +159,13 @@ class Seq2Seq(nn.Module):
         decoder reads :func:`shift_right` of it. Shapes: src (B, S), tgt (B, T) -> ().
         """
         self._check_ids("tgt", tgt)
-        logits = self(src, shift_right(tgt, self.cfg.bos_id))  # (B, T, V)
+        memory, memory_mask = self.encode(src)
+        tgt_in = shift_right(tgt, self.cfg.bos_id)  # (B, T)
+        h = self._decode_hidden(tgt_in, memory, memory_mask)  # (B, T, D)
+        real = tgt != self.cfg.pad_id  # (B, T): the head skips the padded positions
         return F.cross_entropy(
-            logits.flatten(0, 1),  # (B·T, V)
-            tgt.flatten(),  # (B·T,)
-            ignore_index=self.cfg.pad_id,
+            self.head(h[real]),  # (N, V), N real target tokens
+            tgt[real],  # (N,)
             label_smoothing=label_smoothing,
         )
 
