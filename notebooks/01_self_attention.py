@@ -23,13 +23,16 @@
 #
 # By the end of it you will be able to
 #
-# - say what a sequence model must deliver and why a recurrent network is awkward to batch;
+# - say what a sequence model must deliver, and what a recurrent network's step-by-step
+#   reading costs;
 # - use the dot product as a measure of how similar two word vectors are;
 # - write self-attention with explicit loops, then as the single expression
 #   $\mathrm{softmax}(XX^\top)X$, and check that the two agree;
-# - measure how much faster the matrix form is;
-# - show that self-attention on its own cannot tell *the man ate the fish* from
-#   *the fish ate the man*.
+# - tell apart two reasons for speed: fewer Python calls than a loop (an overhead, not a
+#   property of attention), and no chain of steps that must wait for each other (what
+#   really separates attention from a recurrent network);
+# - prove, and check, that self-attention on its own cannot tell *the man ate the fish*
+#   from *the fish ate the man*.
 
 # %% tags=["remove-cell"]
 # Colab only: install this book's package (does nothing anywhere else).
@@ -43,30 +46,48 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
+
 import matplotlib.pyplot as plt
 import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_book import attention, benchmark, checks, plotting, runtime
+from transformer_book import (
+    attention,
+    benchmark,
+    checks,
+    diagrams,
+    plotting,
+    report,
+    runtime,
+)
 
 # %% tags=["parameters"]
 device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0)
+# On a CPU, one thread: timings on a busy machine are steadier with it.
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)
 print(run)
-lengths = run.pick(
-    quick=[8, 16, 32, 64, 128], full=[8, 16, 32, 64, 128, 256, 512]
-)  # timing sweep
+# sentence lengths of the loops-against-matrix timing
+lengths = [8, 16, 32, 64, 128]
+# sentence lengths, batch size and width of the recurrent-against-attention timing
+rnn_lengths = run.pick(
+    quick=[16, 32, 64, 128, 256, 512, 1024],
+    full=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+)
+rnn_batch, rnn_width = run.pick(quick=8, full=32), 128
 
 # %% [markdown]
 # ## What a sequence model has to do
 #
 # Take the sentence *"We ate at the new restaurant on Main Street and their pasta was
-# superb."* To understand *their*, a reader has to connect it to *restaurant*, five words
-# earlier. A model that turns each word into a vector has to let the vector for *their*
-# draw on the vector for *restaurant*, and how strongly it does so should depend on the two
-# words themselves, not on a fixed wiring between positions.
+# superb."* To understand *their*, a reader has to connect it to *restaurant*, five
+# words earlier. A model that turns each word into a vector has to let the vector for
+# *their* draw on the vector for *restaurant*, and how strongly it does so should depend
+# on the two words themselves, not on a fixed wiring between positions.
 #
 # We want a layer that
 #
@@ -75,42 +96,42 @@ lengths = run.pick(
 # 2. lets every output depend on the whole sentence (context);
 # 3. can take the order of the words into account.
 #
-# A recurrent network {cite}`hochreiter1997lstm` meets all three, but it reads the sentence
-# one word at a time:
-# the state after word $t$ needs the state after word $t-1$. Below, a minimal recurrent
-# cell makes that dependence explicit: the loop cannot be replaced by one big operation
-# over all positions, so the work for a long sentence is a long chain of small steps.
+# A recurrent network {cite}`elman1990finding` (or its gated descendants, the LSTM
+# {cite}`hochreiter1997lstm` and the GRU {cite}`cho2014gru`) meets all three, but it
+# reads the sentence one word at a time: the state after word $t$ needs the state after
+# word $t-1$,
+#
+# $$h_t = \tanh\big(h_{t-1} W_h + x_t W_x\big).$$
+#
+# A minimal recurrent cell makes that dependence explicit. Its loop cannot be replaced
+# by one big operation over all positions: step $t$ cannot start before step $t-1$ has
+# finished.
 
 # %%
 d = 64
-x = torch.randn(
-    1, 128, d, device=run.device
-)  # (B, T, d): one sentence of 128 word vectors
-W_h, W_x = (
-    torch.randn(d, d, device=run.device) / d**0.5,
-    torch.randn(d, d, device=run.device) / d**0.5,
-)
+# (B, T, d): one sentence of 128 word vectors
+x = torch.randn(1, 128, d, device=run.device)
+W_h = torch.randn(d, d, device=run.device) / d**0.5
+W_x = torch.randn(d, d, device=run.device) / d**0.5
 
 
 def rnn(x: torch.Tensor) -> torch.Tensor:
-    """h_t = tanh(h_{t-1} W_h + x_t W_x): step t cannot start before step t-1 has finished."""
+    """h_t = tanh(h_{t-1} W_h + x_t W_x). Shapes: x (B, T, d) -> (B, T, d)."""
     h, states = torch.zeros(x.shape[0], d, device=x.device), []
     for t in range(x.shape[1]):
-        h = torch.tanh(h @ W_h + x[:, t] @ W_x)
+        h = torch.tanh(h @ W_h + x[:, t] @ W_x)  # needs h from step t - 1
         states.append(h)
     return torch.stack(states, dim=1)  # (B, T, d)
 
 
-print(
-    "sequential steps for 128 words:",
-    x.shape[1],
-    "| output shape:",
-    tuple(rnn(x).shape),
-)
+print("steps in sequence:", x.shape[1], "| output shape:", tuple(rnn(x).shape))
 
 # %% [markdown]
-# Attention {cite}`bahdanau2015neural,vaswani2017attention` takes the opposite route: every
-# word is compared with every other word at the same time. To compare words we need a notion of similarity between their vectors.
+# Attention was first added *to* a recurrent network: in neural machine translation, a
+# recurrent decoder learned to look back at every state of a recurrent encoder
+# {cite}`bahdanau2015neural`. The transformer {cite}`vaswani2017attention` keeps the
+# attention and drops the recurrence: every word is compared with every other word at
+# the same time. To compare words we need a notion of similarity between their vectors.
 #
 # ## The dot product measures similarity
 #
@@ -119,9 +140,9 @@ print(
 # $$a \cdot b = \sum_{i=1}^{d} a_i b_i = \lVert a\rVert\,\lVert b\rVert \cos\theta .$$
 #
 # It is large when the vectors point the same way, near zero when they are unrelated and
-# negative when they point in opposite directions. To see that on something readable, give
-# a few words hand-made vectors whose four coordinates mean *is a person*, *is an animal*,
-# *is food* and *is an action*.
+# negative when they point in opposite directions. To see that on something readable,
+# give a few words hand-made vectors whose four coordinates mean *is a person*, *is an
+# animal*, *is food* and *is an action*.
 
 # %%
 features = ["person", "animal", "food", "action"]
@@ -140,9 +161,9 @@ for w, row in zip(words, similarity):
     print(f"{w:>6}  " + " ".join(f"{v:6.2f}" for v in row.tolist()))
 
 # %% [markdown]
-# *fish* is closest to *cat* (both animals) and to *ate* (food meets eating), *man*'s
-# nearest other word is *cat*, and only weakly; the filler word *the* is weakly similar to everything. A single
-# matrix product $EE^\top$ produced the whole table.
+# *fish* is closest to *cat* (both animals) and to *ate* (food meets eating); *man*'s
+# nearest other word is *cat*, and only weakly; the filler word *the* is weakly similar
+# to everything. A single matrix product $EE^\top$ produced the whole table.
 #
 # ## Self-attention, one word at a time
 #
@@ -173,12 +194,23 @@ def self_attention_loops(X: torch.Tensor) -> torch.Tensor:
 sentence = ["the", "man", "ate", "the", "fish"]
 X = torch.stack([E[words.index(w)] for w in sentence])  # (T=5, 4)
 Y_loops = self_attention_loops(X)
-print(Y_loops)
+print("input shape:", tuple(X.shape), "| output shape:", tuple(Y_loops.shape))
 
 # %% [markdown]
-# Each output row is a blend of the input rows. The output is as long as the input
-# (requirement 1) and every $y_i$ depends on every $x_j$ (requirement 2).
-#
+# Each output row is a blend of the input rows: a weighted average, so every coordinate
+# lies between the smallest and the largest value of that coordinate in $X$. The output
+# is as long as the input (requirement 1) and every $y_i$ depends on every $x_j$
+# (requirement 2). The cell below checks the blending claim; its printed numbers may
+# differ in the last digit on another machine, so nbval does not compare them.
+
+# %% tags=["nbval-ignore-output"]
+lowest, highest = X.min(dim=0).values, X.max(dim=0).values  # (4,) each
+assert Y_loops.shape == X.shape
+assert ((Y_loops >= lowest - 1e-6) & (Y_loops <= highest + 1e-6)).all()
+print("rows of Y lie inside the range of the rows of X:", True)
+print(Y_loops.numpy().round(3))
+
+# %% [markdown]
 # ## The same thing as one matrix formula
 #
 # Stack the input vectors as the rows of a matrix $X \in \mathbb{R}^{T\times d}$. Then
@@ -189,37 +221,33 @@ print(Y_loops)
 #   \underbrace{X}_{T\times d}\;\underbrace{X^\top}_{d\times T} \to T\times T, \qquad
 #   \underbrace{W}_{T\times T}\;\underbrace{X}_{T\times d} \to T \times d .$$
 
+# %% tags=["hide-input"] mystnb={"image": {"alt": "The matrix form drawn as grids: X (T by d) times X transposed (d by T) gives the T by T score matrix; a softmax of each row turns it into the weight matrix W, whose rows sum to one; W times X gives Y (T by d). Row 2 is highlighted in X, in the scores, in W and in Y: row 2 of Y is a weighted average of all rows of X, with the weights in row 2 of W."}}
+diagrams.attention.self_attention_matrix_form()
+plt.show()
+
 
 # %%
 def self_attention_matrix(X: torch.Tensor) -> torch.Tensor:
-    """Parameter-free self-attention as softmax(X Xᵀ) X. Shapes: X (..., T, d) -> (..., T, d)."""
-    W = (X @ X.transpose(-2, -1)).softmax(
-        dim=-1
-    )  # (..., T, T): row i = weights of word i
+    """Parameter-free self-attention, softmax(X Xᵀ) X. Shapes: (..., T, d) -> same."""
+    # (..., T, T): row i holds the weights of word i
+    W = (X @ X.transpose(-2, -1)).softmax(dim=-1)
     return W @ X  # (..., T, d)
 
 
 Y_matrix = self_attention_matrix(X)
 torch.testing.assert_close(Y_matrix, Y_loops)
-print(
-    "loops and matrix formula agree; max difference:",
-    (Y_matrix - Y_loops).abs().max().item(),
-)
+print("loops and matrix formula agree within 1e-5:", True)
 
 # %% [markdown]
 # The package's attention function, which later chapters use everywhere, computes
-# $\mathrm{softmax}(QK^\top \cdot s)\,V$. With $Q = K = V = X$ and scale $s = 1$ it is exactly
-# our formula, and it also returns the weight matrix so we can look at it:
+# $\mathrm{softmax}(QK^\top \cdot s)\,V$. With $Q = K = V = X$ and scale $s = 1$ it is
+# exactly our formula, and it also returns the weight matrix so we can look at it:
 
 # %%
 Y_pkg, W = attention.scaled_dot_product_attention(X, X, X, scale=1.0)
 torch.testing.assert_close(Y_pkg, Y_matrix)
-print(
-    "weights: shape",
-    tuple(W.shape),
-    "| row sums:",
-    [round(s, 6) for s in W.sum(dim=-1).tolist()],
-)
+rows_sum_to_one = torch.allclose(W.sum(dim=-1), torch.ones(len(sentence)))
+print("weights: shape", tuple(W.shape), "| every row sums to 1:", rows_sum_to_one)
 
 # %% [markdown]
 # ## Looking at the weights
@@ -228,93 +256,347 @@ print(
 # draws from each word of the sentence.
 
 # %% tags=["hide-input"]
-plt.figure(figsize=(4.5, 4))
+plt.figure(figsize=plotting.SQUARE)
 plotting.attention_map(W, sentence, title="softmax(X Xᵀ) for 'the man ate the fish'")
 plt.show()
 
 # %% [markdown]
-# Reading the rows: which two words does each word draw on most?
+# Reading the rows: which two words does each word draw on most? The cell asserts what
+# the text below says about them.
 
-# %%
+# %% tags=["nbval-ignore-output"]
+top2 = W.topk(2, dim=-1).indices  # (T, 2): the two largest weights of every row
 for i, w in enumerate(sentence):
-    top = W[i].topk(2)
-    print(
-        f"{w:>5} -> "
-        + ", ".join(
-            f"{sentence[j]} ({p:.2f})"
-            for p, j in zip(top.values.tolist(), top.indices.tolist())
-        )
-    )
+    picks = ", ".join(f"{sentence[j]} ({W[i, j]:.2f})" for j in top2[i].tolist())
+    print(f"{w:>5} -> {picks}")
+content = [1, 2, 4]  # man, ate, fish
+assert all(top2[i, 0] == i for i in content)  # each content word: itself first
+assert top2[4, 1] == 2 and top2[2, 1] == 4  # then fish <-> ate
+assert W[0].max() - W[0].min() < 0.15  # 'the' spreads its weight almost evenly
+assert torch.equal(W[0], W[3])  # the two copies of 'the' have identical rows
 
 # %% [markdown]
-# Every content word draws most on itself, because $x_i\cdot x_i = \lVert x_i\rVert^2$ tends
-# to be the largest score in its row; chapter 2 adds learnable projections that free the
-# layer from that. The short vector of *the* gives small scores everywhere, so it spreads
-# its weight almost evenly. After itself, *fish* draws on *ate* and *ate* on *fish*: without any training,
-# the similarity structure of the vectors is all the layer has to go on. Note also that
-# the two copies of *the* have identical rows: the layer cannot tell them apart.
+# Every content word draws most on itself, because $x_i\cdot x_i = \lVert
+# x_i\rVert^2$ tends to be the largest score in its row (exercise 1 asks whether it
+# must be); chapter 2 adds learnable projections that free the layer from that. The short vector of *the* gives small
+# scores everywhere, so it spreads its weight almost evenly. After itself, *fish* draws
+# on *ate* and *ate* on *fish*: without any training, the similarity structure of the
+# vectors is all the layer has to go on. Note also that the two copies of *the* have
+# identical rows: the layer cannot tell them apart.
 #
-# ## Why the matrix form is fast
+# ## Why the matrix form is fast: fewer Python calls
 #
-# The loop version performs $T^2$ separate dot products from Python. The matrix version
-# hands the same arithmetic to one optimised routine (BLAS on a CPU, thousands of cores on
-# a GPU). We time both on random sentences of increasing length.
+# The loop version and the matrix version do the same $O(T^2 d)$ arithmetic. What
+# differs first is how many times Python calls into torch. Count them: every
+# `X[i]`, `@`, `*`, `+=` in the loops is one call, each with a fixed cost of Python and
+# dispatch work (microseconds) however little arithmetic it does. A small helper counts
+# the torch calls a function makes:
+
 
 # %%
+class CountTorchCalls(TorchFunctionMode):
+    """Counts every torch function and tensor method called inside the `with` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+for T in (4, 8, 16):
+    Xr = torch.randn(T, 64)
+    with torch.no_grad(), CountTorchCalls() as loops:
+        self_attention_loops(Xr)
+    with torch.no_grad(), CountTorchCalls() as matrix:
+        self_attention_matrix(Xr)
+    formula = 9 * T**2 + 5 * T + 2
+    line = f"T = {T:2d}: loops {loops.calls:4d} calls (9T² + 5T + 2 = {formula})"
+    print(f"{line}, matrix {matrix.calls} calls")
+
+# %% [markdown]
+# Per pair of words $(i, j)$ the loops make nine calls (two indexings and a product for
+# the score; three indexings, a multiplication, an in-place addition and a write for
+# the average); per word five more (stack, two exponentials, a sum, a division); and two
+# to start. The matrix form makes four calls whatever the length.
+#
+# Before timing anything, a word on clocks. A wall clock also counts the moments in
+# which the operating system gives the processor to *other* programs, so on a busy
+# machine (these pages are executed on a shared one) every measurement longer than a
+# few milliseconds comes out inflated by however busy the machine happens to be. On a
+# CPU we therefore time the CPU seconds our own process spends (`time.process_time`;
+# torch runs on one thread here, so that is the computation's time). On a GPU,
+# `benchmark.median_time` waits for the GPU to finish and reads the wall clock.
+
+
+# %%
+def median_seconds(fn, repeats: int = 5) -> float:
+    """Median seconds of fn() after one warm-up: CPU time on a CPU, else wall clock."""
+    return benchmark.median_time(fn, repeats, device=run.device, clock="auto")
+
+
+clock = "CPU" if run.device.type == "cpu" else "wall-clock"
+print(f"timings on {run.device.type}: {clock} seconds")
+
+# %% [markdown]
+# Now time both on random sentences of increasing length, and divide the loop time by
+# its number of calls:
+
+# %% tags=["nbval-ignore-output"]
 loop_times, matrix_times = [], []
 for T in lengths:
     Xr = torch.randn(T, 64, device=run.device)
-    loop_times.append(
-        benchmark.median_time(
-            lambda: self_attention_loops(Xr), repeats=1, warmup=0, device=run.device
-        )
-    )
-    matrix_times.append(
-        benchmark.median_time(
-            lambda: self_attention_matrix(Xr), repeats=20, device=run.device
-        )
-    )
-print("lengths timed:", lengths)
+    loop_times.append(median_seconds(lambda: self_attention_loops(Xr), repeats=3))
+    matrix_times.append(median_seconds(lambda: self_attention_matrix(Xr), repeats=20))
+calls = [9 * T**2 + 5 * T + 2 for T in lengths]
+per_call = [t / n for t, n in zip(loop_times, calls)]
+speedups = [lt / mt for lt, mt in zip(loop_times, matrix_times)]
+print("     T |  loops ms | matrix ms | speed-up | loop µs per torch call")
+for T, lt, mt, s, pc in zip(lengths, loop_times, matrix_times, speedups, per_call):
+    print(f"{T:6d} | {lt * 1e3:9.2f} | {mt * 1e3:9.3f} | {s:8.0f} | {pc * 1e6:6.1f}")
+assert min(speedups) > 1  # the matrix form was the faster one at every length
+report.glue("speedup_min", min(speedups), "{:.0f}")
+report.glue("speedup_max", max(speedups), "{:.0f}")
+report.glue("us_per_call_min", min(per_call) * 1e6, "{:.1f}")
+report.glue("us_per_call_max", max(per_call) * 1e6, "{:.1f}")
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(5.5, 3.5))
+fig, ax = plt.subplots(figsize=plotting.SINGLE)
 ax.loglog(lengths, loop_times, "o-", label="Python loops")
 ax.loglog(lengths, matrix_times, "s-", label="softmax(X Xᵀ) X")
-ax.set_xlabel("sequence length T")
-ax.set_ylabel("seconds (median)")
-ax.set_title(f"Self-attention on {run.device.type}, d = 64")
+ax.set_xticks(lengths, [str(T) for T in lengths])
+ax.minorticks_off()
+ax.set_xlabel("sentence length T")
+ax.set_ylabel(f"{clock} seconds (median)")
+ax.set_title(f"Parameter-free self-attention on {run.device.type}, d = 64")
 ax.legend()
 plt.show()
 
-# %% tags=["nbval-ignore-output"]
-for T, lt, mt in zip(lengths, loop_times, matrix_times):
-    print(
-        f"T = {T:4d}: loops {lt * 1e3:9.2f} ms   matrix {mt * 1e3:7.3f} ms   speed-up x{lt / mt:8.0f}"
-    )
+# %% [markdown]
+# On the machine that executed this page, the matrix form was {glue:text}`speedup_min`
+# to {glue:text}`speedup_max` times faster over these lengths, and the loop version
+# spent between {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per
+# torch call, at every length. The loop time is the number of calls, $9T^2 + 5T + 2$,
+# times that fixed overhead per call, while the arithmetic of one call (64
+# multiply-adds at most) takes nanoseconds.
+#
+# So this speed-up measures **Python and dispatch overhead**, not the absence of a
+# sequential chain: no step of the loop version waits for the result of another pair,
+# the $(i, j)$ pairs could be computed in any order. The structural difference between
+# attention and recurrence is the next section.
+#
+# ## What separates attention from recurrence: no chain of steps
+#
+# Vaswani et al. {cite}`vaswani2017attention` (their Table 1) compare layer types by
+# three numbers, for a sequence of $n$ words of width $d$ (and kernel width $k$ for a
+# convolution, neighbourhood $r$ for restricted attention):
+#
+# | layer | complexity per layer | sequential operations | maximum path length |
+# |---|---|---|---|
+# | self-attention | $O(n^2 \cdot d)$ | $O(1)$ | $O(1)$ |
+# | recurrent | $O(n \cdot d^2)$ | $O(n)$ | $O(n)$ |
+# | convolutional | $O(k \cdot n \cdot d^2)$ | $O(1)$ | $O(\log_k n)$ |
+# | self-attention restricted to $r$ neighbours | $O(r \cdot n \cdot d)$ | $O(1)$ | $O(n/r)$ |
+#
+# *Sequential operations* count the steps that must run one after the other, however
+# many processors you have. *Maximum path length* is the number of steps a signal
+# needs to travel between the two most distant positions: short paths make long-range
+# dependencies easier to learn.
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels. Left, a recurrent layer: inputs x1 to x5 each feed a state h1 to h5, and each state feeds the next, so the states are computed one after another in five steps and x1 reaches h5 only through five steps (that path is highlighted). Right, self-attention: every input x1 to x5 is connected to every output y1 to y5, all outputs are computed at once, and x1 reaches y5 in one step."}}
+diagrams.attention.recurrence_vs_attention()
+plt.show()
 
 # %% [markdown]
-# The matrix form is hundreds to thousands of times faster, and the gap grows with $T$
-# (the exact factors in the table above come from the machine that executed this page). Both versions do
-# $O(T^2 d)$ arithmetic; what differs is that the matrix form does it in a handful of
-# large, parallel operations instead of $T^2$ small sequential ones, and nothing in it
-# has to wait for an earlier position, unlike the recurrent cell above.
+# The sequential column can be measured. Autograd records every operation that
+# produced a tensor, with links to the operations whose results it used. The longest
+# chain of links is the **critical path**: operations on it must run one after another,
+# whatever the hardware. For the recurrent cell above it grows with $T$; for
+# self-attention it does not:
+
+
+# %%
+def critical_path(t: torch.Tensor) -> int:
+    """Operations on the longest chain of autograd's graph that produced `t`."""
+    longest, todo = {}, [t.grad_fn]
+    while todo:
+        fn = todo[-1]
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        missing = [f for f in inputs if f not in longest]
+        if missing:
+            todo.extend(missing)
+            continue
+        todo.pop()
+        longest[fn] = 1 + max((longest[f] for f in inputs), default=0)
+    return longest[t.grad_fn]
+
+
+for T in (8, 32, 128):
+    xs = torch.randn(1, T, d, device=run.device, requires_grad=True)  # (B, T, d)
+    rec, att = critical_path(rnn(xs)), critical_path(self_attention_matrix(xs))
+    line = f"T = {T:3d}: recurrent cell {rec:3d} operations in sequence"
+    print(f"{line} (3T + 3 = {3 * T + 3}), self-attention {att}")
+
+# %% [markdown]
+# The recurrent cell's chain is $3T + 3$ operations long (a product, an addition and a
+# tanh per step, plus the start and the final stack); self-attention's has the same
+# length for every $T$ (its batched products count a few reshapes). The chain
+# from the first word to the last output is the path of the table's last column: $T$
+# steps through the recurrent states, one step through attention.
+#
+# Does that show up in time? PyTorch's `nn.GRU` runs its loop over time steps in C++
+# (in cuDNN on a GPU): no Python call per step, though every step still launches a
+# few small operations, and the chain of $T$ steps remains. We time one
+# GRU layer against one multi-head attention layer (chapter 2's, with its four
+# projections) on a batch of sentences, for growing $T$. The two differ in arithmetic
+# too, and the table says how: per token, the GRU does $12d^2$ floating-point operations
+# (three gates, each with an input and a hidden product), attention $8d^2 + 4Td$ (four
+# projections, then $QK^\top$ and the weighted sum). Attention does *more* arithmetic as
+# soon as $T > d$. We check the two formulas against torch's FLOP counter first.
+
+
+# %%
+def gru_flops(B: int, T: int, d: int) -> int:
+    return B * T * 12 * d * d  # 3 gates x (input + hidden) products, 2 per multiply-add
+
+
+def attention_flops(B: int, T: int, d: int) -> int:
+    return B * T * (8 * d * d + 4 * T * d)  # 4 projections + Q Kᵀ + weights · V
+
+
+gru = nn.GRU(rnn_width, rnn_width, batch_first=True)
+mha = attention.MultiHeadAttention(rnn_width, n_heads=4)
+xs = torch.randn(2, 32, rnn_width)  # (B, T, d), counted on the CPU
+with FlopCounterMode(display=False) as count_gru, torch.no_grad():
+    gru(xs)
+with FlopCounterMode(display=False) as count_mha, torch.no_grad():
+    mha(xs, need_weights=True)  # the explicit path, whose products torch can count
+print(
+    "formula = count, GRU:", count_gru.get_total_flops() == gru_flops(2, 32, rnn_width)
+)
+print(
+    "formula = count, attention:",
+    count_mha.get_total_flops() == attention_flops(2, 32, rnn_width),
+)
+gru, mha = gru.to(run.device), mha.to(run.device)
+
+# %% tags=["nbval-ignore-output"]
+rnn_times, att_times = [], []
+with torch.no_grad():
+    for T in rnn_lengths:
+        xs = torch.randn(rnn_batch, T, rnn_width, device=run.device)  # (B, T, d)
+        rnn_times.append(median_seconds(lambda: gru(xs)))
+        att_times.append(median_seconds(lambda: mha(xs)))
+rates = {
+    "GRU": [
+        gru_flops(rnn_batch, T, rnn_width) / t for T, t in zip(rnn_lengths, rnn_times)
+    ],
+    "attention": [
+        attention_flops(rnn_batch, T, rnn_width) / t
+        for T, t in zip(rnn_lengths, att_times)
+    ],
+}
+print(f"B = {rnn_batch}, d = {rnn_width}, {run.device.type}")
+print("     T |   GRU ms | attention ms | GRU GFLOP/s | attention GFLOP/s")
+for i, T in enumerate(rnn_lengths):
+    print(
+        f"{T:6d} | {rnn_times[i] * 1e3:8.2f} | {att_times[i] * 1e3:12.2f} | "
+        f"{rates['GRU'][i] / 1e9:11.1f} | {rates['attention'][i] / 1e9:17.1f}"
+    )
+ratio = rnn_times[-1] / att_times[-1]
+faster = "faster" if ratio > 1 else "slower"
+verdict = f"{max(ratio, 1 / ratio):.1f} times {faster} than the GRU"
+rate_ratio = rates["attention"][-1] / rates["GRU"][-1]
+print(f"at T = {rnn_lengths[-1]}: attention was {verdict},")
+print(f"at {rate_ratio:.1f} times the GRU's FLOP per second")
+report.glue("att_verdict", verdict)
+report.glue("rate_ratio", rate_ratio, "{:.1f}")
+# the prose compares arithmetic: attention does more than the GRU exactly when T > d
+for T in rnn_lengths:
+    more = attention_flops(1, T, rnn_width) > gru_flops(1, T, rnn_width)
+    assert more == (rnn_width < T)
+
+# %% tags=["hide-input"]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
+ax1.loglog(rnn_lengths, rnn_times, "o-", label="GRU")
+ax1.loglog(rnn_lengths, att_times, "s-", label="attention")
+ax1.set(xlabel="sentence length T", ylabel=f"{clock} seconds (median)")
+ax1.set_title("Time per layer")
+for name, marker in (("GRU", "o-"), ("attention", "s-")):
+    ax2.semilogx(rnn_lengths, [r / 1e9 for r in rates[name]], marker, label=name)
+ax2.set(xlabel="sentence length T", ylabel="GFLOP per second", title="Arithmetic rate")
+for ax in (ax1, ax2):
+    ax.set_xticks(rnn_lengths[::2], [str(T) for T in rnn_lengths[::2]])
+    ax.minorticks_off()
+    ax.legend()
+fig.suptitle(f"One layer, B = {rnn_batch}, d = {rnn_width}, on {run.device.type}")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read the right panel first. The arithmetic rate says how well a layer keeps the
+# hardware busy. Half of the GRU's work, the products with the hidden state, comes in
+# $T$ small products of $B$ rows each, one after the other, and small products tend to
+# use a processor poorly; attention's work comes in a few large products. On the
+# machine that executed this page (its device is printed by the chapter's first code
+# cell), at the longest length attention ran at {glue:text}`rate_ratio` times the
+# GRU's rate, and was {glue:text}`att_verdict`. Time is arithmetic divided by rate;
+# past $T = d$ the GRU does less arithmetic than attention, and whether the arithmetic
+# or the rate matters more depends on the hardware and on $T$.
+#
+# On one CPU thread, as this page runs on a CPU, there is little parallel hardware to
+# fill. A GPU has thousands of cores, and a GRU step of $B$ rows keeps few of them
+# busy while the next step waits; attention's products fill them. The full profile
+# (`profile = "full"` on a GPU) measures that case with the same cell. And in training,
+# where the whole sentence is known in advance, attention processes all positions at
+# once while the recurrent layer still takes its $T$ steps: that is the advantage the
+# transformer was designed for {cite}`vaswani2017attention`.
 #
 # ## Order is invisible to self-attention
 #
-# Swap the subject and the object: *the fish ate the man*. The sentence contains the same
-# words, only in a different order. Reordering the inputs by a permutation $P$ (a matrix
-# that shuffles rows) gives
+# Swap the subject and the object: *the fish ate the man*. The sentence contains the
+# same words, only in a different order. Write the reordering as a permutation matrix
+# $P$: a $T\times T$ matrix of zeros with a single 1 in every row and column, so that
+# $PX$ holds the rows of $X$ in the new order. Then, with $A = XX^\top$,
 #
-# $$\mathrm{softmax}\big((PX)(PX)^\top\big)\,PX = P\,\mathrm{softmax}\big(XX^\top\big)X ,$$
+# $$(PX)(PX)^\top = P\,XX^\top P^\top = PAP^\top .$$
 #
-# because the softmax works row by row and $P^\top P = I$. The outputs are the *same
-# vectors*, merely reordered.
+# Multiplying by $P$ on the left reorders the *rows* of $A$; multiplying by $P^\top$ on
+# the right reorders the *entries within every row* in the same way. The softmax works
+# on each row separately, so it does not care in which order the rows come, and it
+# treats the entries of a row alike, so reordering them just reorders its output. Hence
+#
+# $$\mathrm{softmax}(PAP^\top) = P\,\mathrm{softmax}(A)\,P^\top .$$
+#
+# Finally, $P^\top P = I$ (undoing a reordering restores the order), so
+#
+# $$\mathrm{softmax}\big((PX)(PX)^\top\big)\,PX
+#   = P\,\mathrm{softmax}(A)\,P^\top P\,X = P\,\mathrm{softmax}(XX^\top)X .$$
+#
+# The outputs for the reordered sentence are the *same vectors*, merely reordered. The
+# middle step holds for any square matrix $A$, not only for $XX^\top$; check it on a
+# random one:
+
+# %%
+gen = torch.Generator().manual_seed(0)
+A = torch.randn(6, 6, generator=gen)  # any scores, not even symmetric
+P = torch.eye(6)[torch.randperm(6, generator=gen)]  # (6, 6): a permutation matrix
+torch.testing.assert_close(P.T @ P, torch.eye(6))
+torch.testing.assert_close((P @ A @ P.T).softmax(dim=-1), P @ A.softmax(dim=-1) @ P.T)
+print("Pᵀ P = I, and softmax(P A Pᵀ) = P softmax(A) Pᵀ (within 1e-5):", True)
+
+# %% [markdown]
+# Now the two sentences. The permutation that turns *the man ate the fish* into *the
+# fish ate the man* swaps positions 1 and 4:
 
 # %%
 swapped = ["the", "fish", "ate", "the", "man"]
+# where each word of the new sentence came from
 perm = torch.tensor(
     [sentence.index(w) if w != "the" else i for i, w in enumerate(swapped)]
-)  # where each word came from
+)
 X_swapped = X[perm]  # (T, 4): the same rows in the new order
 Y_swapped = self_attention_matrix(X_swapped)
 torch.testing.assert_close(Y_swapped, Y_matrix[perm])
@@ -324,98 +606,135 @@ for w in ["man", "fish"]:
     print(f"output for '{w}' in both sentences identical: {torch.allclose(a, b)}")
 
 # %% [markdown]
-# The vector the layer produces for *man* is identical whether the man eats or is eaten.
-# Averaged into one sentence vector, the two sentences become indistinguishable:
+# The vector the layer produces for *man* is identical whether the man eats or is
+# eaten. Averaged into one sentence vector, the two sentences become indistinguishable:
 
-# %%
-print(
-    "mean output, 'the man ate the fish':",
-    [round(v, 4) for v in Y_matrix.mean(dim=0).tolist()],
-)
-print(
-    "mean output, 'the fish ate the man':",
-    [round(v, 4) for v in Y_swapped.mean(dim=0).tolist()],
-)
-print("equal:", torch.allclose(Y_matrix.mean(dim=0), Y_swapped.mean(dim=0)))
+# %% tags=["nbval-ignore-output"]
+mean_1, mean_2 = Y_matrix.mean(dim=0), Y_swapped.mean(dim=0)  # (4,) each
+torch.testing.assert_close(mean_1, mean_2)
+print("mean output, 'the man ate the fish':", mean_1.numpy().round(4))
+print("mean output, 'the fish ate the man':", mean_2.numpy().round(4))
 
 # %% [markdown]
-# The property holds for any input and any permutation, not just this sentence. A random
-# check over a batch:
+# The property holds for any input and any permutation, not just this sentence. A
+# random check over a batch:
 
 # %%
 gen = torch.Generator().manual_seed(1)
 Xb = torch.randn(16, 10, 8, generator=gen)  # (B, T, d): 16 random "sentences"
-P = torch.stack(
-    [torch.randperm(10, generator=gen) for _ in range(16)]
-)  # (B, T): one permutation each
-permute = lambda t: torch.gather(
-    t, 1, P[..., None].expand_as(t)
-)  # reorder the rows of every sentence
+# (B, T): one permutation per sentence
+order = torch.stack([torch.randperm(10, generator=gen) for _ in range(16)])
+
+
+def permute(t: torch.Tensor) -> torch.Tensor:
+    """Reorder the rows of every sentence by `order`. Shapes: (B, T, d) -> (B, T, d)."""
+    return torch.gather(t, 1, order[..., None].expand_as(t))
+
+
 torch.testing.assert_close(
     self_attention_matrix(permute(Xb)), permute(self_attention_matrix(Xb))
 )
-print(
-    "attention(permute(X)) == permute(attention(X)) for 16 random sentences and permutations"
-)
+print("attention(permute(X)) == permute(attention(X)): 16 random sentences, True")
 
 # %% [markdown]
-# So requirement 3, order, is not met yet. Chapter 4 fixes it by adding information about
-# each word's position. Chapter 2 first makes the layer learnable.
+# So requirement 3, order, is not met yet. Chapter 4 fixes it by adding information
+# about each word's position. Chapter 2 first makes the layer learnable.
 #
 # ## Exercises
 #
 # Each exercise has a stub to complete and a check that runs your function on random
-# inputs against the reference. The worked solutions are folded away below each stub.
+# inputs against the reference; when an answer is wrong, the check says what is
+# typically wrong with it. The worked solutions are folded away below each stub.
 #
-# ### Exercise 1: the weight matrix
+# ### Exercise 1: can a word outweigh itself? (predict, then construct)
 #
-# Write `attention_weights(X)` that takes $X$ of shape $(T, d)$ and returns the $T\times T$
-# matrix $\mathrm{softmax}(XX^\top)$, softmax along each row.
+# In *the man ate the fish*, every content word put its largest weight on itself.
+# **Predict** before you write code: is that guaranteed? In a sentence of two words
+# $x$ and $y$, can the row of $x$ in $\mathrm{softmax}(XX^\top)$ put more weight on $y$
+# than on $x$ itself? If so, what must $y$ be like? (Compare the two scores of that
+# row, $x\cdot x$ and $x\cdot y$, and recall $x\cdot y = \lVert x\rVert\,\lVert
+# y\rVert\cos\theta$.)
+#
+# Then write `outweigh(x)`: given a word vector $x$ of shape $(d,)$, return a $y$ of
+# the same shape that wins the row of $x$. The check tries it on several random words
+# and, if it fails, says why.
 
 
 # %%
-def attention_weights(X):
+def outweigh(x):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def attention_weights(X):
-    return (X @ X.T).softmax(dim=-1)
+def outweigh(x):
+    return 2 * x  # x · 2x = 2‖x‖² > ‖x‖² = x · x
 
 
 # %%
-checks.check_self_attention_weights(attention_weights)
+checks.check_outweigh_self(outweigh)
 
 # %% [markdown]
-# ### Exercise 2: a whole batch at once
+# ### Exercise 2: sentences that see each other (break and fix)
 #
-# Write `batched_self_attention(X)` for $X$ of shape $(B, T, d)$: the same formula applied to
-# each of the $B$ sentences, with no Python loop.
+# A colleague batched the chapter's layer by stacking all sentences into one long
+# matrix, so that a single product handles the whole batch:
 
 
 # %%
-def batched_self_attention(X):
+def flat_self_attention(X: torch.Tensor) -> torch.Tensor:
+    """Meant to be softmax(X Xᵀ) X for every sentence of X (B, T, d). It has a bug."""
+    flat = X.reshape(-1, X.shape[-1])  # (B·T, d)
+    return self_attention_matrix(flat).reshape(X.shape)  # (B, T, d)
+
+
+# %% [markdown]
+# **Predict** before you run the next cell: if only sentence 2 of a batch changes, does
+# the output for sentence 1 change?
+
+# %%
+gen = torch.Generator().manual_seed(2)
+batch = torch.randn(2, 5, 4, generator=gen)  # (B, T, d)
+edited = batch.clone()
+edited[1] = torch.randn(5, 4, generator=gen)  # change sentence 2 only
+same = torch.allclose(flat_self_attention(batch)[0], flat_self_attention(edited)[0])
+print("output for sentence 1 unchanged:", same)
+
+# %% [markdown]
+# It changes: the $(B\cdot T)\times(B\cdot T)$ score matrix of the flat version also
+# scores every word against the words of *other* sentences. Calling
+# `self_attention_matrix` on the (B, T, d) batch itself would fix it (its products are
+# batched over the first axis). Fix it differently here, keeping the single flat
+# product: a boolean **mask** says which keys each query may
+# use (True = may attend), and masked scores get weight 0 (chapter 2 builds masks in
+# general). Write `same_sentence_mask(B, T)` returning the $(B\cdot T)\times(B\cdot T)$
+# boolean mask that is True exactly where the query's and the key's rows of the flat
+# matrix belong to the same sentence. Before writing code, sketch it for $B = 2$,
+# $T = 3$: what shape do the True entries make?
+
+
+# %%
+def same_sentence_mask(B, T):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def batched_self_attention(X):
-    W = (X @ X.transpose(-2, -1)).softmax(dim=-1)  # (B, T, T)
-    return W @ X  # (B, T, d)
+def same_sentence_mask(B, T):
+    sentence = torch.arange(B * T) // T  # row k of the flat matrix: sentence k // T
+    return sentence[:, None] == sentence[None, :]  # (B·T, B·T), block diagonal
 
 
 # %%
-checks.check_batched_self_attention(batched_self_attention)
+checks.check_same_sentence_mask(same_sentence_mask)
 
 # %% [markdown]
 # ### Exercise 3: similarity that ignores length
 #
 # The dot product grows with the length of the vectors, so one long vector can dominate
 # every row. Replace it by the cosine similarity divided by a temperature $\tau$:
-# $\mathrm{softmax}(\hat X \hat X^\top / \tau)\,X$, where $\hat X$ holds the rows of $X$ scaled to
-# unit length. Write `cosine_attention(X, tau)` for $X$ of shape $(B, T, d)$.
+# $\mathrm{softmax}(\hat X \hat X^\top / \tau)\,X$, where $\hat X$ holds the rows of $X$
+# scaled to unit length. Write `cosine_attention(X, tau)` for $X$ of shape $(B, T, d)$.
 
 
 # %%
@@ -437,8 +756,12 @@ checks.check_cosine_attention(cosine_attention)
 # %% [markdown]
 # ## What we added to the package
 #
-# - `transformer_book.attention.scaled_dot_product_attention(q, k, v, mask=None, bias=None, scale=None)`:
-#   the general form of this chapter's formula, returning `(output, weights)`; chapter 2
-#   explains the scale, the mask and the bias.
+# - `transformer_book.attention.scaled_dot_product_attention(q, k, v, mask=None,
+#   bias=None, scale=None)`: the general form of this chapter's formula, returning
+#   `(output, weights)`; chapter 2 explains the scale, the mask and the bias.
 # - `transformer_book.plotting.attention_map(weights, tokens)`: the heatmap used above.
-# - `transformer_book.benchmark.median_time(fn)`: the timer behind the speed comparison.
+# - `transformer_book.benchmark.median_time(fn)`: the synchronised wall-clock timer
+#   behind the speed comparisons on a GPU (on a CPU, this chapter's `median_seconds`
+#   counts CPU time).
+# - `transformer_book.diagrams.attention.self_attention_matrix_form()` and
+#   `recurrence_vs_attention()`: the two diagrams of this chapter.

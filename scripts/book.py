@@ -5,6 +5,7 @@
     python scripts/book.py status               # book/status.md from the executed edition
     python scripts/book.py student [--out DIR]  # notebooks without their `solution` cells
     python scripts/book.py outputs              # which outputs nbval compares, per chapter
+    python scripts/book.py nbgrader --course D  # an nbgrader course: D/source/NN/NN.ipynb
 
 ``execute`` resolves ``device``/``profile`` ("auto" = cuda + full on a GPU, cpu + quick
 otherwise) and passes them to papermill, so the executed notebook records what it ran with.
@@ -173,6 +174,112 @@ def student(args: argparse.Namespace) -> None:
         print(f"wrote {out / (src.stem + '.ipynb')}")
 
 
+STUB_RAISE = re.compile(r"^(\s*)raise NotImplementedError\b.*$", re.M)
+
+
+def nbgrader_answer(stub: str, solution: str) -> str:
+    """One nbgrader answer cell from an exercise's stub and solution cells.
+
+    The stub's ``raise NotImplementedError`` line becomes the solution's function body
+    between ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's markers), so the
+    released notebook shows the stub's signature and docstring again; solution code
+    outside that function (helpers) goes in a marked region above it.
+    """
+    import ast
+
+    m = STUB_RAISE.search(stub)
+    if m is None:
+        raise ValueError(f"the stub has no `raise NotImplementedError` line:\n{stub}")
+    indent = m.group(1)
+    before = stub[: m.start()].rstrip("\n").splitlines()
+    if before and before[-1].strip() == "# YOUR CODE HERE":
+        before = before[:-1]  # nbgrader writes its own
+    after = stub[m.end() :].strip("\n")
+    lines = solution.splitlines()
+    name = re.search(r"^\s*def (\w+)\(", stub, re.M)
+    fn = None
+    if name and indent:
+        fn = next(
+            (n for n in ast.parse(solution).body
+             if isinstance(n, ast.FunctionDef) and n.name == name.group(1)),
+            None,
+        )  # fmt: skip
+    if fn is None:  # no function to fill in: the whole solution is the answer
+        body, extra = [indent + line if line else line for line in lines], []
+    else:
+        first = fn.body[0]
+        if isinstance(first, ast.Expr) and isinstance(
+            getattr(first, "value", None), ast.Constant
+        ):
+            first = fn.body[1] if len(fn.body) > 1 else first  # skip the docstring
+        raw = lines[first.lineno - 1 : fn.end_lineno]
+        strip = min(len(x) - len(x.lstrip()) for x in raw if x.strip())
+        body = [indent + x[strip:] if x.strip() else "" for x in raw]
+        extra = lines[: fn.lineno - 1 - len(fn.decorator_list)] + lines[fn.end_lineno :]
+        extra = [x for x in extra if x.strip()]
+    out = []
+    if extra:
+        out += ["### BEGIN SOLUTION", *extra, "### END SOLUTION"]
+    out += [*before, f"{indent}### BEGIN SOLUTION", *body, f"{indent}### END SOLUTION"]
+    if after:
+        out.append(after)
+    return "\n".join(out)
+
+
+def nbgrader_notebook(src: Path):
+    """The chapter as an nbgrader source notebook: each exercise's stub and solution
+    merged into one answer cell, each ``checks.check_...`` cell an autograded test."""
+    nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+    cells, k = [], 0
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if "solution" in tags:
+            stub = cells.pop()
+            k += 1
+            cell.source = nbgrader_answer(stub.source, cell.source)
+            cell.metadata["tags"] = [
+                t for t in tags if t not in ("solution", "hide-cell")
+            ]
+            cell.metadata["nbgrader"] = {
+                "grade": False, "solution": True, "locked": False, "task": False,
+                "grade_id": f"answer_{k}", "schema_version": 3,
+            }  # fmt: skip
+        elif (
+            cell.cell_type == "code"
+            and ASSERTS.search(cell.source)
+            and k
+            and (re.match(r"\s*checks\.check_\w+\(", cell.source))
+        ):
+            cell.metadata["nbgrader"] = {
+                "grade": True, "solution": False, "locked": True, "task": False,
+                "points": 1, "grade_id": f"check_{k}", "schema_version": 3,
+            }  # fmt: skip
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def nbgrader_course(args: argparse.Namespace) -> None:
+    """Write an nbgrader course folder: one assignment per chapter, in source/."""
+    course = Path(args.course)
+    for src in chapters(args.names):
+        folder = course / "source" / src.stem
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbgrader_notebook(src), folder / f"{src.stem}.ipynb")
+        print(f"wrote {folder / (src.stem + '.ipynb')}")
+    config = course / "nbgrader_config.py"
+    if not config.exists():
+        config.write_text(
+            "c = get_config()  # noqa: F821\n"
+            "c.CourseDirectory.course_id = 'transformers-step-by-step'\n"
+            "# Each chapter runs its quick profile on the CPU in about a minute.\n"
+            "c.ExecutePreprocessor.timeout = 600\n"
+        )
+    print(f"in {course}: nbgrader generate_assignment NN_slug  (one per chapter)")
+
+
 def outputs(_: argparse.Namespace) -> None:
     """Print, per chapter, how many code cells nbval compares and how the rest are held."""
     kinds = ("compared", "asserted", "measured", "plot", "silent")
@@ -208,6 +315,10 @@ def main() -> None:
     ex.set_defaults(func=execute)
     sub.add_parser("status").set_defaults(func=status)
     sub.add_parser("outputs").set_defaults(func=outputs)
+    ng = sub.add_parser("nbgrader")
+    ng.add_argument("names", nargs="*", help="chapter prefixes (default: all)")
+    ng.add_argument("--course", default=str(ROOT / "course"))
+    ng.set_defaults(func=nbgrader_course)
     st = sub.add_parser("student")
     st.add_argument("--out", default=str(ROOT / "student"))
     st.set_defaults(func=student)
