@@ -291,8 +291,9 @@ report.glue("parity_pre", parity["pre-norm"], "{:.0e}")
 
 # %% [markdown]
 # Both agree to within {glue:text}`parity_post` (post-norm) and {glue:text}`parity_pre`
-# (pre-norm), rounding error of 32-bit floats. A stack, `blocks.Decoder`, feeds the same memory to every block; with the weights of
-# an `nn.TransformerDecoder` of three layers it gives the same output too:
+# (pre-norm), rounding error of 32-bit floats. A stack, `blocks.Decoder`, feeds the
+# same memory to every block; with the weights of an `nn.TransformerDecoder` of three
+# layers it gives the same output too:
 
 # %% tags=["nbval-ignore-output"]
 ref_stack = nn.TransformerDecoder(
@@ -318,7 +319,8 @@ report.glue("parity_stack", stack_err, "{:.0e}")
 #
 # The property that matters most is not a number: **changing the target tokens after
 # position $t$ never changes the outputs at positions $\le t$.** We change everything
-# after $t$ and look at both sides of $t$, for a stack with and without its causal mask:
+# after $t$ and compare the outputs at positions $\le t$, for a stack with and without
+# its causal mask:
 
 
 # %%
@@ -345,8 +347,8 @@ for t in range(3):
 # and no cross-attention**: the masked self-attention of section 1, stacked. It is the
 # block of GPT and of today's large language models {cite}`radford2018gpt,brown2020gpt3`.
 # No new module is needed: `blocks.EncoderBlock` called with `mask=masks.causal_mask(T)`
-# is one, and it equals torch's encoder layer given the same mask. Chapter 14 trains a
-# language model from such blocks.
+# is one, and it equals torch's encoder layer given the same mask. Chapter 9 stacks
+# such blocks into `gpt.GPT`, and chapter 14 trains it as a language model.
 
 # %%
 gpt_block = blocks.EncoderBlock(d, H, d_ff).eval()
