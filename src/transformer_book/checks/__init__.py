@@ -11,3 +11,4 @@ from .masks import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 from .norms import *  # noqa: F401,F403
 from .positions import *  # noqa: F401,F403
+from .seq2seq import *  # noqa: F401,F403
