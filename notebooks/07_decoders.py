@@ -616,8 +616,10 @@ plt.show()
 
 # %% [markdown]
 # The loss falls by more than an order of magnitude, and the dev exact match (the model
-# decoding on its own, section 7) climbs with it. The learning rate and the number of
-# steps were chosen on this dev split; the test split is used only to report, below.
+# decoding on its own, section 7) climbs with it. (Decoding the dev split costs CPU
+# time, so the quick profile probes it twice, the full profile every 500 steps.) The
+# learning rate and the number of steps were chosen on this dev split; the test split
+# is used only to report, below.
 # Note the distance between the two panels: the training loss ends close to zero, yet
 # many dev frames are still wrong. The small model fits its training frames far better
 # than it generalises; the full profile trains a larger model longer, with dropout.

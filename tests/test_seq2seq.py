@@ -130,7 +130,17 @@ def test_cut_at_eos():
     assert model.cut_at_eos(ids) == [[5, 6], [7, 8, 9, 10], []]
 
 
-def test_learns_to_copy_with_teacher_forcing():
+@pytest.fixture
+def one_thread():
+    # a tiny model: two threads bring no speed, and on a busy machine they wait on each
+    # other (this test took minutes instead of seconds)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_learns_to_copy_with_teacher_forcing(one_thread):
     # the whole loop, on a task a working model learns in a few hundred steps
     model = _model(d_model=32, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
     gen = torch.Generator().manual_seed(0)
