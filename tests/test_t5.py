@@ -367,3 +367,128 @@ def test_span_corruption_accepts_lists_and_is_seeded():
 def test_span_corruption_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --- the exercise checks of chapter 10 (checks/families.py) ------------------------------
+
+
+def test_llama_reference_equals_transformers_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from transformer_book.checks.families import _LLAMAS, _llama_params
+
+    for V, d, L, ff, H, kv in _LLAMAS.values():
+        config = LlamaConfig(
+            vocab_size=V,
+            hidden_size=d,
+            num_hidden_layers=L,
+            intermediate_size=ff,
+            num_attention_heads=H,
+            num_key_value_heads=kv,
+            tie_word_embeddings=False,
+        )
+        with torch.device("meta"):
+            model = LlamaForCausalLM(config)
+        assert params.count_params(model) == _llama_params(V, d, L, ff, H, kv)
+    assert _llama_params(*_LLAMAS["Llama-2-7B"]) == 6_738_415_616
+
+
+def test_checks_accept_right_answers(capsys):
+    from transformer_book import checks
+    from transformer_book.checks.families import _llama_params
+
+    checks.check_llama_params(_llama_params)
+    checks.check_utf8_length(lambda c: len(c.encode("utf-8")))
+    checks.check_noise_span_mask(t5.noise_span_mask)
+    assert capsys.readouterr().out.count("Correct:") == 3
+
+
+def _tied(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) - V * d
+
+
+def _two_matrices(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) - L * d * ff
+
+
+def _full_kv(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, H)
+
+
+def _layer_norm(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) + (2 * L + 1) * d
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_tied, "output layer is not tied"),
+        (_two_matrices, "three matrices, not two"),
+        (_full_kv, "keys and values have only n_kv_heads"),
+        (_layer_norm, "RMSNorm has a γ only"),
+        (lambda *a: 7, "expected 6,738,415,616. Count, per block"),
+    ],
+)
+def test_llama_params_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_llama_params(wrong)
+
+
+def _utf8_off_by_one(ch):
+    cp = ord(ch)
+    return 1 if cp <= 0x80 else 2 if cp <= 0x800 else 3 if cp <= 0x10000 else 4
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (len, "len\\(char\\) counts characters"),
+        (_utf8_off_by_one, "off by one at a boundary"),
+        (lambda c: len(c.encode("utf-16-le")), "you count UTF-16"),
+    ],
+)
+def test_utf8_length_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_utf8_length(wrong)
+
+
+def _bernoulli(length, density, span, gen):
+    return torch.rand(length, generator=gen) < density
+
+
+def _touching(length, density, span, gen):
+    mask = torch.zeros(length, dtype=torch.bool)
+    mask[: max(round(length * density), 1)] = True  # one long span
+    return mask
+
+
+def _fixed(length, density, span, gen):
+    return t5.noise_span_mask(length, density, span, torch.Generator())
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_bernoulli, "probability noise_density gives that many only on average"),
+        (_touching, "spans touch and merge"),
+        (_fixed, "with the generator you are given"),
+        (lambda n, d, s, g: torch.zeros(n), "return a torch.bool tensor"),
+    ],
+)
+def test_noise_span_mask_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_noise_span_mask(wrong)
