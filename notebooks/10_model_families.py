@@ -487,6 +487,10 @@ print(f"mean span: {statistics.mean(span_lengths):.4f} (77 / 26); "
       f"longest: {max(span_lengths)}")  # fmt: skip
 print(f"last token corrupted in {last_hidden} of 300 draws")
 
+# %% [markdown]
+# The mean is 3, yet the commonest span is a single token: cutting the 77 noise tokens
+# at 25 random places gives roughly geometric lengths, with a long tail.
+
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
 longest = max(span_lengths)
@@ -652,7 +656,7 @@ src, tgt = held_out[0]
 written = model.generate(src, max_new_tokens=tgt.shape[1] + 4)
 for s, w, t in zip(src[:4], written, tgt[:4]):
     print("input: ", " ".join(words.decode(s[:-1])))
-    print("model: ", " ".join(words.decode(w)))
+    print("model: ", " ".join(words.decode(w[w != words.pad_id])))  # drop padding
     print("truth: ", " ".join(words.decode(t)), "\n")
 in_order = [
     [x for x in w.tolist() if x in sentinels] == [x for x in t if x in sentinels]
