@@ -220,6 +220,7 @@ def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention
         bias=mha.q_proj.bias is not None,
         rope=mha.rope,
         n_kv_heads=n_kv_heads,
+        scale=mha.scale,
     ).to(device=ref.device, dtype=ref.dtype)
     group = mha.n_kv_heads // n_kv_heads
     for name in ("q_proj", "o_proj"):
@@ -247,6 +248,7 @@ def mha_from_gqa(gqa: MultiHeadAttention) -> MultiHeadAttention:
         dropout=gqa.dropout,
         bias=gqa.q_proj.bias is not None,
         rope=gqa.rope,
+        scale=gqa.scale,
     ).to(device=ref.device, dtype=ref.dtype)
     for name in ("q_proj", "o_proj"):
         getattr(new, name).load_state_dict(getattr(gqa, name).state_dict())
@@ -281,6 +283,9 @@ class MultiHeadAttention(nn.Module):
     :class:`~transformer_book.kv_cache.KVCache`, receives this call's keys and values
     (self-attention only) and the queries attend to everything cached so far; the mask
     then covers (Tq, cached + Tq) keys.
+
+    ``scale`` multiplies the scores ``q · k``: ``None`` is 1/√d_head (Vaswani et al.);
+    T5 passes 1.0, having folded the scaling into its initialisation (chapter 10).
     """
 
     def __init__(
@@ -291,6 +296,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         rope: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
         n_kv_heads: int | None = None,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         if n_heads < 1 or d_model % n_heads != 0:
@@ -309,6 +315,7 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads, self.n_rep = n_kv_heads, n_heads // n_kv_heads
         self.dropout = dropout
         self.rope = rope
+        self.scale = scale  # None: 1/√head_dim
         # One (d_model x d_model) matrix per role = n_heads stacked (d_model x head_dim) blocks:
         # the lecture's A_Q, A_K, A_V for every head at once. Keys and values have only
         # n_kv_heads blocks: fewer heads to compute and, above all, to cache (ch. 09).
@@ -356,7 +363,14 @@ class MultiHeadAttention(nn.Module):
         k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)  # (B, H, Tk, Dh)
         p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, need_weights=need_weights, dropout_p=p
+            q,
+            k,
+            v,
+            mask=mask,
+            bias=bias,
+            scale=self.scale,
+            need_weights=need_weights,
+            dropout_p=p,
         )
         return self.o_proj(
             merge_heads(out)

@@ -84,7 +84,8 @@ class EncoderBlock(nn.Module):
     ``rope`` is passed to :class:`MultiHeadAttention`. ``norm_first=False`` is the post-norm
     block of Vaswani et al. (2017); ``True`` the pre-norm block (chapter 06).
     ``n_kv_heads`` shares key/value heads (grouped-query attention, chapter 09);
-    ``bias=False`` drops every bias (linear layers and LayerNorm). ``forward(...,
+    ``bias=False`` drops every bias (linear layers and LayerNorm); ``scale`` multiplies
+    the attention scores (None: 1/√d_head; T5 uses 1.0, chapter 10). ``forward(...,
     cache=...)`` decodes with a :class:`~transformer_book.kv_cache.KVCache`. With
     ``norm_first=True`` and a causal mask this block is the GPT block (chapter 09).
     """
@@ -102,6 +103,7 @@ class EncoderBlock(nn.Module):
         norm: str = "layer",
         n_kv_heads: int | None = None,
         bias: bool = True,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
@@ -112,6 +114,7 @@ class EncoderBlock(nn.Module):
             bias=bias,
             rope=rope,
             n_kv_heads=n_kv_heads,
+            scale=scale,
         )
         self.ff = FeedForward(
             d_model, d_ff, dropout=dropout, activation=activation, bias=bias
@@ -175,6 +178,7 @@ class Encoder(nn.Module):
         norm: str = "layer",
         n_kv_heads: int | None = None,
         bias: bool = True,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         if n_layers < 1:
@@ -192,6 +196,7 @@ class Encoder(nn.Module):
                 norm=norm,
                 n_kv_heads=n_kv_heads,
                 bias=bias,
+                scale=scale,
             )
             for _ in range(n_layers)
         )
