@@ -636,8 +636,10 @@ report.glue("ln_shrink", 100 * (1 - expected).item(), "{:.2f}")
 # so $\epsilon$ shrinks this token's standard deviation by
 # {glue:text}`ln_shrink` %. For tokens of ordinary scale the effect is invisible. The
 # package's `norms.LayerNorm` is the same computation as a module, with $\gamma$ and
-# $\beta$ as parameters; it should agree with our function, and with PyTorch's own,
-# for any $\gamma$ and $\beta$:
+# $\beta$ as parameters. It hands the arithmetic to PyTorch's `F.layer_norm`, one fused
+# operation instead of the chain of small ones above (faster; chapter 6 times it), so
+# what matters is that it agrees with our function, and with PyTorch's own, for any
+# $\gamma$ and $\beta$:
 
 # %%
 ln = norms.LayerNorm(d_model)

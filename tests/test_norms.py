@@ -278,3 +278,42 @@ def test_norm_param_count_reference_matches_the_encoder():
             enc = blocks.Encoder(5, 8, 2, 16, norm_first=first, norm=norm)
             n = sum(p.numel() for name, p in enc.named_parameters() if "norm" in name)
             assert n == _norm_params(5, 8, norm, first)
+
+
+def _layer_norm_formula(x, weight, bias, eps):
+    """The written-out formula (the module's implementation before it used F.layer_norm)."""
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = x.var(dim=-1, unbiased=False, keepdim=True)  # (..., 1): biased
+    y = (x - mean) * torch.rsqrt(var + eps) * weight
+    return y if bias is None else y + bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layer_norm_equals_the_written_out_formula(dtype, bias):
+    ours, _ = _pair(16, seed=8, bias=bias)
+    ours = ours.to(dtype)
+    gen = torch.Generator().manual_seed(9)
+    x1 = (torch.randn(3, 7, 16, generator=gen, dtype=dtype) * 4 - 2).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    upstream = torch.randn(3, 7, 16, generator=gen, dtype=dtype)
+    y = ours(x1)
+    ref = _layer_norm_formula(x2, ours.weight, ours.bias, ours.eps)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-6)
+    (y * upstream).sum().backward()
+    grad_w = ours.weight.grad.clone()
+    ours.zero_grad()
+    (
+        _layer_norm_formula(x2, ours.weight, ours.bias, ours.eps) * upstream
+    ).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad_w, ours.weight.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_norm_half_precision_keeps_dtype_and_matches_the_formula():
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(10)) * 3 + 5
+    ours, _ = _pair(32, seed=11)
+    y = ours.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert y.dtype == torch.bfloat16
+    ref = _layer_norm_formula(x, ours.weight.float(), ours.bias.float(), ours.eps)
+    torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-2)
