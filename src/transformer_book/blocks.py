@@ -16,13 +16,14 @@ tests use it to check the two compute the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
-from .norms import RMSNorm, make_norm
+from .kv_cache import KVCache
+from .norms import LayerNorm, RMSNorm, make_norm
 
 __all__ = ["FeedForward", "EncoderBlock", "Encoder", "load_torch_encoder_layer"]
 
@@ -44,6 +45,7 @@ class FeedForward(nn.Module):
         d_ff: int,
         dropout: float = 0.0,
         activation: Activation = nn.functional.relu,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if d_model < 1 or d_ff < 1:
@@ -51,8 +53,8 @@ class FeedForward(nn.Module):
                 f"d_model and d_ff must be positive, got d_model={d_model}, d_ff={d_ff}"
             )
         self.d_model, self.d_ff = d_model, d_ff
-        self.up_proj = nn.Linear(d_model, d_ff)  # W1, b1
-        self.down_proj = nn.Linear(d_ff, d_model)  # W2, b2
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)  # W1, b1
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)  # W2, b2
         self.activation = activation
         self.dropout = nn.Dropout(dropout)
 
@@ -67,6 +69,13 @@ class FeedForward(nn.Module):
         )  # (..., d_ff) -> (..., d_model)
 
 
+def _make_norm(kind: str, d_model: int, eps: float, bias: bool) -> nn.Module:
+    """:func:`make_norm`, with LayerNorm's β dropped when ``bias`` is False."""
+    if kind == "layer" and not bias:
+        return LayerNorm(d_model, eps=eps, bias=False)
+    return make_norm(kind, d_model, eps=eps)
+
+
 class EncoderBlock(nn.Module):
     """Self-attention and feed-forward, each wrapped in a residual connection and LayerNorm.
 
@@ -74,6 +83,10 @@ class EncoderBlock(nn.Module):
     bias (e.g. T5 or ALiBi, chapter 04) broadcastable to (B, H, T, T). Returns (B, T, d_model).
     ``rope`` is passed to :class:`MultiHeadAttention`. ``norm_first=False`` is the post-norm
     block of Vaswani et al. (2017); ``True`` the pre-norm block (chapter 06).
+    ``n_kv_heads`` shares key/value heads (grouped-query attention, chapter 09);
+    ``bias=False`` drops every bias (linear layers and LayerNorm). ``forward(...,
+    cache=...)`` decodes with a :class:`~transformer_book.kv_cache.KVCache`. With
+    ``norm_first=True`` and a causal mask this block is the GPT block (chapter 09).
     """
 
     def __init__(
@@ -87,25 +100,46 @@ class EncoderBlock(nn.Module):
         activation: Activation = nn.functional.relu,
         layer_norm_eps: float = 1e-5,
         norm: str = "layer",
+        n_kv_heads: int | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rope=rope)
-        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.attn = MultiHeadAttention(
+            d_model,
+            n_heads,
+            dropout=dropout,
+            bias=bias,
+            rope=rope,
+            n_kv_heads=n_kv_heads,
+        )
+        self.ff = FeedForward(
+            d_model, d_ff, dropout=dropout, activation=activation, bias=bias
+        )
         # One norm around each sublayer: "layer" (LayerNorm) or "rms" (RMSNorm, ch. 06).
-        self.norm1 = make_norm(norm, d_model, eps=layer_norm_eps)  # attention
-        self.norm2 = make_norm(norm, d_model, eps=layer_norm_eps)  # feed-forward
+        self.norm1 = _make_norm(norm, d_model, layer_norm_eps, bias)  # attention
+        self.norm2 = _make_norm(norm, d_model, layer_norm_eps, bias)  # feed-forward
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def _attend(self, x: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
-        return self.dropout1(self.attn(x, mask=mask, bias=bias)[0])
+    def _attend(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        bias: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        return self.dropout1(self.attn(x, mask=mask, bias=bias, cache=cache)[0])
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout2(self.ff(x))
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
@@ -113,9 +147,9 @@ class EncoderBlock(nn.Module):
                 f"got {tuple(x.shape)}"
             )
         if self.norm_first:  # pre-norm: x + F(LN(x))
-            x = x + self._attend(self.norm1(x), mask, bias)
+            x = x + self._attend(self.norm1(x), mask, bias, cache)
             return x + self._feed_forward(self.norm2(x))
-        x = self.norm1(x + self._attend(x, mask, bias))  # post-norm: Add & Norm
+        x = self.norm1(x + self._attend(x, mask, bias, cache))  # post-norm: Add & Norm
         return self.norm2(x + self._feed_forward(x))
 
 
@@ -124,6 +158,7 @@ class Encoder(nn.Module):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model). A final LayerNorm is added for pre-norm
     stacks, whose last block output is otherwise unnormalised. Each block has its own weights.
+    ``cache``: one :class:`~transformer_book.kv_cache.KVCache` per layer (chapter 09).
     """
 
     def __init__(
@@ -138,6 +173,8 @@ class Encoder(nn.Module):
         activation: Activation = nn.functional.relu,
         layer_norm_eps: float = 1e-5,
         norm: str = "layer",
+        n_kv_heads: int | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if n_layers < 1:
@@ -153,20 +190,32 @@ class Encoder(nn.Module):
                 activation=activation,
                 layer_norm_eps=layer_norm_eps,
                 norm=norm,
+                n_kv_heads=n_kv_heads,
+                bias=bias,
             )
             for _ in range(n_layers)
         )
         self.final_norm = (
-            make_norm(norm, d_model, eps=layer_norm_eps)
+            _make_norm(norm, d_model, layer_norm_eps, bias)
             if norm_first
             else nn.Identity()
         )
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        cache: Sequence[KVCache] | None = None,
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, mask=mask, bias=bias)  # (B, T, d_model) -> (B, T, d_model)
+        if cache is not None and len(cache) != len(self.layers):
+            raise ValueError(
+                f"cache must hold one KVCache per layer ({len(self.layers)}), "
+                f"got {len(cache)}"
+            )
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache[i]
+            x = layer(x, mask=mask, bias=bias, cache=layer_cache)  # (B, T, d_model)
         return self.final_norm(x)
 
 
