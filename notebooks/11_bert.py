@@ -296,10 +296,11 @@ for i in (0, 1):  # the ratio rule is last by far on both measures
 # loses on both measures by far. The other two split the prize, each winning what it
 # optimises. Merging a pair seen $k$ times removes exactly $k$ units from the training
 # text, so BPE's frequency rule is greedy compression, and it cuts the dev text into
-# the fewest pieces. The likelihood gain gives up a little length for units that are
-# more predictable as wholes, and makes the dev text cheapest under the unigram model,
-# the quantity WordPiece maximises. (No seed is involved: the comparison is
-# deterministic, but it is one corpus at one vocabulary size.)
+# the fewest pieces. The likelihood gain gives up a little length (a few more pieces
+# per word) and in exchange makes the dev text cheapest under the unigram model: the
+# held-out version of the quantity it maximises on the training text. (No seed is
+# involved: the comparison is deterministic, but it is one corpus at one vocabulary
+# size.)
 #
 # The vocabulary of our small BERT is learned the same way from all pre-training
 # reviews; `WordPiece.train` does the counting with incremental bookkeeping, and the
@@ -327,7 +328,7 @@ plt.show()
 
 # %% [markdown]
 # Over the embeddings sits chapter 3's encoder, post-norm as in the original
-# transformer, with GELU {cite}`hendrycks2016gelu` instead of ReLU in the
+# transformer (chapter 6 compared it with pre-norm), with GELU {cite}`hendrycks2016gelu` instead of ReLU in the
 # feed-forward sublayers. On top, the **pooler** maps the `[CLS]` vector through
 # $\tanh(W h_\text{[CLS]} + b)$; next-sentence prediction reads it. `bert.BertModel`
 # is those three parts. BERT-base has $L=12$ layers, $d_\text{model}=768$, $A=12$
@@ -566,6 +567,11 @@ for k, v in frac.items():
     report.glue(f"mlm_{k}", v, "{:.3f}")
 
 # %% [markdown]
+# A fraction {glue:text}`mlm_selected` of the eligible tokens was selected; of those,
+# {glue:text}`mlm_mask` became `[MASK]`, {glue:text}`mlm_random` a random token and
+# {glue:text}`mlm_unchanged` stayed themselves, within 0.01 of the recipe's numbers
+# (`tests/test_bert.py` checks the same rule on random ids with padding).
+#
 # ### Next-sentence prediction
 #
 # The second task: given segments A and B, was B the text that followed A (50 % of
@@ -605,8 +611,7 @@ for a, b, label in pairs:
 # %%
 def pretrain(seed):
     """The small BERT of this chapter's profile, pre-trained from `seed`."""
-    t0 = time.process_time()
-    result = pretraining.pretrain_small(
+    return pretraining.pretrain_small(
         train_texts,
         tokenizer=small_wp,
         d_model=d_model,
@@ -619,12 +624,14 @@ def pretrain(seed):
         seed=seed,
         device=run.device,
     )
-    print(f"seed {seed}: {pretrain_steps} steps, {time.process_time() - t0:.1f} CPU-s")
-    return result
 
 
 # %% tags=["nbval-ignore-output"]
+t0 = time.process_time()
 small = pretrain(seed=0)
+print(f"seed 0: {pretrain_steps} steps in {time.process_time() - t0:.1f} CPU-s")
+
+# %%
 print(small.model.config)
 print(f"{params.count_params(small.model):,} parameters")
 
@@ -633,10 +640,14 @@ print(f"{params.count_params(small.model):,} parameters")
 # masks (one cell each, to keep every cell short on a slow machine):
 
 # %% tags=["nbval-ignore-output"]
+t0 = time.process_time()
 runs = [small, pretrain(seed=1)]
+print(f"seed 1: {time.process_time() - t0:.1f} CPU-s")
 
 # %% tags=["nbval-ignore-output"]
+t0 = time.process_time()
 runs.append(pretrain(seed=2))
+print(f"seed 2: {time.process_time() - t0:.1f} CPU-s")
 
 # %% tags=["nbval-ignore-output"]
 first = [r.mlm_loss[0] for r in runs]
@@ -692,7 +703,8 @@ mlm_losses = torch.tensor([m["mlm_loss"] for m in metrics])
 assert mlm_losses.max() < unigram_loss - 0.1  # every seed beats the unigram model
 assert all(m["mlm_accuracy"] > unigram_acc for m in metrics)
 nsp = torch.tensor([m["nsp_accuracy"] for m in metrics])
-assert nsp.max() < 0.6  # NSP: near chance at this budget
+if run.profile == "quick":  # the prose describes the quick edition
+    assert nsp.max() < 0.6  # NSP: near chance at this budget
 report.glue("unigram_loss", unigram_loss, "{:.2f}")
 report.glue("bert_loss", f"{mlm_losses.mean():.2f} ± {mlm_losses.std():.2f}")
 report.glue("nsp_max", nsp.max().item(), "{:.0%}")
@@ -721,11 +733,11 @@ plt.show()
 # %% [markdown]
 # Every seed's held-out MLM loss ({glue:text}`bert_loss`, mean ± std over seeds) is
 # below the unigram baseline's {glue:text}`unigram_loss`: the model does use the words
-# around a mask, if only a little after a few CPU-seconds of training. Next-sentence
-# prediction has not left chance (at most {glue:text}`nsp_max` on the test pairs):
-# telling whether the second half of a review continues the first needs far more
-# training than this budget. (RoBERTa later found that BERT does not need NSP at all,
-# chapter 13.) Here is what the seed-0 model puts into masked slots of test reviews:
+# around a mask, if only a little at the quick profile's budget. Next-sentence
+# prediction has not left chance (at most {glue:text}`nsp_max` on the test pairs): at
+# this budget the model has not learned to tell whether the second half of a review
+# continues the first. (Chapter 13 asks, as RoBERTa did, whether BERT needs NSP at
+# all.) Here is what the seed-0 model puts into masked slots of test reviews:
 
 # %% tags=["nbval-ignore-output"]
 rng = random.Random(0)
@@ -742,7 +754,8 @@ for text in test_texts[:6]:
     assert all(p1 >= p2 for (_, p1), (_, p2) in zip(top, top[1:]))  # best first
     same_as_unigram += top[0][0] in unigram_top
 print(f"\nthe model's first guess is in the unigram top 5 in {same_as_unigram} of 6")
-assert same_as_unigram >= 4  # mostly the unigram model's guesses
+if run.profile == "quick":  # the prose describes the quick edition
+    assert same_as_unigram >= 4  # mostly the unigram model's guesses
 
 # %% [markdown]
 # Mostly the tokens that are frequent everywhere: at this budget the model has learned
