@@ -21,12 +21,13 @@ FOREIGN_CPU ?= MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default
 
 .PHONY: book test lint execute html student clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch can pull a multi-GB CUDA build
 	$(BIN)/python -m pip install -q "$$(grep -E '^torch==' requirements.txt)"
 	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 

@@ -6,7 +6,491 @@ vocabulary, chapter 10).
 
 from __future__ import annotations
 
+import functools
+import heapq
+import math
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
 __all__: list[str] = []
+
+# --- WordPiece (chapter 11) -----------------------------------------------------------
+#
+# BERT's tokenizer works in two stages (Devlin et al., 2019, section 3; Wu et al., 2016):
+#
+# 1. basic tokenisation: drop control characters, put spaces around CJK ideographs,
+#    strip accents (NFD, then drop the combining marks), lower-case, split on whitespace
+#    and isolate every punctuation character;
+# 2. WordPiece: cut each word into the longest vocabulary entry that starts it, then the
+#    longest ``##``-prefixed entry that continues it, and so on (greedy longest match
+#    first); a word that cannot be cut this way becomes ``[UNK]``.
+#
+# The order of the steps follows Hugging Face's ``tokenizers`` BertNormalizer and
+# BertPreTokenizer, the reference the tests compare against.
+
+__all__ += [
+    "SPECIAL_TOKENS",
+    "Encoding",
+    "WordPiece",
+    "basic_tokenize",
+    "normalize",
+]
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# CJK Unified Ideographs and their extensions (the blocks BERT treats as one-character
+# words; Japanese kana and Korean Hangul are not among them). Extension E starts at
+# U+2B920 here, as in the reference (Google's original code has U+2B820).
+_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def _char_kind(ch: str) -> str:
+    """What normalisation does with a character: "drop" (NUL, U+FFFD, and the Unicode
+    "other" categories Cc, Cf, Cn, Co, Cs except tab, newline, carriage return),
+    "space" (whitespace), "cjk" (a CJK ideograph, made a word of its own) or "keep"."""
+    if ch in ("\x00", "\ufffd") or (
+        ch not in "\t\n\r" and unicodedata.category(ch).startswith("C")
+    ):
+        return "drop"
+    if ch.isspace():
+        return "space"
+    cp = ord(ch)
+    if cp >= 0x3400 and any(lo <= cp <= hi for lo, hi in _CJK):
+        return "cjk"
+    return "keep"
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_punctuation(ch: str) -> bool:
+    """Unicode punctuation (P*), and ASCII symbols such as $ + < ^ ` | ~ too, as in BERT."""
+    cp = ord(ch)
+    ascii_punct = 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+    return ascii_punct or unicodedata.category(ch).startswith("P")
+
+
+# ASCII controls are dropped, tab/newline/carriage return become spaces.
+_ASCII_CLEAN = dict.fromkeys([*range(32), 127]) | {ord(c): " " for c in "\t\n\r"}
+
+
+def normalize(
+    text: str, lowercase: bool = True, strip_accents: bool | None = None
+) -> str:
+    """BERT's text clean-up: controls dropped, whitespace to spaces, spaces around CJK
+    ideographs, accents stripped (NFD, combining marks Mn dropped) and lower case.
+
+    ``strip_accents=None`` strips them exactly when lower-casing (the uncased models).
+    Lower-casing goes character by character, as the reference does (no final-sigma rule).
+    """
+    if text.isascii():  # fast path: no accents, no CJK, no Unicode whitespace
+        text = text.translate(_ASCII_CLEAN)
+        return text.lower() if lowercase else text
+    out = []
+    for ch in text:
+        kind = _char_kind(ch)
+        if kind == "keep":
+            out.append(ch)
+        elif kind == "space":
+            out.append(" ")
+        elif kind == "cjk":
+            out.append(f" {ch} ")
+    text = "".join(out)
+    if lowercase if strip_accents is None else strip_accents:
+        text = unicodedata.normalize("NFD", text)
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+    if lowercase:
+        text = "".join(ch.lower() for ch in text)
+    return text
+
+
+def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
+    """Normalise, split on whitespace, and make every punctuation character a word.
+
+    "Don't panic!" -> ["don", "'", "t", "panic", "!"].
+    """
+    words: list[str] = []
+    for chunk in normalize(text, lowercase).split():
+        if chunk.isalnum():  # no punctuation inside: the common case
+            words.append(chunk)
+            continue
+        start = 0
+        for i, ch in enumerate(chunk):
+            if _is_punctuation(ch):
+                if i > start:
+                    words.append(chunk[start:i])
+                words.append(ch)
+                start = i + 1
+        if start < len(chunk):
+            words.append(chunk[start:])
+    return words
+
+
+@dataclass
+class Encoding:
+    """One encoded input: token ids, segment (token type) ids and the attention mask
+    (1 = a real token, 0 = padding), all of the same length."""
+
+    ids: list[int]
+    token_type_ids: list[int]
+    attention_mask: list[int]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class WordPiece:
+    """BERT's WordPiece tokenizer: basic tokenisation, then greedy longest-match-first
+    sub-words, continuation pieces marked ``##``.
+
+    ``encode`` gives ``[CLS] a [SEP]``, ``encode_pair`` ``[CLS] a [SEP] b [SEP]`` with
+    segment ids 0 for the first part and 1 for the second (Devlin et al., 2019, fig. 2).
+    Special tokens written in the text (``"[MASK]"``) are kept whole.
+    """
+
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        lowercase: bool = True,
+        unk_token: str = "[UNK]",
+        prefix: str = "##",
+        max_chars: int = 100,
+    ) -> None:
+        self.itos = list(vocab)
+        self.stoi = {t: i for i, t in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            dup = Counter(self.itos).most_common(1)[0][0]
+            raise ValueError(f"vocab lists the token {dup!r} twice")
+        missing = [t for t in SPECIAL_TOKENS if t not in self.stoi]
+        if missing:
+            raise ValueError(
+                f"vocab must contain the special tokens {SPECIAL_TOKENS}, "
+                f"missing {missing}"
+            )
+        self.lowercase, self.unk_token = lowercase, unk_token
+        self.prefix, self.max_chars = prefix, max_chars
+        self.pad_id, self.unk_id = self.stoi["[PAD]"], self.stoi[unk_token]
+        self.cls_id, self.sep_id = self.stoi["[CLS]"], self.stoi["[SEP]"]
+        self.mask_id = self.stoi["[MASK]"]
+        self.special_ids = frozenset(self.stoi[t] for t in SPECIAL_TOKENS)
+        specials = sorted(SPECIAL_TOKENS, key=len, reverse=True)
+        self._specials = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs) -> WordPiece:
+        """Read a ``vocab.txt`` (one token per line; the line number is the id)."""
+        tokens = Path(path).read_text(encoding="utf-8").split("\n")
+        if tokens and tokens[-1] == "":
+            tokens.pop()
+        return cls(tokens, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __repr__(self) -> str:
+        return f"WordPiece({len(self)} tokens, lowercase={self.lowercase})"
+
+    def word_pieces(self, word: str) -> list[str]:
+        """Greedy longest match first: "unaffable" -> ["una", "##ffa", "##ble"] with
+        BERT's uncased vocabulary; [UNK] when some part of the word matches nothing."""
+        if len(word) > self.max_chars:
+            return [self.unk_token]
+        pieces, start = [], 0
+        while start < len(word):
+            for end in range(len(word), start, -1):  # longest candidate first
+                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
+                if piece in self.stoi:
+                    break
+            else:
+                return [self.unk_token]  # nothing in the vocabulary starts here
+            pieces.append(piece)
+            start = end
+        return pieces
+
+    def tokenize(self, text: str) -> list[str]:
+        """Text to word pieces (no [CLS]/[SEP]); special tokens in the text stay whole."""
+        out: list[str] = []
+        for part in self._specials.split(text):
+            if part in self.stoi and part in SPECIAL_TOKENS:
+                out.append(part)
+                continue
+            for word in basic_tokenize(part, self.lowercase):
+                out += self.word_pieces(word)
+        return out
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        return [self.stoi.get(t, self.unk_id) for t in tokens]
+
+    def encode(self, text: str, max_len: int | None = None) -> Encoding:
+        """``[CLS] text [SEP]``, cut to ``max_len`` tokens (the [SEP] kept)."""
+        return self.add_special_tokens(
+            self.convert_tokens_to_ids(self.tokenize(text)), max_len=max_len
+        )
+
+    def encode_pair(self, a: str, b: str, max_len: int | None = None) -> Encoding:
+        """``[CLS] a [SEP] b [SEP]``, segment ids 0 up to the first [SEP] and 1 after it.
+
+        Over ``max_len``, the longer part is cut first; if that is not enough, each
+        keeps half of the room ("longest first", as the reference does).
+        """
+        ia = self.convert_tokens_to_ids(self.tokenize(a))
+        ib = self.convert_tokens_to_ids(self.tokenize(b))
+        return self.add_special_tokens(ia, ib, max_len=max_len)
+
+    def add_special_tokens(
+        self,
+        a: Sequence[int],
+        b: Sequence[int] | None = None,
+        max_len: int | None = None,
+    ) -> Encoding:
+        """Ids of one or two segments -> ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``
+        with segment ids and attention mask, truncated longest-first to ``max_len``."""
+        a, b = list(a), None if b is None else list(b)
+        n_special = 2 if b is None else 3
+        if max_len is not None:
+            if max_len <= n_special:
+                raise ValueError(
+                    f"max_len must leave room for the {n_special} special tokens "
+                    f"and one more, got {max_len}"
+                )
+            budget = max_len - n_special
+            if b is None:
+                a = a[:budget]
+            elif len(a) + len(b) > budget:
+                la, lb = _longest_first(len(a), len(b), budget)
+                a, b = a[:la], b[:lb]
+        ids = [self.cls_id, *a, self.sep_id]
+        types = [0] * len(ids)
+        if b is not None:
+            ids += [*b, self.sep_id]
+            types += [1] * (len(b) + 1)
+        return Encoding(ids, types, [1] * len(ids))
+
+    def encode_batch(
+        self,
+        texts: Sequence[str] | Sequence[tuple[str, str]],
+        max_len: int | None = None,
+    ) -> dict[str, Tensor]:
+        """Encode texts (or (a, b) pairs) and pad with [PAD] to the longest: a dict of
+        (B, T) long tensors ``ids``, ``token_type_ids``, ``attention_mask``."""
+        encs = [
+            self.encode_pair(*t, max_len=max_len)
+            if isinstance(t, tuple)
+            else self.encode(t, max_len=max_len)
+            for t in texts
+        ]
+        return self.pad(encs)
+
+    def pad(self, encodings: Sequence[Encoding]) -> dict[str, Tensor]:
+        """Stack encodings into (B, T) tensors, padding each to the longest with [PAD]
+        (token type 0, attention mask 0)."""
+        if not encodings:
+            raise ValueError("pad needs at least one encoding, got none")
+        T = max(len(e) for e in encodings)
+        out = {}
+        for field, fill in (
+            ("ids", self.pad_id),
+            ("token_type_ids", 0),
+            ("attention_mask", 0),
+        ):
+            rows = [getattr(e, field) + [fill] * (T - len(e)) for e in encodings]
+            out[field] = torch.tensor(rows, dtype=torch.long)  # (B, T)
+        return out
+
+    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        """Ids back to text: ``##`` pieces glued to the piece before them. Lower case
+        and stripped accents do not come back."""
+        words: list[str] = []
+        for i in ids:
+            i = int(i)
+            if skip_special and i in self.special_ids:
+                continue
+            t = self.itos[i]
+            if t.startswith(self.prefix) and words:
+                words[-1] += t[len(self.prefix) :]
+            else:
+                words.append(t)
+        return " ".join(words)
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        lowercase: bool = True,
+        rule: str = "likelihood",
+        min_pair_count: int = 1,
+    ) -> WordPiece:
+        """Learn a vocabulary of ``vocab_size`` tokens from a corpus.
+
+        Start from single characters (``##``-prefixed inside a word) and merge adjacent
+        pairs, one at a time, until the vocabulary is full. ``rule`` picks the pair:
+
+        - ``"likelihood"``: the merge that raises most the log-likelihood of the corpus
+          under a unigram model of the units, log L = sum_u c_u log(c_u / N) (Schuster
+          & Nakajima, 2012; Wu et al., 2016). For a pair seen k times it is about
+          k · log(k N / (c_a c_b)): frequent *and* more frequent together than apart;
+        - ``"ratio"``: count(ab) / (count(a) · count(b)), the association alone (the
+          rule Hugging Face's course gives for WordPiece): it prefers pairs of rare
+          units, digits and one-off words first;
+        - ``"frequency"``: count(ab), byte-pair encoding's rule (Sennrich et al., 2016).
+
+        Pairs seen fewer than ``min_pair_count`` times are never merged.
+        """
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(
+                f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, "
+                f"got {vocab_size}"
+            )
+        if rule not in MERGE_RULES:
+            raise ValueError(f"rule must be one of {MERGE_RULES}, got {rule!r}")
+        words = Counter(w for t in texts for w in basic_tokenize(t, lowercase))
+        splits = [[w[0], *("##" + c for c in w[1:])] for w in words]
+        vocab = list(SPECIAL_TOKENS) + sorted({u for s in splits for u in s})
+        merges = _learn_merges(
+            splits, list(words.values()), vocab_size - len(vocab), rule, min_pair_count
+        )
+        return cls(vocab + merges, lowercase=lowercase)
+
+
+MERGE_RULES = ("likelihood", "ratio", "frequency")
+
+
+def _longest_first(n_a: int, n_b: int, budget: int) -> tuple[int, int]:
+    """Lengths of two segments after "longest first" truncation to ``budget`` tokens:
+    the shorter is kept whole if it fits in half the room and the longer gets the
+    rest; otherwise the shorter keeps budget // 2 and the longer the remainder."""
+    short = min(n_a, n_b)
+    keep_short = short if short <= budget - short else budget // 2
+    keep_long = budget - keep_short
+    return (keep_long, keep_short) if n_a > n_b else (keep_short, keep_long)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _xlogx(x: int) -> float:
+    return x * math.log(x) if x > 0 else 0.0
+
+
+def _merge_score(rule: str, k: int, ca: int, cb: int, n: int, same: bool) -> float:
+    """Score of merging units a, b (counts ca, cb) that occur k times side by side, in a
+    corpus of n units; ``same`` when a == b."""
+    if rule == "frequency":
+        return float(k)
+    if rule == "ratio":
+        return k / (ca * cb)
+    # log-likelihood after the merge minus before: k fewer a's and b's, k new ab's,
+    # k fewer units in all (sum_u c_u log c_u - N log N, before and after)
+    if same:
+        units = _xlogx(max(ca - 2 * k, 0)) - _xlogx(ca)
+    else:
+        units = _xlogx(ca - k) - _xlogx(ca) + _xlogx(cb - k) - _xlogx(cb)
+    return units + _xlogx(k) - _xlogx(n - k) + _xlogx(n)
+
+
+def _learn_merges(
+    splits: list[list[str]],
+    freqs: list[int],
+    n_merges: int,
+    rule: str,
+    min_pair_count: int,
+) -> list[str]:
+    """Merge the best pair ``n_merges`` times (or until none is left); return the new
+    tokens in merge order. ``splits`` (each word type as units) changes in place.
+
+    Bookkeeping keeps this fast: counts of units and pairs, the words each pair occurs
+    in, and a max-heap of scores checked when popped. A merge changes the counts of a
+    and b, so every pair containing a or b gets a fresh entry; other scores can only
+    fall (N shrinks), so an entry popped with an outdated score is pushed back.
+    """
+    unit: Counter[str] = Counter()
+    pair: Counter[tuple[str, str]] = Counter()
+    where: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
+    partners: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
+    for i, (s, f) in enumerate(zip(splits, freqs)):
+        for u in s:
+            unit[u] += f
+        for p in zip(s, s[1:]):
+            pair[p] += f
+            where[p].add(i)
+            partners[p[0]].add(p)
+            partners[p[1]].add(p)
+    n = sum(unit.values())
+
+    def entry(p: tuple[str, str]) -> tuple[float, int, tuple[str, str]]:
+        score = _merge_score(rule, pair[p], unit[p[0]], unit[p[1]], n, p[0] == p[1])
+        return (-score, -pair[p], p)  # ties: the more frequent pair, then a-z
+
+    touched: set[tuple[str, str]] = set()  # pairs whose count changed in a merge
+
+    def add(q: tuple[str, str], f: int, i: int) -> None:
+        """Count f more (or, f < 0, fewer) pairs q, in word i."""
+        pair[q] += f
+        touched.add(q)
+        if f > 0:
+            where[q].add(i)
+            partners[q[0]].add(q)
+            partners[q[1]].add(q)
+
+    heap = [entry(p) for p, c in pair.items() if c >= min_pair_count]
+    heapq.heapify(heap)
+    merges: list[str] = []
+    while heap and len(merges) < n_merges:
+        top = heapq.heappop(heap)
+        p = top[2]
+        if pair[p] < min_pair_count:
+            continue  # the pair is gone
+        now = entry(p)
+        if now != top:
+            heapq.heappush(heap, now)  # outdated score: back in at its current one
+            continue
+        a, b = p
+        new = a + b[2:]  # the "##" of the second part goes: ("hu", "##gs") -> "hugs"
+        merges.append(new)
+        touched.clear()
+        for i in sorted(where.pop(p)):  # the words that had ab (some may not any more)
+            s, f = splits[i], freqs[i]
+            j, out = 0, []
+            while j < len(s):
+                if j + 1 < len(s) and s[j] == a and s[j + 1] == b:
+                    # only the neighbours' pairs change: (x, a) -> (x, ab), (b, y) -> (ab, y)
+                    if out:
+                        add((out[-1], a), -f, i)
+                        add((out[-1], new), f, i)
+                    if j + 2 < len(s):
+                        add((b, s[j + 2]), -f, i)
+                        add((new, s[j + 2]), f, i)
+                    pair[p] -= f
+                    unit[a] -= f
+                    unit[b] -= f
+                    unit[new] += f
+                    n -= f
+                    out.append(new)
+                    j += 2
+                else:
+                    out.append(s[j])
+                    j += 1
+            splits[i] = out
+        for u in (a, b):  # forget the pairs of a and b that no longer occur
+            partners[u] = {q for q in partners[u] if pair[q] > 0}
+        for q in touched | partners[a] | partners[b]:
+            if pair[q] >= min_pair_count:
+                heapq.heappush(heap, entry(q))
+    return merges
 
 
 # --- Bytes as the vocabulary (ByT5, chapter 10) -----------------------------------------

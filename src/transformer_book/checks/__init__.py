@@ -4,6 +4,7 @@ explaining what is wrong. One submodule per concept module of the package."""
 
 from ._core import ExerciseError as ExerciseError
 from .attention import *  # noqa: F401,F403
+from .bert import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
 from .families import *  # noqa: F401,F403

