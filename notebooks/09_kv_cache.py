@@ -733,12 +733,18 @@ report.glue(
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-xs = torch.arange(len(after)).float()
-ax.bar(xs - 0.2, [start[g] for g in after], 0.4, label="just converted")
-ax.bar(xs + 0.2, list(mean_after.values()), 0.4, label="after uptraining (mean)",
-       yerr=[statistics.stdev(v) for v in after.values()], capsize=4)  # fmt: skip
-ax.set_xticks(xs, [f"{g} (MHA)" if g == n_heads else str(g) for g in after])
-ax.set_ylim(min(mean_after.values()) - 0.1, max(converted.values()) + 0.05)
+# points, not bars: the losses sit far from 0, and a cut bar would exaggerate the gaps
+for x, g in enumerate(after):
+    ax.plot([x, x], [start[g], mean_after[g]], color="grey", lw=1, zorder=1)
+    ax.plot(x, start[g], "s", color=plotting.PALETTE[0], ms=8,
+            label="just converted" if x == 0 else None)  # fmt: skip
+    ax.plot([x] * len(seeds), after[g], "o", color=plotting.PALETTE[1], ms=5,
+            label="after uptraining (one dot per seed)" if x == 0 else None)  # fmt: skip
+ax.axhline(mean_after[n_heads], color="k", ls=":", lw=1, label="MHA control, mean")
+ax.set_xticks(
+    range(len(after)), [f"{g} (MHA)" if g == n_heads else str(g) for g in after]
+)
+ax.set_xlim(-0.5, len(after) - 0.5)
 ax.set(xlabel="key/value heads", ylabel="held-out loss (nats per char)")
 ax.set_title(f"MHA to GQA/MQA: {uptrain_steps} steps of uptraining, {len(seeds)} seeds")
 ax.legend()
