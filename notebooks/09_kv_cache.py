@@ -739,7 +739,7 @@ for x, g in enumerate(after):
     ax.plot(x, start[g], "s", color=plotting.PALETTE[0], ms=8,
             label="just converted" if x == 0 else None)  # fmt: skip
     ax.plot([x] * len(seeds), after[g], "o", color=plotting.PALETTE[1], ms=5,
-            label="after uptraining (one dot per seed)" if x == 0 else None)  # fmt: skip
+            label="after uptraining (a dot per seed)" if x == 0 else None)  # fmt: skip
 ax.axhline(mean_after[n_heads], color="k", ls=":", lw=1, label="MHA control, mean")
 ax.set_xticks(
     range(len(after)), [f"{g} (MHA)" if g == n_heads else str(g) for g in after]
