@@ -442,7 +442,6 @@ report.glue("last_plain_ms", 1e3 * t_plain[-1].item(), "{:.0f}")
 report.glue("all_cached_s", t_cached.sum().item(), "{:.1f}")
 if run.device.type == "cpu":  # the gain grows with the length of the text
     assert ratio[speed_tokens] > 2 and ratio[speed_tokens] > ratio[lengths[0]]
-    assert 4 * t_plain[-1] < t_cached.sum()  # one pass over t tokens << t steps
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
