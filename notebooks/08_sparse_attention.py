@@ -100,7 +100,9 @@ n_seeds = run.pick(quick=3, full=5)
 # the peak memory of one head of width 64, causal, at growing $T$.
 # `benchmark.peak_bytes` reports the most tensor memory the computation holds at one
 # moment (section 5 explains why that, and not the total it allocates, is the number
-# that decides whether a computation fits).
+# that decides whether a computation fits). `benchmark.median_time(..., clock="auto")`
+# counts the CPU seconds of this process on a CPU (the wall clock of a GPU), which other
+# programs running on the same machine disturb far less than the wall clock.
 
 
 # %%
@@ -126,7 +128,7 @@ with torch.no_grad():
         q, k, v = qkv(T)
         run_it = lambda q=q, k=k, v=v: explicit(q, k, v)  # noqa: E731
         cost["explicit", T] = (
-            benchmark.median_time(run_it, repeats=3, device=run.device),
+            benchmark.median_time(run_it, repeats=3, device=run.device, clock="auto"),
             benchmark.peak_bytes(run_it, run.device),
         )
 T1, T2 = cost_lengths[-2:]
@@ -140,12 +142,14 @@ print(
     f"time as T^{time_growth:.2f}",
 )
 assert 1.8 < growth < 2.2, "the explicit path's memory should grow as T²"
+report.glue("time_growth", time_growth, "{:.1f}")
 
 # %% [markdown]
 # The memory grows as $T^2$: a few $(T, T)$ matrices of 4-byte floats (scores, masked
-# scores, weights) plus the boolean mask. At $T = 131{,}072$ a single one of them takes
-# 64 GiB (printed above), per head and per layer. The time grows with a similar
-# exponent once $T$ is large enough for the arithmetic to dominate.
+# scores, weights) plus boolean masks. At $T = 131{,}072$ a single one of them takes
+# 64 GiB (printed above), per head and per layer. The time grows about as fast, as
+# $T^{\,x}$ with $x =$ {glue:text}`time_growth` over the last doubling here: filling a
+# $(T, T)$ matrix is $T^2$ work, and at small $T$ fixed costs per call hide part of it.
 #
 # ## 2. Sliding-window attention
 #
@@ -277,9 +281,11 @@ class Stack(nn.Module):
 
 
 # %%
-def input_gradient(windows: list[int | None], T: int = 48) -> torch.Tensor:
+def input_gradient(
+    windows: list[int | None], T: int = 48, seed: int = 0
+) -> torch.Tensor:
     """|∂ output[T-1] / ∂ input[s]| for every input position s, (T,)."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)  # the random weights and inputs
     stack = Stack(windows, d=16, heads=2).double()
     x = torch.randn(1, T, 16, dtype=torch.float64, requires_grad=True)
     stack(x)[0, -1].sum().backward()
@@ -291,6 +297,7 @@ for w in (3, 5, 8):
     for L in (1, 2, 3, 4):
         measured = int((input_gradient([w] * L) > 0).sum())
         print(f"{w:6d} {L:7d} {measured:9d} {L * (w - 1) + 1:9d}")
+        assert measured == L * (w - 1) + 1
 
 # %% [markdown]
 # The measured field equals the formula in every case. A single full-attention layer
@@ -304,19 +311,32 @@ for windows in ([5, 5, None], [None, 5, 5], [5, None, 5]):
 # %% [markdown]
 # That the gradient is non-zero does not mean it is large. Inside the field, the
 # gradient of a randomly initialised stack is concentrated on the nearest positions,
-# while the far edge of the field, reached along fewer paths, gets much less:
+# while the far edge of the field, reached along a single path (every layer stepping
+# back the full $w - 1$), gets much less, and less with every layer. The plot shows
+# three random stacks per depth (seeds 0, 1, 2), and the cell asserts it for each:
+# the far edge gets under 1/100 of what the output's own input gets once $L \ge 2$, and
+# every added layer divides the far edge's share by more than 5.
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
+last_share = []  # the far edge's shares one layer shallower
 for L in (1, 2, 3, 4):
-    g = input_gradient([5] * L)
-    back = torch.arange(len(g) - 1, -1, -1)  # distance t - s
-    keep = g > 0
-    ax.semilogy(back[keep], g[keep], "o-", ms=3, label=f"L = {L}")
+    edge_share = []  # gradient at the far edge of the field / at the output's own input
+    for seed in (0, 1, 2):
+        g = input_gradient([5] * L, seed=seed).flip(0)  # g[d]: distance d = t - s back
+        keep = g > 0
+        label = f"L = {L}" if seed == 0 else None
+        color = plotting.PALETTE[L - 1]
+        ax.semilogy(torch.arange(len(g))[keep], g[keep], "o-", ms=3, color=color,
+                    lw=1, label=label)  # fmt: skip
+        edge_share.append((g[L * 4] / g[0]).item())
+    if L > 1:
+        assert max(edge_share) < 0.01 and max(edge_share) < min(last_share) / 5
+    last_share = edge_share
 ax.set(
     xlabel="distance back from the output position, t - s",
     ylabel="|∂ output_t / ∂ input_s|",
-    title="Gradient reaching each input, window w = 5",
+    title="Gradient reaching each input, window w = 5 (3 seeds)",
 )
 ax.legend()
 plt.show()
@@ -335,8 +355,9 @@ diff = w * L - (field - 1)
 print(f"difference: {diff} tokens = L, one per layer ({diff / (w * L):.2%})")
 
 # %% [markdown]
-# The two agree to a fraction of a percent. The paper describes each position attending to the positions
-# from $i - w$ to $i$, a window that looks $w$ back per layer; the implemented mask
+# The two agree to a fraction of a percent. The paper describes each position
+# attending to the positions from $i - w$ to $i$, a window that looks $w$ back per
+# layer; the implemented mask
 # (Hugging Face's, and ours) holds $w$ keys *including* the token itself, so each layer
 # looks $w - 1$ back. Either way, "131K" is an upper bound on what *can* flow, not a
 # promise of what does: the plot above shows how quickly the influence fades with
@@ -466,7 +487,7 @@ print("trained:", len(results), "models")
 # %% tags=["nbval-ignore-output"]
 summary = {}
 print(
-    f"{'pattern':15s} | scores | {'near: mean ± std (min-max)':26s}"
+    f"{'pattern':15s} | scores | {'near: mean ± std (min-max)':28s}"
     " | far: mean ± std (min-max)"
 )
 for name in PATTERNS:
@@ -476,9 +497,9 @@ for name in PATTERNS:
         summary[name, h] = accs
         row.append(
             f"{statistics.mean(accs):.3f} ± {statistics.stdev(accs):.3f} "
-            f"({min(accs):.2f}-{max(accs):.2f})"
+            f"({min(accs):.3f}-{max(accs):.3f})"
         )
-    print(f"{name:15s} | {n_scores[name]:6d} | {row[0]:26s} | {row[1]}")
+    print(f"{name:15s} | {n_scores[name]:6d} | {row[0]:28s} | {row[1]}")
 local_far = max(summary["local + local", 1])
 assert min(summary["local + local", 0]) > 0.9, "local layers solve the near task"
 assert local_far < 2 / vocab_size, "the far token is out of reach: chance level"
@@ -551,10 +572,12 @@ print("exp(s - m) / l equals softmax(s):", torch.allclose(online, scores.softmax
 # Attention needs one more running quantity: the output. Keep it unnormalised,
 # $o = \sum_j e^{s_j - m} v_j$, rescale it by the same $e^{m - m'}$ whenever the maximum
 # moves, and divide by $\ell$ once at the end. FlashAttention {cite}`dao2022flashattention`
-# organises exactly this around tiles: a block of queries visits the blocks of keys and
-# values one *tile* at a time, and only the current tile of scores exists (Rabe and
-# Staats {cite}`rabe2021selfattention` showed the same memory saving with a different
-# organisation). In a causal model, the tiles above the diagonal are skipped.
+# organises exactly this around tiles, so that only the current *tile* of scores exists.
+# We use the loop order of FlashAttention-2 {cite}`dao2024flashattention2`: a block of
+# queries visits the blocks of keys and values one tile at a time (the first version
+# ran the loops the other way round, key blocks outside). Rabe and Staats
+# {cite}`rabe2021selfattention` showed the same memory saving with a different
+# organisation. In a causal model, the tiles above the diagonal are skipped.
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Left: a 4 by 4 grid of tiles of the causal score matrix, query blocks down, key blocks across. Tiles above the diagonal are hatched (skipped). In the third query block, the first tile is light pink (already folded into the running statistics), the second is dark pink (the tile in memory now) and the third is still to come. Right: the steps applied to each tile, top to bottom: compute the tile S = Q_i K_j transposed over root d; m' = max(m, rowmax S); l becomes l times e to the m minus m' plus the row sums of e to the S minus m'; o becomes o times e to the m minus m' plus e to the S minus m' times V_j, and m becomes m'; after the last tile, out = o / l. A note says that per query block only m and l (b numbers each), o (b by d) and one tile are in memory."}}
 diagrams.tiling.tiled_attention()
@@ -610,7 +633,9 @@ with torch.no_grad():
         for name, fn in candidates.items():
             run_it = lambda fn=fn, q=q, k=k, v=v: fn(q, k, v)  # noqa: E731
             cost[name, T] = (
-                benchmark.median_time(run_it, repeats=3, device=run.device),
+                benchmark.median_time(
+                    run_it, repeats=3, device=run.device, clock="auto"
+                ),
                 benchmark.peak_bytes(run_it, run.device),
             )
 print("measured", len(cost), "(method, length) pairs")
@@ -680,13 +705,38 @@ for T in cost_lengths:
 # most linearly: it is the $(T, d)$ output plus, for one block of queries, the running
 # statistics and a tile or two of scores, whose size does not depend on $T$.
 #
-# The time panel tells a different story, and an honest one. Our tiled function is a
-# Python loop that launches a few small operations per tile, and in this run it is
-# slower than the explicit path: tiling by itself saves memory, not time. Speed comes
-# when the whole loop runs inside one kernel that keeps each tile in fast on-chip
-# memory, as FlashAttention and torch's SDPA do. The windowed variant shows the other
-# half of the cost model: its number of tiles grows linearly in $T$ (counted above), and
-# its time with it, while the full versions grow quadratically.
+# The time panel tells a different story, and an honest one. The measured times, as
+# multiples of the explicit path's and as growth exponents over the last doubling:
+
+# %% tags=["nbval-ignore-output"]
+T0 = cost_lengths[0]
+slower = {T: cost["tiled", T][0] / cost["explicit", T][0] for T in (T0, big)}
+t_exp = {n: math.log2(cost[n, T2][0] / cost[n, T1][0]) for n in METHODS}
+print(
+    f"tiled / explicit time: {slower[T0]:.2f} at T = {T0}, {slower[big]:.2f} at {big}"
+)
+print("time grows as T^x, x =", {n: round(e, 2) for n, e in t_exp.items()})
+windowed = [
+    tiles_visited(masks.sliding_window_mask(T, window=512), block_size)
+    for T in (T1, T2)
+]
+assert windowed[1] < 2.5 * windowed[0], "the windowed work grows linearly in T"
+report.glue("small_T", T0)
+report.glue("slower_small", slower[T0], "{:.1f}")
+report.glue("slower_big", slower[big], "{:.1f}")
+report.glue("exp_tiled", t_exp["tiled"], "{:.1f}")
+report.glue("exp_window", t_exp["tiled, window 512"], "{:.1f}")
+
+# %% [markdown]
+# Our tiled function is a Python loop that launches a few small operations per tile:
+# it took {glue:text}`slower_small` times the explicit path's time at
+# $T$ = {glue:text}`small_T` and {glue:text}`slower_big` times at $T$ = {glue:text}`big_T`.
+# Tiling by itself saves memory, not time. Speed comes when the whole loop runs inside
+# one kernel that keeps each tile in fast on-chip memory, as FlashAttention and torch's
+# SDPA do. The windowed variant shows the other half of the
+# cost model: its number of tiles grows linearly in $T$ (counted above), and its time
+# grew as $T^{\,x}$ with $x =$ {glue:text}`exp_window` over the last doubling, against
+# {glue:text}`exp_tiled` for the full tiled version.
 #
 # **Measure the right thing.** Why `peak_bytes` and not the total allocated? On the CPU,
 # `benchmark.allocated_bytes` adds up every allocation, freed or not. The tiled
@@ -720,7 +770,10 @@ assert totals[512] / totals[256] > 3, "the total grows quadratically"
 # queries are the last `n_queries` of `n_keys` positions (during generation, one new
 # token attends to a cache of earlier keys, chapter 9). Query $i$ sits at
 # $p = i + n_\text{keys} - n_\text{queries}$ and sees key $j$ iff $0 \le p - j < w$.
-# Return a boolean tensor of shape (n_queries, n_keys); use only `torch`.
+# Return a boolean tensor of shape (n_queries, n_keys); use only `torch`. Predict first:
+# one new token decoded against 10,000 cached ones with Mistral's $w = 4096$ (a
+# (1, 10001) mask): how many keys does it see, and which cached keys could a model
+# with only windowed layers throw away for good?
 
 
 # %%
@@ -738,6 +791,20 @@ def window_mask(n_queries, n_keys, window):
 
 # %%
 checks.check_sliding_window_mask(window_mask)
+
+# %% [markdown]
+# Your prediction, measured with the package's mask (the window is the last $w$
+# positions, the new token included). Every later query sits further right, so in a
+# model whose every layer is windowed each layer needs only its last $w$ keys and
+# values: Mistral keeps them in a rolling buffer of $w$ slots {cite}`jiang2023mistral`.
+
+# %%
+decode = masks.sliding_window_mask(1, 10_001, window=4096)  # (1, 10001)
+seen = decode[0].nonzero().flatten()
+print(
+    f"keys seen: {int(decode.sum()):,}, positions {int(seen[0]):,}..{int(seen[-1]):,}"
+)
+print(f"never seen again by this or a later query: 0..{int(seen[0]) - 1:,}")
 
 # %% [markdown]
 # ### Exercise 2: predict the receptive field

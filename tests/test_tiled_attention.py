@@ -119,6 +119,10 @@ def test_bad_inputs():
         attention.tiled_attention(q, k, v, block_size=2.0)
     with pytest.raises(ValueError, match="window must be None or an int >= 1"):
         attention.tiled_attention(q, k, v, window=0)
+    with pytest.raises(
+        ValueError, match="window must be None or an int >= 1, got True"
+    ):
+        attention.tiled_attention(q, k, v, window=True)
     with pytest.raises(ValueError, match="q and k must share their last dimension"):
         attention.tiled_attention(q, k[..., :3], v)
     with pytest.raises(ValueError, match="needs Tq <= Tk, got Tq=6, Tk=4"):

@@ -407,7 +407,9 @@ def tiled_attention(
         or block_size < 1
     ):
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
-    if window is not None and (not isinstance(window, int) or window < 1):
+    if window is not None and (
+        not isinstance(window, int) or isinstance(window, bool) or window < 1
+    ):
         raise ValueError(f"window must be None or an int >= 1, got {window!r}")
     Tq, Tk = q.shape[-2], k.shape[-2]
     if (causal or window is not None) and Tk < Tq:

@@ -21,7 +21,7 @@ def _equal_mask(got: object, other: Tensor) -> bool:
     )
 
 
-def check_sliding_window_mask(fn: Callable[[int, int, int], Tensor]) -> str:
+def check_sliding_window_mask(fn: Callable[[int, int, int], Tensor]) -> None:
     """``fn(n_queries, n_keys, window)`` must return the causal sliding-window mask:
     query i sits at p = i + n_keys - n_queries and sees key j iff 0 <= p - j < window."""
     cases = [(6, 6, 3), (3, 8, 2), (1, 10, 4), (5, 5, 1), (4, 4, 10), (2, 9, 9)]
@@ -86,7 +86,7 @@ def _earliest_by_reachability(t: int, windows: Sequence[int | None]) -> int:
     return int(reach.nonzero()[0])
 
 
-def check_earliest_input(fn: Callable[[int, Sequence[int | None]], int]) -> str:
+def check_earliest_input(fn: Callable[[int, Sequence[int | None]], int]) -> None:
     """``fn(t, windows)``: the smallest input position that can influence output t of a
     causal stack whose layer l has sliding window ``windows[l]`` (None = full causal)."""
     cases = [
@@ -145,7 +145,7 @@ def _partial(scores: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return m, e.sum(dim=-1, keepdim=True), e @ values
 
 
-def check_merge_softmax(fn: Callable[..., tuple[Tensor, Tensor, Tensor]]) -> str:
+def check_merge_softmax(fn: Callable[..., tuple[Tensor, Tensor, Tensor]]) -> None:
     """``fn(m1, l1, o1, m2, l2, o2)`` must merge the running softmax statistics of two
     disjoint sets of keys into those of their union: (m, l, o)."""
     gen = torch.Generator().manual_seed(8)
