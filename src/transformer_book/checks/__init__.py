@@ -6,6 +6,7 @@ from ._core import ExerciseError as ExerciseError
 from .attention import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
+from .gpt import *  # noqa: F401,F403
 from .kv_cache import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 from .positions import *  # noqa: F401,F403
