@@ -79,7 +79,7 @@ device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0, cpu_threads=2)  # nanoGPT's run: 2 threads
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # a small model: 1 thread
 print(run)
 # quick: nanoGPT's CPU model, trained with the book's recipe (section 3);
 # full (a GPU): nanoGPT's GPU model for Shakespeare (6 layers, d_model 384, context 256)
@@ -273,16 +273,21 @@ for name, entry in ablation["variants"].items():
     rows[name] = dict(what=entry["what"], losses=losses, steps=entry["config"]["steps"],
                       lr=entry["config"]["lr"], cpu=statistics.median(cpu))  # fmt: skip
 for name, r in rows.items():
-    print(f"{name:14s} {len(r['losses'])} seeds: {r['what']}")
+    n = len(r["losses"])
+    print(f"{name:14s} {n} seed{'s' * (n > 1)}: {r['what']}")
 
 # %% tags=["nbval-ignore-output"]
 print(f"{'recipe':14s}{'steps':>6s}{'lr':>7s}  val. loss mean ± std (min–max)  CPU s")
 for name, r in rows.items():
     m, n = statistics.mean(r["losses"]), len(r["losses"])
-    s = f"± {statistics.stdev(r['losses']):.3f}" if n > 1 else "(1 seed)"
     low, high = min(r["losses"]), max(r["losses"])
-    print(f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {s} "
-          f"({low:.3f}–{high:.3f})  {r['cpu']:4.0f}")  # fmt: skip
+    if n > 1:
+        spread = f"± {statistics.stdev(r['losses']):.3f} ({low:.3f}–{high:.3f})"
+    else:
+        spread = "(one seed)"
+    print(
+        f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {spread:21s} {r['cpu']:5.0f}"
+    )
 short, fast = rows["nanogpt-short"]["losses"], rows["lr3e-3"]["losses"]
 assert max(fast) <= 1.88  # the book's recipe: every seed on file below 1.88
 seeded = min(len(short), len(fast)) >= 3
