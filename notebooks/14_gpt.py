@@ -504,9 +504,9 @@ report.glue("gpt3_flop", 6 * n_gpt3 * 300e9, "{:.1e}")
 # ```
 #
 # The checkpoint stores the weights as safetensors (`model.safetensors`) and the
-# optimiser's moments, the step and the random state in `trainer.pt`, so a resumed run
-# continues the same loss curve rather than a similar one. Checked here on a tiny model:
-# stopped after 3 of 8 steps, then resumed.
+# optimiser's moments and the step in `trainer.pt`, each process's random state in
+# `rng-<rank>.pt`, so a resumed run continues the same loss curve rather than a similar
+# one. Checked here on a tiny model: stopped after 3 of 8 steps, then resumed.
 
 # %%
 tiny = dataclasses.replace(nano, d_model=32, n_layers=1, n_heads=2, context=16,
