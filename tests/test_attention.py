@@ -410,3 +410,62 @@ def test_cache_is_for_self_attention_only():
     mha = MultiHeadAttention(16, 2)
     with pytest.raises(ValueError, match="cache is for self-attention"):
         mha(rand(1, 2, 16), context=rand(1, 3, 16), cache=kv_cache.KVCache())
+
+
+# --- is_causal: the causal mask without a mask tensor (chapter 14) ---------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_is_causal_equals_the_explicit_causal_mask(need_weights):
+    q, k, v = (
+        rand(2, 3, 7, 8, seed=1),
+        rand(2, 3, 7, 8, seed=2),
+        rand(2, 3, 7, 8, seed=3),
+    )
+    ref, ref_w = scaled_dot_product_attention(q, k, v, mask=masks.causal_mask(7))
+    out, w = scaled_dot_product_attention(
+        q, k, v, is_causal=True, need_weights=need_weights
+    )
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(w, ref_w)
+    bias = rand(3, 7, 7, seed=4)  # with a bias, the fused path gets the mask too
+    ref_b = scaled_dot_product_attention(q, k, v, masks.causal_mask(7), bias)[0]
+    out_b = scaled_dot_product_attention(
+        q, k, v, bias=bias, is_causal=True, need_weights=need_weights
+    )[0]
+    torch.testing.assert_close(out_b, ref_b, atol=1e-6, rtol=0)
+
+
+def test_mha_is_causal_equals_mask_and_refuses_a_filled_cache():
+    from transformer_book import kv_cache
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=2).eval()
+    x = rand(2, 9, 16)
+    torch.testing.assert_close(
+        mha(x, is_causal=True)[0], mha(x, mask=masks.causal_mask(9))[0],
+        atol=1e-6, rtol=0,
+    )  # fmt: skip
+    cache = kv_cache.KVCache()
+    mha(x[:, :4], cache=cache, is_causal=True)  # an empty cache: fine
+    with pytest.raises(ValueError, match="after 4 cached tokens pass mask="):
+        mha(x[:, 4:], cache=cache, is_causal=True)
+    with pytest.raises(ValueError, match="either mask or is_causal=True, not both"):
+        scaled_dot_product_attention(x, x, x, mask=masks.causal_mask(9), is_causal=True)
+    with pytest.raises(ValueError, match="as many queries as keys"):
+        scaled_dot_product_attention(x[:, :3], x, x, is_causal=True)
+
+
+def test_self_attention_in_one_product_equals_three_projections():
+    torch.manual_seed(0)
+    for bias, n_kv in ((True, None), (False, 2)):
+        mha = MultiHeadAttention(16, 4, bias=bias, n_kv_heads=n_kv).eval()
+        x = rand(2, 5, 16)
+        q, k, v = mha._project_qkv(x)
+        for mine, proj in ((q, mha.q_proj), (k, mha.k_proj), (v, mha.v_proj)):
+            torch.testing.assert_close(mine, proj(x), atol=1e-6, rtol=0)
+        # cross-attention with the same tensor as context takes the three projections
+        torch.testing.assert_close(
+            mha(x)[0], mha(x, context=x.clone())[0], atol=1e-6, rtol=0
+        )

@@ -159,48 +159,56 @@ def test_bad_inputs_raise():
 # --- Hugging Face GPT-2 ------------------------------------------------------------------
 
 
-def load_gpt2(model: GPT, hf) -> None:
-    """Copy a transformers GPT2LMHeadModel into the book's GPT (Conv1D weights are
-    stored transposed: (in, out))."""
-    sd, D = hf.state_dict(), model.config.d_model
+def hf_gpt2(seed: int = 0, **kwargs):
+    """A random-weight Hugging Face GPT-2 (no download), dropout off."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    act = kwargs.pop("act", "gelu_new")
+    sizes = dict(vocab_size=23, n_positions=40, n_embd=32, n_layer=2, n_head=4)
+    hf_config = GPT2Config(
+        **{**sizes, **kwargs}, activation_function=act,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(hf_config).eval()
+
+
+def test_gpt2_config_is_gpt2_small():
+    c = gpt.gpt2_config()
+    assert (c.vocab_size, c.max_len, c.d_model, c.n_layers, c.n_heads) == (
+        50257, 1024, 768, 12, 12,
+    )  # fmt: skip
+    assert (c.activation, c.positions, c.bias, c.tie_embeddings) == (
+        "gelu_tanh", "learned", True, True,
+    )  # fmt: skip
+
+
+def test_load_hf_gpt2_at_gpt2_small_shape_agrees_within_1e_4():
+    """The chapter's claim: logits of a 12-layer, 768-wide GPT-2 (random weights, a
+    small vocabulary) agree within 1e-4 in fp32."""
+    hf = hf_gpt2(vocab_size=101, n_positions=64, n_embd=768, n_layer=12, n_head=12)
+    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(101, 64, 768, 12, 12)).eval(), hf)
+    ids = ids_of(2, 32, vocab=101)
     with torch.no_grad():
-        model.tok_emb.weight.copy_(sd["transformer.wte.weight"])
-        model.pos_emb.embedding.weight.copy_(sd["transformer.wpe.weight"])
-        for i, block in enumerate(model.blocks.layers):
-            p = f"transformer.h.{i}."
-            w, b = sd[p + "attn.c_attn.weight"], sd[p + "attn.c_attn.bias"]
-            for j, proj in enumerate(
-                (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj)
-            ):
-                proj.weight.copy_(w[:, j * D : (j + 1) * D].T)
-                proj.bias.copy_(b[j * D : (j + 1) * D])
-            pairs = [
-                (block.attn.o_proj, "attn.c_proj"),
-                (block.ff.up_proj, "mlp.c_fc"),
-                (block.ff.down_proj, "mlp.c_proj"),
-            ]
-            for mine, name in pairs:
-                mine.weight.copy_(sd[p + name + ".weight"].T)
-                mine.bias.copy_(sd[p + name + ".bias"])
-            for mine, name in ((block.norm1, "ln_1"), (block.norm2, "ln_2")):
-                mine.weight.copy_(sd[p + name + ".weight"])
-                mine.bias.copy_(sd[p + name + ".bias"])
-        model.blocks.final_norm.weight.copy_(sd["transformer.ln_f.weight"])
-        model.blocks.final_norm.bias.copy_(sd["transformer.ln_f.bias"])
+        ref, mine = hf(ids).logits, ours(ids)
+    torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
+    assert mine.abs().max() > 0.1  # the logits are not all near zero
+
+
+def test_load_hf_gpt2_rejects_models_built_differently():
+    hf = hf_gpt2()
+    with pytest.raises(ValueError, match="differ in size.*'n_layers': 3"):
+        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 3, 4)), hf)
+    with pytest.raises(ValueError, match="not built as GPT-2.*'activation': 'gelu'"):
+        gpt.load_hf_gpt2(GPT(small()), hf)
+    with pytest.raises(ValueError, match="activation_function='relu'"):
+        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)), hf_gpt2(act="relu"))
 
 
 def test_equals_hugging_face_gpt2_with_and_without_cache():
-    from transformers import GPT2Config, GPT2LMHeadModel
 
-    hf_config = GPT2Config(
-        vocab_size=23, n_positions=40, n_embd=32, n_layer=2, n_head=4,
-        activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=0, eos_token_id=0,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    hf = GPT2LMHeadModel(hf_config).eval()
-    ours = GPT(small(activation="gelu_tanh")).eval()
-    load_gpt2(ours, hf)
+    hf = hf_gpt2()
+    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)).eval(), hf)
     ids = ids_of(2, 17)
     with torch.no_grad():
         ref = hf(ids).logits
@@ -235,3 +243,57 @@ def test_gqa_from_mha_converts_every_layer_and_copies_the_rest():
     ids = ids_of(2, 9)
     torch.testing.assert_close(same(ids), model(ids), atol=1e-6, rtol=0)
     assert not torch.allclose(converted(ids), model(ids), atol=1e-3)
+
+
+# --- the exercise checks of chapter 14 ----------------------------------------------------
+
+
+def test_check_bits_and_perplexity():
+    import math
+
+    from transformer_book import checks
+
+    checks.check_bits_and_perplexity(lambda loss: (loss / math.log(2), math.exp(loss)))
+    wrong = [
+        (lambda loss: (loss * math.log(2), math.exp(loss)), "divide by it"),
+        (lambda loss: (loss / math.log(10), math.exp(loss)), "log10"),
+        (lambda loss: (loss / math.log(2), 2**loss), "this loss is in nats"),
+        (lambda loss: loss, "return a pair"),
+    ]
+    for fn, message in wrong:
+        with pytest.raises(checks.ExerciseError, match=message):
+            checks.check_bits_and_perplexity(fn)
+
+
+def leak(model, ids, t, change_from):
+    changed = ids.clone()
+    changed[:, change_from:] = (changed[:, change_from:] + 1) % model.config.vocab_size
+    with torch.no_grad():
+        a, b = model(ids)[:, : t + 1], model(changed)[:, : t + 1]
+    return (a - b).abs().max().item()
+
+
+def test_check_future_leak():
+    from transformer_book import checks
+
+    checks.check_future_leak(lambda m, ids, t: leak(m, ids, t, t + 1))
+    with pytest.raises(checks.ExerciseError, match="Do you change token t itself"):
+        checks.check_future_leak(lambda m, ids, t: leak(m, ids, t, t))
+    with pytest.raises(checks.ExerciseError, match="you find no change"):
+        checks.check_future_leak(lambda m, ids, t: 0.0)
+
+
+def test_check_training_days():
+    from transformer_book import checks
+
+    days = lambda n, d, g, f, u: 6 * n * d / (g * f * u) / 86400
+    checks.check_training_days(days)
+    wrong = [
+        (lambda *a: days(*a) / 3, "forward pass alone"),
+        (lambda *a: days(*a) * 86400, "in seconds"),
+        (lambda *a: days(*a) * 24, "in hours"),
+        (lambda n, d, g, f, u: days(n, d, g, f, u) * u, "divide by it"),
+    ]
+    for fn, message in wrong:
+        with pytest.raises(checks.ExerciseError, match=message):
+            checks.check_training_days(fn)

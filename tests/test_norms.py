@@ -155,6 +155,30 @@ def test_make_norm():
         make_norm("batch", 8)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_path_is_the_written_formula_in_float64(bias):
+    """float32/float64 inputs take torch's fused kernel: it computes the formula of
+    the module's docstring (biased variance, ε inside the square root)."""
+    ours, _ = _pair(16, bias=bias)
+    ours = ours.double()
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    expected = (x - mean) / torch.sqrt(var + ours.eps) * ours.weight
+    if bias:
+        expected = expected + ours.bias
+    torch.testing.assert_close(ours(x), expected, atol=1e-12, rtol=0)
+
+
+def test_half_precision_path_agrees_with_the_fused_one():
+    ours, _ = _pair(64)
+    x = 3 + 5 * torch.randn(4, 64)
+    fused = ours(x)  # float32: torch's kernel
+    written = ours.to(torch.bfloat16)(x.to(torch.bfloat16))  # the statistics in float32
+    assert written.dtype == torch.bfloat16
+    torch.testing.assert_close(written.float(), fused, atol=0.05, rtol=0.02)
+
+
 # --- chapter 06 exercise checks (checks/norms.py) -------------------------------------
 
 from transformer_book import blocks, checks  # noqa: E402

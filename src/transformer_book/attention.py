@@ -101,6 +101,7 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     need_weights: bool = True,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Attention ``softmax(q kᵀ · scale + bias) v`` with a boolean mask (True = may attend).
 
@@ -108,8 +109,23 @@ def scaled_dot_product_attention(
     to (..., Tq, Tk). Returns output (..., Tq, d_v) and weights (..., Tq, Tk), or
     ``(output, None)`` through torch's fused kernel when ``need_weights`` is False.
     A query that may attend to nothing gets a zero output (not NaN). ``scale``
-    defaults to 1/√d_k (Vaswani et al., 2017, eq. 1).
+    defaults to 1/√d_k (Vaswani et al., 2017, eq. 1). ``is_causal=True`` (instead of
+    a mask) lets query i see keys 0 … i, the mask ``masks.causal_mask(Tq, Tq)``; the
+    fused kernel then builds no mask at all (chapter 14).
     """
+    if is_causal:
+        if mask is not None:
+            raise ValueError("pass either mask or is_causal=True, not both")
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                "is_causal=True needs as many queries as keys, got q "
+                f"{tuple(q.shape)} and k {tuple(k.shape)}; pass an explicit mask"
+            )
+        if need_weights or bias is not None:  # the explicit path needs the mask
+            mask = torch.ones(
+                q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device
+            )
+            mask, is_causal = mask.tril(), False  # (Tq, Tk): key j <= query i
     score_shape = _check_inputs(q, k, v, mask, bias)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     empty_rows = None
@@ -142,7 +158,13 @@ def scaled_dot_product_attention(
     # The fused kernel wants q, k, v with the same leading dims.
     q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
+        scale=scale,
+        is_causal=is_causal,
     )
     if empty_rows is not None:
         out = out.masked_fill(empty_rows, 0.0)
@@ -286,6 +308,8 @@ class MultiHeadAttention(nn.Module):
 
     ``scale`` multiplies the scores ``q · k``: ``None`` is 1/√d_head (Vaswani et al.);
     T5 passes 1.0, having folded the scaling into its initialisation (chapter 10).
+    ``is_causal=True`` is causal self-attention without a mask tensor (torch's
+    fused kernel builds none; chapter 14).
     """
 
     def __init__(
@@ -325,6 +349,26 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.o_proj = nn.Linear(d_model, d_model, bias=bias)
 
+    def _plain_projections(self) -> bool:
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return all(type(p) is nn.Linear for p in projections)
+
+    def _project_qkv(self, x: Tensor) -> tuple[Tensor, ...]:
+        """``q_proj(x), k_proj(x), v_proj(x)`` as one matrix product: the three weights
+        stacked, (d_model + 2·kv_width, d_model), like torch's ``in_proj_weight``.
+
+        One large product runs faster than three small ones (chapter 14); the three
+        ``nn.Linear`` stay the parameters. Shapes: (B, T, d_model) -> three (B, T, ·).
+        """
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
+        bias = None
+        if self.q_proj.bias is not None:
+            bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
+        kv_width = self.n_kv_heads * self.head_dim
+        qkv = F.linear(x, weight, bias)  # (B, T, D + 2·kv_width)
+        return qkv.split((self.d_model, kv_width, kv_width), dim=-1)
+
     def forward(
         self,
         x: Tensor,
@@ -333,7 +377,14 @@ class MultiHeadAttention(nn.Module):
         bias: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        if is_causal and cache is not None and cache.seq_len > 0:
+            raise ValueError(
+                "is_causal=True aligns the queries with the first keys; after "
+                f"{cache.seq_len} cached tokens pass mask=masks.causal_mask(T, "
+                f"{cache.seq_len} + T) instead"
+            )
         if cache is not None and context is not None:
             raise ValueError(
                 "cache is for self-attention (decoding appends the new tokens' keys "
@@ -350,9 +401,13 @@ class MultiHeadAttention(nn.Module):
                 f"x and context must share the batch size, got {tuple(x.shape)} "
                 f"and {tuple(context.shape)}"
             )
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, Dh)
-        k = split_heads(self.k_proj(context), self.n_kv_heads)  # (B, Hkv, Tk, Dh)
-        v = split_heads(self.v_proj(context), self.n_kv_heads)  # (B, Hkv, Tk, Dh)
+        if context is x and self._plain_projections():  # self-attention: one product
+            q, k, v = self._project_qkv(x)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(context), self.v_proj(context)
+        q = split_heads(q, self.n_heads)  # (B, H, Tq, Dh)
+        k = split_heads(k, self.n_kv_heads)  # (B, Hkv, Tk, Dh)
+        v = split_heads(v, self.n_kv_heads)  # (B, Hkv, Tk, Dh)
         if self.rope is not None:
             if cache is None:
                 q, k = self.rope(q, k)
@@ -371,6 +426,7 @@ class MultiHeadAttention(nn.Module):
             scale=self.scale,
             need_weights=need_weights,
             dropout_p=p,
+            is_causal=is_causal,
         )
         return self.o_proj(
             merge_heads(out)

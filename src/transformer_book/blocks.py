@@ -87,7 +87,8 @@ class EncoderBlock(nn.Module):
     ``bias=False`` drops every bias (linear layers and LayerNorm); ``scale`` multiplies
     the attention scores (None: 1/√d_head; T5 uses 1.0, chapter 10). ``forward(...,
     cache=...)`` decodes with a :class:`~transformer_book.kv_cache.KVCache`. With
-    ``norm_first=True`` and a causal mask this block is the GPT block (chapter 09).
+    ``norm_first=True`` and a causal mask this block is the GPT block (chapter 09);
+    ``is_causal=True`` is that mask without a mask tensor (chapter 14).
     """
 
     def __init__(
@@ -131,8 +132,10 @@ class EncoderBlock(nn.Module):
         mask: Tensor | None,
         bias: Tensor | None,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
-        return self.dropout1(self.attn(x, mask=mask, bias=bias, cache=cache)[0])
+        out = self.attn(x, mask=mask, bias=bias, cache=cache, is_causal=is_causal)[0]
+        return self.dropout1(out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
         return self.dropout2(self.ff(x))
@@ -143,6 +146,7 @@ class EncoderBlock(nn.Module):
         mask: Tensor | None = None,
         bias: Tensor | None = None,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
@@ -150,9 +154,9 @@ class EncoderBlock(nn.Module):
                 f"got {tuple(x.shape)}"
             )
         if self.norm_first:  # pre-norm: x + F(LN(x))
-            x = x + self._attend(self.norm1(x), mask, bias, cache)
+            x = x + self._attend(self.norm1(x), mask, bias, cache, is_causal)
             return x + self._feed_forward(self.norm2(x))
-        x = self.norm1(x + self._attend(x, mask, bias, cache))  # post-norm: Add & Norm
+        x = self.norm1(x + self._attend(x, mask, bias, cache, is_causal))  # post-norm
         return self.norm2(x + self._feed_forward(x))
 
 
@@ -212,6 +216,7 @@ class Encoder(nn.Module):
         mask: Tensor | None = None,
         bias: Tensor | None = None,
         cache: Sequence[KVCache] | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
         if cache is not None and len(cache) != len(self.layers):
             raise ValueError(
@@ -220,7 +225,7 @@ class Encoder(nn.Module):
             )
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache[i]
-            x = layer(x, mask=mask, bias=bias, cache=layer_cache)  # (B, T, d_model)
+            x = layer(x, mask, bias, layer_cache, is_causal)  # (B, T, d_model)
         return self.final_norm(x)
 
 

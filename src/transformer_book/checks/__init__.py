@@ -8,6 +8,7 @@ from .bert import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
 from .families import *  # noqa: F401,F403
+from .gpt import *  # noqa: F401,F403
 from .kv_cache import *  # noqa: F401,F403
 from .masks import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
