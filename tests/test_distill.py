@@ -289,3 +289,26 @@ def test_check_dynamic_masks(capsys):
         checks.check_dynamic_masks(
             lambda n, length, e, s: torch.rand(e, n, length) < 0.15
         )
+
+
+def test_fit_head_is_logistic_regression_on_pooled_vectors():
+    tok = _toy_tokenizer()
+    texts = ["good film", "very good", "a good film", "bad film", "very bad", "a bad"]
+    y = [1, 1, 1, 0, 0, 0]
+    model = distill.BertClassifier(_toy_bert(tok), dropout=0.0)
+    x = distill.pooled_features(model, tok, texts, 8)
+    assert x.shape == (6, 16)
+    torch.testing.assert_close(x[0], x[0])  # (no NaN)
+    acc = distill.fit_head(model, tok, texts, y, 8)
+    assert acc == 1.0  # six points in 16 dimensions are separable
+    logits = distill.predict_logits(model, tok, texts, 8)
+    torch.testing.assert_close(logits, model.head(x), atol=1e-5, rtol=1e-5)
+
+
+def _toy_bert(tok: WordPiece) -> bert.BertModel:
+    torch.manual_seed(3)
+    cfg = bert.BertConfig(
+        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=8,
+        dropout=0.0,
+    )  # fmt: skip
+    return bert.BertModel(cfg)
