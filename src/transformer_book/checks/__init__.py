@@ -7,6 +7,6 @@ from .attention import *  # noqa: F401,F403
 from .bert import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
+from .distill import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 from .positions import *  # noqa: F401,F403
-from .distill import *  # noqa: F401,F403
