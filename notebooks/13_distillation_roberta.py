@@ -171,7 +171,8 @@ for T in (1.0, 2.0, 4.0, 8.0):
 ratio_without = (norms[1.0] / 1) / (norms[8.0] / 64)
 ratio_with = norms[1.0] / norms[8.0]
 print(
-    f"T = 1 vs 8, gradient ratio without T²: {ratio_without:.1f}, with: {ratio_with:.2f}"
+    f"T = 1 vs 8, gradient ratio without T²: {ratio_without:.1f}, "
+    f"with: {ratio_with:.2f}"
 )
 assert ratio_without > 10 and 0.5 < ratio_with < 2.5
 
@@ -351,6 +352,12 @@ report.glue("best_T", best_T, "{:g}")
 report.glue("sweep_spread", spread, "{:.3f}")
 
 # %% [markdown]
+# With one seed per temperature (quick profile), best and worst temperatures differ
+# by {glue:text}`sweep_spread` on 200 dev sentences, about the size of one seed's
+# noise: the sweep picks the dev maximum, $T =$ {glue:text}`best_T`, but does not
+# show that one temperature is better than another. The full profile's three seeds
+# per temperature are needed for that.
+#
 # ### Over seeds, on the test split
 
 # %% tags=["nbval-ignore-output"]
@@ -557,7 +564,7 @@ report.glue("big_verdict", "higher (worse)" if big_gap > 0 else "lower (better)"
 # |---|---|
 # | dynamic masking is as good or slightly better than static | static {glue:text}`static_loss`, dynamic {glue:text}`dynamic_loss` validation MLM loss: dynamic better on every seed, by much more than the paper's margin, because our corpus is repeated on purpose |
 # | dropping NSP does not hurt downstream | dev accuracy MLM + NSP {glue:text}`down_nsp`, MLM only {glue:text}`down_mlm`, no pre-training {glue:text}`down_scratch`; the gap ({glue:text}`nsp_gap`) is {glue:text}`nsp_verdict` twice the spread |
-# | larger batches (same sequences) train better | four times the batch, a quarter of the steps: {glue:text}`big_loss`, {glue:text}`big_gap` nats, {glue:text}`big_verdict` than the small batch |
+# | larger batches (same sequences) train better | four times the batch, a quarter of the steps: {glue:text}`big_loss` against {glue:text}`dynamic_loss`, a difference of {glue:text}`big_gap` nats, to be read against the spreads |
 #
 # The masking result is a mechanism seen clearly, at a scale chosen to show it. The
 # other two are about effects that need scale: NSP's help or harm showed up in
