@@ -7,6 +7,7 @@ from .attention import *  # noqa: F401,F403
 from .bert import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .classifiers import *  # noqa: F401,F403
+from .distill import *  # noqa: F401,F403
 from .families import *  # noqa: F401,F403
 from .gpt import *  # noqa: F401,F403
 from .kv_cache import *  # noqa: F401,F403
