@@ -1,0 +1,68 @@
+"""Diagram of fine-tuning (chapter 12): one pre-trained encoder, three small heads."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from ._draw import arrow, box, canvas, text
+
+__all__ = ["three_heads"]
+
+GREY = "#444444"
+
+
+def _panel(
+    ax, x0: float, tokens: list[str], title: str, outs: list[str], read: list[int]
+):
+    step, w = 1.05, 0.95
+    text(ax, x0 + len(tokens) * step / 2, 6.55, title, 11.5, weight="bold")
+    for i, tok in enumerate(tokens):
+        x = x0 + i * step
+        box(ax, x, 0.3, w, 0.6, tok, "input", 9)
+        arrow(ax, (x + w / 2, 0.95), (x + w / 2, 1.45), color=GREY)
+        box(ax, x, 3.0, w, 0.6, f"h{i}", "compute", 9)
+        if i in read:
+            arrow(ax, (x + w / 2, 3.65), (x + w / 2, 4.35), color=GREY)
+    box(
+        ax,
+        x0,
+        1.5,
+        len(tokens) * step - (step - w),
+        1.2,
+        "pre-trained encoder\n(all layers trained)",
+        "weight",
+        10,
+    )
+    for i, label in zip(read, outs):
+        x = x0 + i * step
+        box(ax, x - 0.05, 4.4, w + 0.1, 0.6, "W", "output", 9)
+        text(ax, x + w / 2, 5.55, label, 8.5)
+        arrow(ax, (x + w / 2, 5.05), (x + w / 2, 5.3), color=GREY)
+
+
+def three_heads() -> Figure:
+    """Sentence classification reads [CLS], token classification reads every word's
+    first piece, extractive QA scores every context token as start and end
+    (Devlin et al., 2019, figure 4)."""
+    fig, ax = canvas(20.8, 7.0, scale=0.62)
+    ax.set_ylim(-0.4, 7.0)
+    _panel(ax, 0.2, ["[CLS]", "a", "gem", "[SEP]"], "sentence: SST-2", ["P(pos)"], [0])
+    _panel(
+        ax,
+        5.0,
+        ["[CLS]", "to", "den", "##ver", "[SEP]"],
+        "tokens: ATIS slots",
+        ["O", "B-toloc", "ignored"],
+        [1, 2, 3],
+    )
+    _panel(
+        ax,
+        11.0,
+        ["[CLS]", "what", "city", "?", "[SEP]", "to", "den", "##ver", "[SEP]"],
+        "span: question answering",
+        ["s5 e5", "s6 e6", "s7 e7"],
+        [5, 6, 7],
+    )
+    text(ax, 13.0, -0.05, "question (segment A)", 8.5, color=GREY)
+    text(ax, 18.3, -0.05, "context (segment B)", 8.5, color=GREY)
+    return fig

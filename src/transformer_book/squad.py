@@ -1,0 +1,162 @@
+"""Extractive question answering: SQuAD-style scores, the best-span search, and a QA
+set built from ATIS slots (chapter 12).
+
+An extractive reader scores every context token as a possible answer start and end;
+the answer is the span ``(i, j)`` that maximises ``start[i] + end[j]`` with
+``i <= j < i + max_len`` (Devlin et al., 2019, section 4.2). Answers are scored as the
+SQuAD v1.1 evaluation script does (Rajpurkar et al., 2016): after normalisation
+(lower case, no punctuation, no articles *a/an/the*, single spaces), *exact match*
+is 1 if the prediction equals a gold answer, and *F1* is the harmonic mean of
+precision and recall of the shared words; both take the best over the gold answers.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .metrics import bio_spans
+
+__all__ = [
+    "normalize_answer",
+    "exact_match",
+    "f1",
+    "squad_scores",
+    "best_span",
+    "QAExample",
+    "slot_question",
+    "qa_from_slots",
+]
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD v1.1's normalisation: lower case, drop punctuation, drop the articles
+    a/an/the, collapse white space (in that order, as the official script)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    """1.0 if the normalised strings are equal, else 0.0."""
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1(prediction: str, gold: str) -> float:
+    """Word-overlap F1 of the normalised strings (a bag of words: repeats count)."""
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = Counter(pred) & Counter(ref)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_scores(
+    predictions: Sequence[str], golds: Sequence[Sequence[str]]
+) -> dict[str, float]:
+    """Mean exact match and F1 (in [0, 1]); each prediction is scored against the best
+    of its gold answers."""
+    if len(predictions) != len(golds):
+        raise ValueError(
+            f"golds must hold one list of answers per prediction: {len(predictions)} "
+            f"predictions, {len(golds)} gold lists"
+        )
+    if not predictions:
+        raise ValueError("squad_scores needs at least one prediction, got none")
+    if any(len(g) == 0 for g in golds):
+        raise ValueError("every question needs at least one gold answer")
+    em = sum(max(exact_match(p, g) for g in gs) for p, gs in zip(predictions, golds))
+    f = sum(max(f1(p, g) for g in gs) for p, gs in zip(predictions, golds))
+    return {"exact_match": em / len(predictions), "f1": f / len(predictions)}
+
+
+def best_span(
+    start_logits: Tensor,
+    end_logits: Tensor,
+    allowed: Tensor | None = None,
+    max_len: int = 10,
+) -> tuple[Tensor, Tensor]:
+    """The span maximising ``start[i] + end[j]`` with ``i <= j < i + max_len`` and both
+    ends ``allowed`` (the context tokens), searched exactly over all pairs.
+
+    Shapes: start_logits, end_logits, allowed (bool) (B, T) -> start, end (B,) long.
+    """
+    if start_logits.shape != end_logits.shape or start_logits.dim() != 2:
+        raise ValueError(
+            "start_logits and end_logits must both have shape (B, T), got "
+            f"{tuple(start_logits.shape)} and {tuple(end_logits.shape)}"
+        )
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    B, T = start_logits.shape
+    if allowed is None:
+        allowed = torch.ones(B, T, dtype=torch.bool, device=start_logits.device)
+    if allowed.shape != (B, T) or allowed.dtype != torch.bool:
+        raise ValueError(
+            f"allowed must be a bool tensor of shape {(B, T)}, "
+            f"got {allowed.dtype} {tuple(allowed.shape)}"
+        )
+    if not allowed.any(dim=1).all():
+        raise ValueError("allowed must leave at least one position per row")
+    score = start_logits[:, :, None] + end_logits[:, None, :]  # (B, T_start, T_end)
+    i = torch.arange(T, device=start_logits.device)
+    width = i[None, :] - i[:, None]  # (T, T): j - i
+    ok = (width >= 0) & (width < max_len)  # (T, T)
+    ok = ok[None] & allowed[:, :, None] & allowed[:, None, :]  # (B, T, T)
+    score = score.masked_fill(~ok, float("-inf"))
+    flat = score.flatten(1).argmax(dim=1)  # (B,) index into T * T
+    return flat // T, flat % T
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """One extractive question: the context words, the question, and every gold
+    answer as a word span ``(start, end)`` (end exclusive) into the context."""
+
+    context: list[str]
+    question: str
+    answers: list[tuple[int, int]]
+    slot: str
+
+    def answer_texts(self) -> list[str]:
+        return [" ".join(self.context[s:e]) for s, e in self.answers]
+
+
+def slot_question(slot: str) -> str:
+    """A question asking for an ATIS slot type: ``"fromloc.city_name"`` ->
+    ``"what is the fromloc city name?"``."""
+    return "what is the " + re.sub(r"[._]+", " ", slot).strip() + "?"
+
+
+def qa_from_slots(
+    sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[str]]
+) -> list[QAExample]:
+    """One question per slot type present in each tagged sentence; the sentence is the
+    context and every span of that type is a gold answer (as SQuAD lists several).
+    The questions of a sentence stay together, so a split by sentence is a split by
+    query."""
+    if len(sentences) != len(tags):
+        raise ValueError(
+            f"tags must hold one tag list per sentence: {len(sentences)} sentences, "
+            f"{len(tags)} tag lists"
+        )
+    out = []
+    for words, t in zip(sentences, tags):
+        by_type: dict[str, list[tuple[int, int]]] = {}
+        for kind, start, end in bio_spans(t):
+            by_type.setdefault(kind, []).append((start, end))
+        for kind, spans in by_type.items():
+            out.append(QAExample(list(words), slot_question(kind), spans, kind))
+    return out

@@ -1,0 +1,150 @@
+"""Fine-tuning helpers (chapter 12): word pieces with first-sub-word labels, QA
+features that point at the answer, prediction read back per word, gradient norms
+before clipping, overlap filtering, and the exercise checks."""
+
+import pytest
+import torch
+
+from transformer_book import bert, bert_heads, checks, finetune, squad, training
+from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+VOCAB = [
+    *SPECIAL_TOKENS,
+    "to",
+    "den",
+    "##ver",
+    "from",
+    "boston",
+    "a",
+    ".",
+    "m",
+    "what",
+    "is",
+    "the",
+    "city",
+    "?",
+    "at",
+    "5",
+]
+
+
+@pytest.fixture
+def tok():
+    return WordPiece(VOCAB)
+
+
+def test_encode_words_and_first_subword_labels(tok):
+    ids, word_of = finetune.encode_words(tok, ["to", "denver", "a.m."])
+    assert tok.itos[ids[1]] == "den" and tok.itos[ids[2]] == "##ver"
+    assert word_of == [0, 1, 1, 2, 2, 2, 2]  # "a.m." -> a . m .
+    labels = finetune.first_subword_labels(word_of, [3, 4, 5])
+    assert labels == [3, 4, -100, 5, -100, -100, -100]
+    with pytest.raises(ValueError, match="word 2, but there are 2 labels"):
+        finetune.first_subword_labels([0, 1, 2], [1, 2])
+
+
+def test_tagging_round_trip(tok):
+    tags = ["O", "B-toloc", "B-time"]
+    tag_ids = {"O": 0, "B-toloc": 1, "B-time": 2}
+    ex = finetune.tagging_examples(tok, [["to", "denver", "a.m."]], [tags], tag_ids, 16)
+    assert ex[0].labels[0] == -100 and ex[0].labels[1:4] == [0, 1, -100]
+
+    class Oracle(torch.nn.Module):  # scores the gold label of every piece highest
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, ids, types, mask):
+            labels = torch.tensor([[max(x, 0) for x in ex[0].labels]])
+            return torch.nn.functional.one_hot(labels, 3).float() + self.w
+
+    assert finetune.predict_tags(Oracle(), tok, ex, ["O", "B-toloc", "B-time"]) == [
+        tags
+    ]
+
+
+def test_qa_features_point_at_the_answer(tok):
+    qa = squad.qa_from_slots(
+        [["from", "boston", "to", "denver"]], [["O", "B-from", "O", "B-to"]]
+    )
+    f = finetune.qa_features(tok, qa, max_len=32)
+    for feat in f:
+        pieces = feat.encoding.ids[feat.start : feat.end + 1]
+        assert tok.decode(pieces) == feat.example.answer_texts()[0]
+        assert all(feat.context_mask[feat.start : feat.end + 1])
+    assert sum(f[1].context_mask) == 5  # from boston to den ##ver
+    short = finetune.qa_features(tok, qa, max_len=len(f[1].encoding) - 2)
+    assert (short[1].start, short[1].end) == (0, 0)  # answer cut off: points at [CLS]
+
+
+def test_grad_norms_are_measured_before_clipping():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    x = torch.randn(8, 4) * 100
+
+    def loss_fn(m, batch):
+        return m(x).pow(2).mean()
+
+    with finetune.GradNorms(model) as g:
+        training.train(
+            model,
+            [None],
+            loss_fn,
+            3,
+            lr=1e-3,
+            clip=1.0,
+            progress=False,
+            on_step=g.on_step,
+        )
+    assert len(g.norms) == 3 and g.norms[0] > 1.0  # clipping to 1 happened after
+
+
+def test_weight_drift_and_overlap():
+    a, b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    b.load_state_dict(a.state_dict())
+    assert finetune.weight_drift(a, b) == 0.0
+    with torch.no_grad():
+        b.weight.mul_(2)
+        b.bias.mul_(2)
+    assert finetune.weight_drift(b, a) == pytest.approx(1.0)
+    kept = finetune.without_overlap(
+        ["It's a gem. Really.", "dull", "a -LRB- small -RRB- film"], ["it 's a gem ."]
+    )
+    assert kept == ["dull", "a -LRB- small -RRB- film"]
+
+
+def test_classification_batches_and_loss(tok):
+    texts, labels = ["to denver", "from boston", "what city ?", "at 5"], [0, 1, 0, 1]
+    it = finetune.classification_batches(tok, texts, labels, 2, 8, seed=0)
+    seen = [next(it) for _ in range(2)]
+    assert sorted(sum((b["labels"].tolist() for b in seen), [])) == [0, 0, 1, 1]
+    config = bert.BertConfig(
+        vocab_size=len(tok),
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        d_ff=16,
+        max_len=16,
+        dropout=0.0,
+    )
+    model = bert_heads.SequenceClassifier(bert.BertModel(config), 2)
+    assert finetune.classification_loss(model, seen[0]).shape == ()
+    assert len(finetune.predict_classes(model, tok, texts, 8)) == 4
+    with pytest.raises(ValueError, match="batch_size=5"):
+        next(finetune.classification_batches(tok, texts, labels, 5, 8))
+
+
+def test_check_best_span():
+    def right(s, e, L):
+        i, j = squad.best_span(s[None], e[None], max_len=L)
+        return i.item(), j.item()
+
+    checks.check_best_span(right)
+    with pytest.raises(checks.ExerciseError, match="best start and the best end"):
+        checks.check_best_span(lambda s, e, L: (int(s.argmax()), int(e.argmax())))
+
+
+def test_check_first_subword_labels():
+    checks.check_first_subword_labels(finetune.first_subword_labels)
+    with pytest.raises(checks.ExerciseError, match="Every piece got its word's label"):
+        checks.check_first_subword_labels(lambda w, lab: [lab[i] for i in w])

@@ -1,0 +1,152 @@
+"""SQuAD-style scores against the official v1.1 evaluation functions, the best-span
+search against brute force, and the ATIS QA set (chapter 12)."""
+
+import random
+import re
+import string
+from collections import Counter
+
+import pytest
+import torch
+
+from transformer_book import squad
+
+
+# The SQuAD v1.1 evaluation script's functions (Rajpurkar et al., 2016), verbatim in
+# substance: the reference our implementation must equal.
+def official_normalize(s):
+    def remove_articles(text):
+        return re.sub(r"\b(a|an|the)\b", " ", text)
+
+    def white_space_fix(text):
+        return " ".join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return "".join(ch for ch in text if ch not in exclude)
+
+    return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+
+def official_f1(prediction, ground_truth):
+    p = official_normalize(prediction).split()
+    g = official_normalize(ground_truth).split()
+    common = Counter(p) & Counter(g)
+    num_same = sum(common.values())
+    if num_same == 0:
+        return 0
+    precision, recall = num_same / len(p), num_same / len(g)
+    return (2 * precision * recall) / (precision + recall)
+
+
+WORDS = [
+    "The",
+    "a",
+    "an",
+    "Denver",
+    "denver,",
+    "then",
+    "AN",
+    "theatre",
+    "U.S.",
+    "...",
+    "  ",
+    "6:30",
+    "pm",
+    "a.m.",
+    "Boston's",
+    "the-end",
+    "Anna",
+]
+
+
+def random_text(rng):
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6)))
+
+
+def test_normalize_and_scores_equal_the_official_script():
+    rng = random.Random(0)
+    for _ in range(2000):
+        a, b = random_text(rng), random_text(rng)
+        assert squad.normalize_answer(a) == official_normalize(a)
+        assert squad.f1(a, b) == pytest.approx(official_f1(a, b))
+        assert squad.exact_match(a, b) == float(
+            official_normalize(a) == official_normalize(b)
+        )
+
+
+def test_normalisation_examples():
+    assert squad.normalize_answer("The  Denver, CO!") == "denver co"
+    assert (
+        squad.normalize_answer("theatre an Anna") == "theatre anna"
+    )  # whole words only
+    assert squad.exact_match("the Boston", "boston") == 1.0
+    assert squad.f1("flights to boston", "boston") == pytest.approx(0.5)
+    scores = squad.squad_scores(
+        ["boston", "new york"], [["Boston"], ["york", "new york city"]]
+    )
+    assert scores["exact_match"] == pytest.approx(0.5)
+    assert scores["f1"] == pytest.approx((1 + 0.8) / 2)  # best of the golds
+
+
+def test_squad_scores_bad_input():
+    with pytest.raises(ValueError, match="2 predictions, 1 gold lists"):
+        squad.squad_scores(["a", "b"], [["a"]])
+    with pytest.raises(ValueError, match="at least one gold answer"):
+        squad.squad_scores(["a"], [[]])
+
+
+def test_best_span_equals_brute_force():
+    g = torch.Generator().manual_seed(0)
+    for trial in range(50):
+        T, L = 9, 1 + trial % 4
+        s, e = torch.randn(3, T, generator=g), torch.randn(3, T, generator=g)
+        allowed = torch.rand(3, T, generator=g) < 0.7
+        allowed[:, 4] = True
+        bs, be = squad.best_span(s, e, allowed, max_len=L)
+        for b in range(3):
+            best = max(
+                (s[b, i] + e[b, j], i, j)
+                for i in range(T)
+                for j in range(i, min(T, i + L))
+                if allowed[b, i] and allowed[b, j]
+            )
+            assert (bs[b].item(), be[b].item()) == (best[1], best[2])
+            assert bs[b] <= be[b] < bs[b] + L
+
+
+def test_best_span_never_ends_before_it_starts():
+    start = torch.tensor([[0.0, 0.0, 5.0, 0.0]])
+    end = torch.tensor(
+        [[5.0, 0.0, 0.0, 1.0]]
+    )  # the best end comes before the best start
+    s, e = squad.best_span(start, end, max_len=4)
+    assert (s.item(), e.item()) == (2, 3)
+    with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
+        squad.best_span(start, end, max_len=0)
+    with pytest.raises(ValueError, match="shape \\(B, T\\)"):
+        squad.best_span(start[0], end[0])
+    with pytest.raises(ValueError, match="at least one position"):
+        squad.best_span(start, end, torch.zeros(1, 4, dtype=torch.bool))
+
+
+def test_qa_from_slots():
+    words = ["flights", "from", "boston", "to", "denver", "or", "dallas"]
+    tags = [
+        "O",
+        "O",
+        "B-fromloc.city_name",
+        "O",
+        "B-toloc.city_name",
+        "O",
+        "B-toloc.city_name",
+    ]
+    qa = squad.qa_from_slots([words], [tags])
+    assert [q.question for q in qa] == [
+        "what is the fromloc city name?",
+        "what is the toloc city name?",
+    ]
+    assert qa[1].answers == [(4, 5), (6, 7)]
+    assert qa[1].answer_texts() == ["denver", "dallas"]
+    with pytest.raises(ValueError, match="1 sentences, 0 tag lists"):
+        squad.qa_from_slots([words], [])
