@@ -229,7 +229,8 @@ def committed_result(name):
 
 bench = committed_result("nanogpt_throughput.json")
 machine, date = bench["machine"], bench["date"][:10]
-print(f"measured {date}, torch {bench['torch']}, {bench['threads']} threads")
+threads = f"{bench['threads']} thread" + ("s" if bench["threads"] != 1 else "")
+print(f"measured {date}, torch {bench['torch']}, {threads}")
 print(f"on {machine['cpu']}, {machine['cores']} cores")
 print(
     f"same number of parameters as this chapter's model: {bench['parameters'] == n_toy}"
@@ -350,7 +351,7 @@ print({name: int((p > 0).sum()) for name, p in dists.items() if "top" in name})
 # %% tags=["hide-input"]
 shown = dists["model, τ = 1"].topk(10).indices  # the model's 10 most likely characters
 labels = [repr(chars.itos[i])[1:-1].replace(" ", "␣") for i in shown.tolist()]
-fig, axes = plt.subplots(1, 5, figsize=(10.0, 3.0), sharey=True)
+fig, axes = plt.subplots(1, 5, figsize=(10.0, 3.2), sharey=True, layout="constrained")
 for ax, (name, p) in zip(axes, dists.items()):
     ax.bar(range(10), p[shown].numpy(), color=plotting.PALETTE[0])
     ax.set_xticks(range(10), labels, fontsize=8)
@@ -443,16 +444,13 @@ assert gap < 1e-4
 # position embeddings and the final LayerNorm, the head being tied:
 #
 # $$N = n_\text{layers}\,(12 d^2 + 13 d) + (V + T_\text{max})\, d + 2d.$$
-
+#
+#
+#
+# Chapter 10 wrote this formula as `params.gpt_params`; here it meets a real module.
 
 # %%
-def gpt_params(vocab_size, max_len, d_model, n_layers, d_ff=None):
-    """Parameters of a GPT-2-style model (biases, LayerNorm, tied head)."""
-    d, f = d_model, d_ff or 4 * d_model
-    per_block = (4 * d * d + 4 * d) + (2 * d * f + f + d) + 4 * d
-    return n_layers * per_block + (vocab_size + max_len) * d + 2 * d
-
-
+gpt_params = params.gpt_params  # (vocab_size, max_len, d_model, n_layers, d_ff=4d)
 gpt2_small = gpt.GPT(gpt.gpt2_config())  # 12 layers, d_model 768
 print(f"GPT-2 small: formula {gpt_params(50257, 1024, 768, 12):,}, "
       f"counted {params.count_params(gpt2_small):,}")  # fmt: skip
