@@ -32,8 +32,17 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Waits for MathJax, then reports what the reader would see on the page.
 INSPECT = """
 const done = arguments[arguments.length - 1];
-const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise)
-  ? MathJax.startup.promise : Promise.resolve();
+const start = Date.now();
+// Until MathJax's script has run, window.MathJax is only its configuration: wait for
+// MathJax itself (on pages with math), then for its first typesetting.
+const mathjax = () => window.MathJax && MathJax.startup && MathJax.startup.promise;
+const loaded = () => {
+  if (!document.querySelector('.math')) return Promise.resolve();
+  if (mathjax()) return MathJax.startup.promise;
+  if (Date.now() - start > 60000) return Promise.reject('MathJax did not load in 60 s');
+  return new Promise(r => setTimeout(r, 100)).then(loaded);
+};
+const ready = loaded();
 // A MathJax that never finishes (a component that failed to load) or that rejects
 // is reported as the page's problem instead of hanging the driver.
 const waited = new Promise(r => setTimeout(() => r('MathJax did not finish in 60 s'), 60000));
@@ -138,6 +147,8 @@ def _redirect(path: Path) -> str | None:
 
 
 def test_every_page_renders_offline(browser, site):
+    from selenium.webdriver.support.ui import WebDriverWait
+
     html, base = site
     SHOTS.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -156,6 +167,13 @@ def test_every_page_renders_offline(browser, site):
             continue
         browser.get_log("browser")  # drop what earlier pages left
         browser.get(f"{base}/{page}")
+        # on a busy machine get() can return before the new document replaced the old
+        WebDriverWait(browser, 120).until(
+            lambda d, page=page: (
+                d.current_url.endswith(page)
+                and d.execute_script("return document.readyState") == "complete"
+            )
+        )
         seen = browser.execute_async_script(INSPECT)
         errors = [
             e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
