@@ -346,7 +346,13 @@ settings = {
     "top-p, p = 0.9": sampling.top_p_filter(z, 0.9),
 }
 dists = {name: logits.softmax(-1) for name, logits in settings.items()}
-print({name: int((p > 0).sum()) for name, p in dists.items() if "top" in name})
+# how many characters top-p keeps depends on the trained model: check what defines it
+kept = dists["top-p, p = 0.9"] > 0
+p_sorted = dists["model, τ = 1"].sort(descending=True).values  # (V,)
+n_kept = int(kept.sum())
+smallest = bool(p_sorted[: n_kept - 1].sum() < 0.9 <= p_sorted[:n_kept].sum())
+print("top-k keeps", int((dists["top-k, k = 3"] > 0).sum()), "characters")
+print("top-p keeps the fewest most likely characters with mass ≥ 0.9:", smallest)
 
 # %% tags=["hide-input"]
 shown = dists["model, τ = 1"].topk(10).indices  # the model's 10 most likely characters
