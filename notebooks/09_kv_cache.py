@@ -838,7 +838,8 @@ def repeat_kv(x, n_rep):
 # %% tags=["solution", "hide-cell"]
 def repeat_kv(x, n_rep):
     B, G, T, Dh = x.shape
-    # (B, G, 1, T, Dh) -> (B, G, n_rep, T, Dh) -> (B, G·n_rep, T, Dh): kv0, kv0, kv1, kv1
+    # (B, G, 1, T, Dh) -> (B, G, n_rep, T, Dh) -> (B, G·n_rep, T, Dh)
+    # heads in the order kv0, kv0, kv1, kv1, ...
     return x[:, :, None].expand(B, G, n_rep, T, Dh).reshape(B, G * n_rep, T, Dh)
 
 

