@@ -245,48 +245,9 @@ def load_torch_encoder_layer(
         raise ValueError(
             f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
         )
-    sa = layer.self_attn
-    theirs = dict(
-        d_model=sa.embed_dim,
-        n_heads=sa.num_heads,
-        d_ff=layer.linear1.out_features,
-        norm_first=layer.norm_first,
-        norm="layer",  # torch's layers use LayerNorm
-        eps=layer.norm1.eps,
-    )
-    ours = dict(
-        d_model=block.d_model,
-        n_heads=block.attn.n_heads,
-        d_ff=block.ff.d_ff,
-        norm_first=block.norm_first,
-        norm="rms" if isinstance(block.norm1, RMSNorm) else "layer",
-        eps=block.norm1.eps,
-    )
-    if theirs != ours:
-        raise ValueError(
-            f"the layers are built differently: torch layer {theirs}, EncoderBlock {ours}"
-        )
-    if layer.activation is not block.ff.activation:
-        raise ValueError(
-            f"activations differ: torch layer uses {layer.activation}, "
-            f"EncoderBlock uses {block.ff.activation}"
-        )
-    if (
-        sa.in_proj_bias is None
-        or layer.linear1.bias is None
-        or layer.norm1.bias is None
-    ):
-        raise ValueError(
-            "the torch layer was built with bias=False; EncoderBlock always has biases"
-        )
-    D = block.d_model
-    for i, proj in enumerate((block.attn.q_proj, block.attn.k_proj, block.attn.v_proj)):
-        proj.weight.copy_(
-            sa.in_proj_weight[i * D : (i + 1) * D]
-        )  # (D, D) slice of (3D, D)
-        proj.bias.copy_(sa.in_proj_bias[i * D : (i + 1) * D])  # (D,) slice of (3D,)
+    _check_built_alike(block, block.attn, layer)
+    _copy_torch_attention(block.attn, layer.self_attn)
     pairs = [
-        (block.attn.o_proj, sa.out_proj),
         (block.ff.up_proj, layer.linear1),
         (block.ff.down_proj, layer.linear2),
         (block.norm1, layer.norm1),
@@ -482,6 +443,50 @@ class Decoder(nn.Module):
         return weights
 
 
+def _check_built_alike(
+    block: nn.Module,
+    attn: MultiHeadAttention,
+    layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+) -> None:
+    """Raise ``ValueError`` unless ``block`` and torch's ``layer`` are built alike (sizes,
+    norm placement and kind, epsilon, activation, biases): else no copy computes the same."""
+    name = type(block).__name__
+    sa = layer.self_attn
+    theirs = dict(
+        d_model=sa.embed_dim,
+        n_heads=sa.num_heads,
+        d_ff=layer.linear1.out_features,
+        norm_first=layer.norm_first,
+        norm="layer",  # torch's layers use LayerNorm
+        eps=layer.norm1.eps,
+    )
+    ours = dict(
+        d_model=block.d_model,
+        n_heads=attn.n_heads,
+        d_ff=block.ff.d_ff,
+        norm_first=block.norm_first,
+        norm="rms" if isinstance(block.norm1, RMSNorm) else "layer",
+        eps=block.norm1.eps,
+    )
+    if theirs != ours:
+        raise ValueError(
+            f"the layers are built differently: torch layer {theirs}, {name} {ours}"
+        )
+    if layer.activation is not block.ff.activation:
+        raise ValueError(
+            f"activations differ: torch layer uses {layer.activation}, "
+            f"{name} uses {block.ff.activation}"
+        )
+    if (
+        sa.in_proj_bias is None
+        or layer.linear1.bias is None
+        or layer.norm1.bias is None
+    ):
+        raise ValueError(
+            f"the torch layer was built with bias=False; {name} always has biases"
+        )
+
+
 def _copy_torch_attention(mine: MultiHeadAttention, ref: nn.MultiheadAttention) -> None:
     """Split torch's stacked (3·d_model, d_model) in-projection into q, k and v."""
     D = mine.d_model
@@ -510,41 +515,8 @@ def load_torch_decoder_layer(
         raise ValueError(
             f"layer must be a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
         )
-    sa = layer.self_attn
-    theirs = dict(
-        d_model=sa.embed_dim,
-        n_heads=sa.num_heads,
-        d_ff=layer.linear1.out_features,
-        norm_first=layer.norm_first,
-        norm="layer",  # torch's layers use LayerNorm
-        eps=layer.norm1.eps,
-    )
-    ours = dict(
-        d_model=block.d_model,
-        n_heads=block.self_attn.n_heads,
-        d_ff=block.ff.d_ff,
-        norm_first=block.norm_first,
-        norm="rms" if isinstance(block.norm1, RMSNorm) else "layer",
-        eps=block.norm1.eps,
-    )
-    if theirs != ours:
-        raise ValueError(
-            f"the layers are built differently: torch layer {theirs}, DecoderBlock {ours}"
-        )
-    if layer.activation is not block.ff.activation:
-        raise ValueError(
-            f"activations differ: torch layer uses {layer.activation}, "
-            f"DecoderBlock uses {block.ff.activation}"
-        )
-    if (
-        sa.in_proj_bias is None
-        or layer.linear1.bias is None
-        or layer.norm1.bias is None
-    ):
-        raise ValueError(
-            "the torch layer was built with bias=False; DecoderBlock always has biases"
-        )
-    _copy_torch_attention(block.self_attn, sa)
+    _check_built_alike(block, block.self_attn, layer)
+    _copy_torch_attention(block.self_attn, layer.self_attn)
     _copy_torch_attention(block.cross_attn, layer.multihead_attn)
     pairs = [
         (block.ff.up_proj, layer.linear1),
