@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import Tensor
 
-from . import bert, pretraining, training
+from . import bert, pretraining
 from .tokenizer import WordPiece
 
 __all__ = ["MASKINGS", "mlm_batches", "pretrain"]
@@ -130,22 +130,4 @@ def pretrain(
     else:
         batches = mlm_batches(tokenizer, docs, batch_size, max_len, masking, seed)
 
-    def loss_fn(model: bert.BertForPreTraining, batch: dict[str, Tensor]) -> Tensor:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        return bert.pretraining_loss(model, batch, nsp=nsp)[0]
-
-    dev = torch.device(device)
-    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
-        torch.manual_seed(seed)  # initial weights
-        model = bert.BertForPreTraining(config).to(device)
-        training.train(
-            model,
-            batches,
-            loss_fn,
-            steps,
-            lr=lr,
-            weight_decay=0.01,
-            warmup=max(1, steps // 10),
-            decay="linear",
-        )
-    return model
+    return pretraining.train_bert(config, batches, steps, lr, nsp, seed, device)[0]
