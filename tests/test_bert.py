@@ -20,7 +20,8 @@ SMALL = bert.BertConfig(
 )
 
 
-def hf_config(c: bert.BertConfig):
+def hf_config(c: bert.BertConfig, **kw):
+    """transformers' BertConfig for the book's ``c`` (also used by test_bert_heads)."""
     return transformers.BertConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.d_model,
@@ -33,6 +34,7 @@ def hf_config(c: bert.BertConfig):
         hidden_act="gelu",
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
+        **kw,
     )
 
 
