@@ -46,6 +46,7 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
+
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
@@ -276,8 +277,8 @@ assert torch.equal(W[0], W[3])  # the two copies of 'the' have identical rows
 
 # %% [markdown]
 # Every content word draws most on itself, because $x_i\cdot x_i = \lVert
-# x_i\rVert^2$ tends to be the largest score in its row; chapter 2 adds learnable
-# projections that free the layer from that. The short vector of *the* gives small
+# x_i\rVert^2$ tends to be the largest score in its row (exercise 1 asks whether it
+# must be); chapter 2 adds learnable projections that free the layer from that. The short vector of *the* gives small
 # scores everywhere, so it spreads its weight almost evenly. After itself, *fish* draws
 # on *ate* and *ate* on *fish*: without any training, the similarity structure of the
 # vectors is all the layer has to go on. Note also that the two copies of *the* have
@@ -319,24 +320,43 @@ for T in (4, 8, 16):
 # Per pair of words $(i, j)$ the loops make nine calls (two indexings and a product for
 # the score; three indexings, a multiplication, an in-place addition and a write for
 # the average); per word five more (stack, two exponentials, a sum, a division); and two
-# to start. The matrix form makes four calls whatever the length. Now time both on
-# random sentences of increasing length, and divide the loop time by its number of
-# calls:
+# to start. The matrix form makes four calls whatever the length.
+#
+# Before timing anything, a word on clocks. A wall clock also counts the moments in
+# which the operating system gives the processor to *other* programs, so on a busy
+# machine (these pages are executed on a shared one) every measurement longer than a
+# few milliseconds comes out inflated by however busy the machine happens to be. On a
+# CPU we therefore time the CPU seconds our own process spends (`time.process_time`;
+# torch runs on one thread here, so that is the computation's time). On a GPU,
+# `benchmark.median_time` waits for the GPU to finish and reads the wall clock.
+
+
+# %%
+def median_seconds(fn, repeats: int = 5) -> float:
+    """Median seconds of fn() after one warm-up: CPU time on a CPU, else wall clock."""
+    return benchmark.median_time(fn, repeats, device=run.device, clock="auto")
+
+
+clock = "CPU" if run.device.type == "cpu" else "wall-clock"
+print(f"timings on {run.device.type}: {clock} seconds")
+
+# %% [markdown]
+# Now time both on random sentences of increasing length, and divide the loop time by
+# its number of calls:
 
 # %% tags=["nbval-ignore-output"]
 loop_times, matrix_times = [], []
 for T in lengths:
     Xr = torch.randn(T, 64, device=run.device)
-    loops = lambda: self_attention_loops(Xr)
-    loop_times.append(benchmark.median_time(loops, repeats=3, device=run.device))
-    matrix = lambda: self_attention_matrix(Xr)
-    matrix_times.append(benchmark.median_time(matrix, repeats=20, device=run.device))
+    loop_times.append(median_seconds(lambda: self_attention_loops(Xr), repeats=3))
+    matrix_times.append(median_seconds(lambda: self_attention_matrix(Xr), repeats=20))
 calls = [9 * T**2 + 5 * T + 2 for T in lengths]
 per_call = [t / n for t, n in zip(loop_times, calls)]
 speedups = [lt / mt for lt, mt in zip(loop_times, matrix_times)]
 print("     T |  loops ms | matrix ms | speed-up | loop µs per torch call")
 for T, lt, mt, s, pc in zip(lengths, loop_times, matrix_times, speedups, per_call):
     print(f"{T:6d} | {lt * 1e3:9.2f} | {mt * 1e3:9.3f} | {s:8.0f} | {pc * 1e6:6.1f}")
+assert min(speedups) > 1  # the matrix form was the faster one at every length
 report.glue("speedup_min", min(speedups), "{:.0f}")
 report.glue("speedup_max", max(speedups), "{:.0f}")
 report.glue("us_per_call_min", min(per_call) * 1e6, "{:.1f}")
@@ -349,7 +369,7 @@ ax.loglog(lengths, matrix_times, "s-", label="softmax(X Xᵀ) X")
 ax.set_xticks(lengths, [str(T) for T in lengths])
 ax.minorticks_off()
 ax.set_xlabel("sentence length T")
-ax.set_ylabel("seconds (median)")
+ax.set_ylabel(f"{clock} seconds (median)")
 ax.set_title(f"Parameter-free self-attention on {run.device.type}, d = 64")
 ax.legend()
 plt.show()
@@ -358,10 +378,9 @@ plt.show()
 # On the machine that executed this page, the matrix form was {glue:text}`speedup_min`
 # to {glue:text}`speedup_max` times faster over these lengths, and the loop version
 # spent between {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per
-# torch call (the spread is the machine's noise: these pages are executed on a shared
-# one). The loop time is the number of calls, $9T^2 + 5T + 2$, times microseconds of
-# overhead each, while the arithmetic of one call (64 multiply-adds at most) takes
-# nanoseconds.
+# torch call, at every length. The loop time is the number of calls, $9T^2 + 5T + 2$,
+# times that fixed overhead per call, while the arithmetic of one call (64
+# multiply-adds at most) takes nanoseconds.
 #
 # So this speed-up measures **Python and dispatch overhead**, not the absence of a
 # sequential chain: no step of the loop version waits for the result of another pair,
@@ -427,8 +446,9 @@ for T in (8, 32, 128):
 # from the first word to the last output is the path of the table's last column: $T$
 # steps through the recurrent states, one step through attention.
 #
-# Does that show up in time? PyTorch's `nn.GRU` runs its loop over time steps inside a
-# compiled kernel, so Python overhead is gone and only the chain remains. We time one
+# Does that show up in time? PyTorch's `nn.GRU` runs its loop over time steps in C++
+# (in cuDNN on a GPU): no Python call per step, though every step still launches a
+# few small operations, and the chain of $T$ steps remains. We time one
 # GRU layer against one multi-head attention layer (chapter 2's, with its four
 # projections) on a batch of sentences, for growing $T$. The two differ in arithmetic
 # too, and the table says how: per token, the GRU does $12d^2$ floating-point operations
@@ -467,8 +487,8 @@ rnn_times, att_times = [], []
 with torch.no_grad():
     for T in rnn_lengths:
         xs = torch.randn(rnn_batch, T, rnn_width, device=run.device)  # (B, T, d)
-        rnn_times.append(benchmark.median_time(lambda: gru(xs), 5, device=run.device))
-        att_times.append(benchmark.median_time(lambda: mha(xs), 5, device=run.device))
+        rnn_times.append(median_seconds(lambda: gru(xs)))
+        att_times.append(median_seconds(lambda: mha(xs)))
 rates = {
     "GRU": [
         gru_flops(rnn_batch, T, rnn_width) / t for T, t in zip(rnn_lengths, rnn_times)
@@ -493,12 +513,17 @@ print(f"at T = {rnn_lengths[-1]}: attention was {verdict},")
 print(f"at {rate_ratio:.1f} times the GRU's FLOP per second")
 report.glue("att_verdict", verdict)
 report.glue("rate_ratio", rate_ratio, "{:.1f}")
+# the prose compares arithmetic: attention does more than the GRU exactly when T > d
+for T in rnn_lengths:
+    more = attention_flops(1, T, rnn_width) > gru_flops(1, T, rnn_width)
+    assert more == (rnn_width < T)
 
 # %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
 ax1.loglog(rnn_lengths, rnn_times, "o-", label="GRU")
-ax1.loglog(rnn_lengths, att_times, "s-", label="multi-head attention")
-ax1.set(xlabel="sentence length T", ylabel="seconds (median)", title="Time per layer")
+ax1.loglog(rnn_lengths, att_times, "s-", label="attention")
+ax1.set(xlabel="sentence length T", ylabel=f"{clock} seconds (median)")
+ax1.set_title("Time per layer")
 for name, marker in (("GRU", "o-"), ("attention", "s-")):
     ax2.semilogx(rnn_lengths, [r / 1e9 for r in rates[name]], marker, label=name)
 ax2.set(xlabel="sentence length T", ylabel="GFLOP per second", title="Arithmetic rate")
@@ -517,7 +542,7 @@ plt.show()
 # use a processor poorly; attention's work comes in a few large products. On the
 # machine that executed this page (its device is printed by the chapter's first code
 # cell), at the longest length attention ran at {glue:text}`rate_ratio` times the
-# GRU's rate, and was {glue:text}`att_verdict`. Time is arithmetic divided by rate:
+# GRU's rate, and was {glue:text}`att_verdict`. Time is arithmetic divided by rate;
 # past $T = d$ the GRU does less arithmetic than attention, and whether the arithmetic
 # or the rate matters more depends on the hardware and on $T$.
 #
@@ -621,25 +646,33 @@ print("attention(permute(X)) == permute(attention(X)): 16 random sentences, True
 # inputs against the reference; when an answer is wrong, the check says what is
 # typically wrong with it. The worked solutions are folded away below each stub.
 #
-# ### Exercise 1: the weight matrix
+# ### Exercise 1: can a word outweigh itself? (predict, then construct)
 #
-# Write `attention_weights(X)` that takes $X$ of shape $(T, d)$ and returns the
-# $T\times T$ matrix $\mathrm{softmax}(XX^\top)$, softmax along each row.
+# In *the man ate the fish*, every content word put its largest weight on itself.
+# **Predict** before you write code: is that guaranteed? In a sentence of two words
+# $x$ and $y$, can the row of $x$ in $\mathrm{softmax}(XX^\top)$ put more weight on $y$
+# than on $x$ itself? If so, what must $y$ be like? (Compare the two scores of that
+# row, $x\cdot x$ and $x\cdot y$, and recall $x\cdot y = \lVert x\rVert\,\lVert
+# y\rVert\cos\theta$.)
+#
+# Then write `outweigh(x)`: given a word vector $x$ of shape $(d,)$, return a $y$ of
+# the same shape that wins the row of $x$. The check tries it on several random words
+# and, if it fails, says why.
 
 
 # %%
-def attention_weights(X):
+def outweigh(x):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def attention_weights(X):
-    return (X @ X.T).softmax(dim=-1)
+def outweigh(x):
+    return 2 * x  # x · 2x = 2‖x‖² > ‖x‖² = x · x
 
 
 # %%
-checks.check_self_attention_weights(attention_weights)
+checks.check_outweigh_self(outweigh)
 
 # %% [markdown]
 # ### Exercise 2: sentences that see each other (break and fix)
@@ -669,9 +702,10 @@ print("output for sentence 1 unchanged:", same)
 
 # %% [markdown]
 # It changes: the $(B\cdot T)\times(B\cdot T)$ score matrix of the flat version also
-# scores every word against the words of *other* sentences. Reshaping back, or calling
-# `self_attention_matrix` on the (B, T, d) batch, fixes it. Fix it differently here,
-# keeping the single flat product: a boolean **mask** says which keys each query may
+# scores every word against the words of *other* sentences. Calling
+# `self_attention_matrix` on the (B, T, d) batch itself would fix it (its products are
+# batched over the first axis). Fix it differently here, keeping the single flat
+# product: a boolean **mask** says which keys each query may
 # use (True = may attend), and masked scores get weight 0 (chapter 2 builds masks in
 # general). Write `same_sentence_mask(B, T)` returning the $(B\cdot T)\times(B\cdot T)$
 # boolean mask that is True exactly where the query's and the key's rows of the flat
@@ -726,7 +760,8 @@ checks.check_cosine_attention(cosine_attention)
 #   bias=None, scale=None)`: the general form of this chapter's formula, returning
 #   `(output, weights)`; chapter 2 explains the scale, the mask and the bias.
 # - `transformer_book.plotting.attention_map(weights, tokens)`: the heatmap used above.
-# - `transformer_book.benchmark.median_time(fn)`: the timer behind the speed
-#   comparisons.
+# - `transformer_book.benchmark.median_time(fn)`: the synchronised wall-clock timer
+#   behind the speed comparisons on a GPU (on a CPU, this chapter's `median_seconds`
+#   counts CPU time).
 # - `transformer_book.diagrams.attention.self_attention_matrix_form()` and
 #   `recurrence_vs_attention()`: the two diagrams of this chapter.

@@ -23,9 +23,12 @@
 # residual connection, layer normalisation and a feed-forward network. After this
 # chapter you will be able to:
 #
-# - measure why residual connections let gradients reach the first layer of a deep stack;
-# - write LayerNorm from scratch and say how it differs from BatchNorm;
-# - assemble the post-norm block ("Add & Norm") and check it against
+# - predict, from the initialisation alone, how fast gradients vanish in a plain deep
+#   stack, and measure what residual connections add beyond that: an identity path for
+#   the gradient and a stack that still trains when it is deep;
+# - write LayerNorm from scratch and say how it differs from BatchNorm, in training and
+#   in evaluation;
+# - assemble the post-norm block ("Add & Norm", with dropout) and check it against
 #   `torch.nn.TransformerEncoderLayer` with copied weights;
 # - stack blocks into an encoder;
 # - count a transformer's parameters in closed form, and show that the count does not
@@ -43,13 +46,25 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
-import time
+import math
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from transformer_book import attention, blocks, checks, masks, norms, params, runtime
+from transformer_book import (
+    attention,
+    benchmark,
+    blocks,
+    checks,
+    diagrams,
+    masks,
+    norms,
+    params,
+    plotting,
+    report,
+    runtime,
+)
 
 
 def show(t: torch.Tensor, digits: int = 3):
@@ -62,25 +77,24 @@ device = "auto"  # "auto": cuda when available, else cpu
 profile = "auto"  # "auto": full on a GPU, quick on a CPU
 
 # %%
-run = runtime.setup(device, profile, seed=0)
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)
 print(run)
-d_model, n_heads, d_ff = (
-    16,
-    4,
-    64,
-)  # small sizes for the block: the checks below take milliseconds
-depths = [1, 2, 4, 8, 16, 32, 64]  # stack depths in the residual experiment
-depth_width = run.pick(
-    quick=64, full=256
-)  # d_model of the deep stacks in the residual experiment
-n_seeds = run.pick(
-    quick=1, full=5
-)  # the full profile averages the experiment over several initialisations
+# small sizes for the block: the checks below take milliseconds
+d_model, n_heads, d_ff = 16, 4, 64
+# gradients through deep stacks: depths 1, 2, 4, ..., the stacks' width, seeds
+depths = [2**k for k in range(run.pick(quick=7, full=8))]
+grad_width = run.pick(quick=64, full=256)
+n_seeds = run.pick(quick=3, full=5)
+# training deep stacks: depths, width, Adam updates
+train_depths = run.pick(quick=[2, 16], full=[2, 16, 64])
+train_width, train_steps = run.pick(quick=(16, 200), full=(32, 500))
+print("depths:", depths, " trained at depths:", train_depths)
 
 # %% [markdown]
 # ## The block at a glance
 #
-# For an input $X$ of shape (B, T, d_model), the encoder block of the original paper computes
+# For an input $X$ of shape (B, T, d_model), the encoder block of the original paper
+# computes
 #
 # $$
 # H = \mathrm{LayerNorm}\big(X + \mathrm{MultiHead}(X)\big), \qquad
@@ -89,8 +103,15 @@ n_seeds = run.pick(
 #
 # Each line is a sublayer ("MultiHead", then "FFN") followed by what the paper's figure
 # calls **Add & Norm**: add the sublayer's input back to its output, then normalise.
-# The output has the same shape as the input. Here is the package's block, which this
-# chapter takes apart piece by piece:
+# The output has the same shape as the input, so the block can be repeated $N$ times.
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "The post-norm encoder block drawn bottom to top. The input x of shape (B, T, d_model) goes through multi-head self-attention and dropout; a residual path carries x around both to an addition, followed by LayerNorm (Add & Norm). The same pattern repeats with the feed-forward network. A dashed frame marks the block, repeated N times; the output has the shape of the input."}}
+diagrams.blocks.encoder_block(norm_first=False)
+plt.show()
+
+# %% [markdown]
+# Here is the package's block, which this chapter takes apart piece by piece. The
+# `Dropout` entries are switched off (p = 0) here; section 4 explains them.
 
 # %%
 block = blocks.EncoderBlock(d_model, n_heads, d_ff)
@@ -102,130 +123,452 @@ print(block)
 # %% [markdown]
 # ## 1. Residual connections
 #
-# A residual (or skip) connection {cite}`he2016deep` adds a sublayer's input to its output:
+# A residual (or skip) connection {cite}`he2016deep` adds a sublayer's input to its
+# output:
 #
 # $$
 # y = x + F(x).
 # $$
 #
 # The sublayer $F$ only has to learn a *change* to $x$; doing nothing is as easy as
-# setting $F$ to zero. The real reason it matters shows in backpropagation. The Jacobian
-# of $y$ with respect to $x$ is
+# setting $F$ to zero. In backpropagation, the Jacobian of $y$ with respect to $x$ is
 #
 # $$
 # \frac{\partial y}{\partial x} = I + \frac{\partial F}{\partial x},
 # $$
 #
-# so however small $\partial F / \partial x$ is, the identity passes the gradient
-# through unchanged. Let us confirm the formula on a small sublayer (a two-layer MLP,
-# the feed-forward network of section 3):
+# so besides whatever path leads through $F$, the identity passes the gradient through
+# unchanged. Let us confirm the formula on a small sublayer (a two-layer MLP, the
+# feed-forward network of section 3):
 
 # %%
 sublayer = blocks.FeedForward(4, 8)
 x1 = torch.randn(4)  # one token with 4 features
 J_F = torch.autograd.functional.jacobian(sublayer, x1)  # (4, 4): ∂F/∂x
-J_res = torch.autograd.functional.jacobian(
-    lambda v: v + sublayer(v), x1
-)  # (4, 4): ∂(x + F(x))/∂x
+# (4, 4): ∂(x + F(x))/∂x
+J_res = torch.autograd.functional.jacobian(lambda v: v + sublayer(v), x1)
 torch.testing.assert_close(J_res, torch.eye(4) + J_F)
-print("∂(x + F(x))/∂x equals I + ∂F/∂x:", torch.allclose(J_res, torch.eye(4) + J_F))
+print("∂(x + F(x))/∂x == I + ∂F/∂x:", torch.allclose(J_res, torch.eye(4) + J_F))
 
 # %% [markdown]
 # Through $L$ stacked sublayers the chain rule multiplies $L$ such Jacobians. Without
-# residuals the product $\prod_l \partial F_l / \partial x$ tends to shrink (or grow)
-# geometrically with $L$; with them, every factor $I + \partial F_l/\partial x$ keeps an
-# identity path open.
+# the identity, the product $\prod_l \partial F_l / \partial x$ shrinks or grows
+# geometrically with $L$, at a rate set by how much each sublayer scales what passes
+# through it. At the start of training that rate is set by the initialisation, so we
+# work it out before we test what the residual connection changes.
 #
-# **Experiment.** Stack $L$ feed-forward sublayers (PyTorch's default initialisation)
-# in three ways: plain, $x \leftarrow F(x)$; residual,
-# $x \leftarrow x + F(x)$; and residual followed by LayerNorm,
-# $x \leftarrow \mathrm{LayerNorm}(x + F(x))$, the Add & Norm of the block. Send the
-# same random gradient $g$ down from the top, i.e. backpropagate the loss
+# ### One sublayer at initialisation
+#
+# `nn.Linear(fan_in, fan_out)` draws every weight (and bias) uniformly from
+# $[-1/\sqrt{\text{fan\_in}},\, 1/\sqrt{\text{fan\_in}}]$, a distribution of variance
+# $1/(3\,\text{fan\_in})$. Follow the second moment $q = \mathbb{E}[x_i^2]$ of a token
+# through the feed-forward sublayer $d \to 4d \to d$ (the biases are small; we ignore
+# them):
+#
+# - `up_proj` sums $d$ products of a weight and an input: $d \cdot \frac{1}{3d}\, q =
+#   q/3$;
+# - the ReLU zeroes the negative half of a symmetric distribution and keeps half the
+#   second moment: $q/6$;
+# - `down_proj` sums $4d$ products: $4d \cdot \frac{1}{12 d} \cdot \frac{q}{6} =
+#   q/18$.
+#
+# Backpropagation multiplies by the same matrices, transposed, and the same ReLU mask,
+# so the gradient's second moment shrinks by the same factor,
+# $\frac{d}{12d} \cdot \frac{1}{2} \cdot \frac{4d}{3d} = \frac{1}{18}$. Measured on one
+# sublayer of width 256 and 4,096 random tokens:
+
+
+# %% tags=["nbval-ignore-output"]
+def gains(ff: blocks.FeedForward, n_tokens: int = 4096) -> tuple[float, float]:
+    """Second moment out / in of one sublayer, (forward, backward), on random tokens."""
+    x = torch.randn(n_tokens, ff.d_model, requires_grad=True)  # E[x²] = 1
+    y = ff(x)
+    g = torch.randn_like(y)  # a gradient arriving from above
+    y.backward(g)
+    forward = y.pow(2).mean() / x.pow(2).mean()
+    return forward.item(), (x.grad.pow(2).mean() / g.pow(2).mean()).item()
+
+
+wide_ff = blocks.FeedForward(256, 4 * 256)  # PyTorch's default initialisation
+w_var, (fwd, bwd) = wide_ff.up_proj.weight.var().item(), gains(wide_ff)
+print(f"variance of up_proj's weights {w_var:.3e}, 1/(3·fan_in) = {1 / (3 * 256):.3e}")
+print(
+    f"second moment out/in: forward {fwd:.4f}, backward {bwd:.4f}; 1/18 = {1 / 18:.4f}"
+)
+assert abs(w_var * 3 * 256 - 1) < 0.02
+assert abs(18 * fwd - 1) < 0.1 and abs(18 * bwd - 1) < 0.1
+
+# %% [markdown]
+# The gradient's norm therefore shrinks by $\sqrt{18}$ per sublayer. The gradient that
+# reaches the first sublayer of a plain stack of 64 passes back through the other 63:
+
+# %%
+shrink = math.sqrt(18)  # per sublayer, for the gradient's norm
+print(f"√18 = {shrink:.2f}; √18^63 = 10^{63 * math.log10(shrink):.1f}")
+
+# %% [markdown]
+# Forty orders of magnitude, from the initialisation alone. A fair test of residual
+# connections must separate their effect from this one.
+#
+# ### A variance-preserving initialisation
+#
+# He et al. {cite}`he2015delving` choose the weights' variance so that the second
+# moment survives a layer followed by a ReLU: $2/\text{fan\_in}$, twice what the ReLU
+# takes away. `down_proj` has no ReLU after it, so it gets $1/\text{fan\_in}$, and the
+# biases start at zero. The sublayer's gain is then
+# $d \cdot \frac{2}{d} \cdot \frac{1}{2} \cdot 4d \cdot \frac{1}{4d} = 1$, forward and
+# backward. Below, "He" names this initialisation and "default" PyTorch's.
+
+
+# %% tags=["nbval-ignore-output"]
+def he_init_(ff: blocks.FeedForward) -> blocks.FeedForward:
+    """Variance-preserving init, in place: 2/fan_in before the ReLU, 1/fan_in after."""
+    nn.init.kaiming_normal_(ff.up_proj.weight, nonlinearity="relu")  # 2 / d
+    nn.init.normal_(ff.down_proj.weight, std=ff.d_ff**-0.5)  # 1 / (4d)
+    nn.init.zeros_(ff.up_proj.bias)
+    nn.init.zeros_(ff.down_proj.bias)
+    return ff
+
+
+fwd, bwd = gains(he_init_(wide_ff))
+print(f"He init, second moment out/in: forward {fwd:.3f}, backward {bwd:.3f}")
+assert abs(fwd - 1) < 0.1 and abs(bwd - 1) < 0.1
+
+# %% [markdown]
+# ### Gradients through deep stacks
+#
+# **Experiment.** Stack $L$ feed-forward sublayers in three ways: *plain*,
+# $x \leftarrow F(x)$; *residual*, $x \leftarrow x + F(x)$; and *residual +
+# LayerNorm*, $x \leftarrow \mathrm{LayerNorm}(x + F(x))$, the Add & Norm of the block
+# (torch's `layer_norm`, which section 2 checks against ours). Initialise each both
+# ways. Send a random gradient $g$ down from the top, i.e. backpropagate
 # $\ell = \sum g \odot y$ with $y$ the stack's output, and measure the norm of the
-# gradient that reaches the first layer's weight matrix,
-# $\lVert \partial \ell / \partial W_1^{(1)} \rVert$. We compute in float64 so that tiny
+# gradient that reaches the first layer's weights,
+# $\lVert \partial \ell / \partial W_1^{(1)} \rVert$, and the stack's input,
+# $\lVert \partial \ell / \partial x \rVert$. We compute in float64 so that tiny
 # gradients do not underflow to zero.
+#
+# To run all seeds at once, the weights of one stack per seed are stacked along a
+# leading seed axis $S$; the matrix products then run every seed's stack side by side.
+# Each stack is still built from `blocks.FeedForward` modules:
+
+# %%
+ARCHS = ["plain", "residual", "residual + LayerNorm"]
+INITS = ["default", "He"]
+
+
+def make_stacks(depth: int, d: int, init: str, seeds, dtype=torch.float32) -> list:
+    """One stack of `depth` FeedForward(d, 4d) per seed, weights stacked by seed.
+
+    Returns [W1, b1, W2, b2] of shapes (S, depth, d, 4d), (S, depth, 1, 4d),
+    (S, depth, 4d, d) and (S, depth, 1, d): leaf tensors, ready to train."""
+    per_seed = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        ffs = [blocks.FeedForward(d, 4 * d) for _ in range(depth)]
+        if init == "He":
+            ffs = [he_init_(f) for f in ffs]
+        # nn.Linear computes x @ weight.T + bias: W1 = up_proj.weight.T
+        W1 = torch.stack([f.up_proj.weight.T for f in ffs])  # (depth, d, 4d)
+        b1 = torch.stack([f.up_proj.bias[None] for f in ffs])  # (depth, 1, 4d)
+        W2 = torch.stack([f.down_proj.weight.T for f in ffs])  # (depth, 4d, d)
+        b2 = torch.stack([f.down_proj.bias[None] for f in ffs])  # (depth, 1, d)
+        per_seed.append([W1, b1, W2, b2])
+    stacked = [torch.stack(p).to(run.device, dtype) for p in zip(*per_seed)]
+    return [p.detach().requires_grad_() for p in stacked]  # leaves we can train
+
+
+def stack_forward(x: torch.Tensor, weights: list, arch: str, skip_only=False):
+    """Run every seed's stack. Shapes: x (N, d) or (S, N, d) -> (S, N, d).
+    skip_only: detach every F(x), so that gradients flow through the skip path only."""
+    for W1, b1, W2, b2 in zip(*(w.unbind(1) for w in weights)):  # layer by layer
+        f = torch.relu(x @ W1 + b1) @ W2 + b2  # (S, N, d): the sublayer F(x)
+        f = f.detach() if skip_only else f
+        x = f if arch == "plain" else x + f
+        if arch == "residual + LayerNorm":
+            x = nn.functional.layer_norm(x, x.shape[-1:])  # γ = 1, β = 0
+    return x
+
+
+W = make_stacks(3, 8, "He", seeds=range(2))  # 2 seeds, 3 layers, d = 8
+y = stack_forward(torch.ones(5, 8), W, "plain")  # 5 tokens
+print([tuple(w.shape) for w in W], "->", tuple(y.shape))
 
 
 # %%
-def first_layer_gradient(
-    depth: int, mode: str, d: int, seed: int
-) -> tuple[float, float]:
-    """Stack `depth` feed-forward sublayers; return (‖∂ℓ/∂W of layer 1‖, std of the stack's output)."""
-    torch.manual_seed(seed)
-    layers = nn.ModuleList(blocks.FeedForward(d, 4 * d) for _ in range(depth)).to(
-        run.device, torch.float64
-    )
-    norm = norms.LayerNorm(d).to(
-        run.device, torch.float64
-    )  # γ = 1, β = 0: no effect beyond standardising
-    x = torch.randn(
-        4, 8, d, dtype=torch.float64, device=run.device
-    )  # (B, T, d): 4 sequences of 8 tokens
-    for F_l in layers:
-        if mode == "plain":
-            x = F_l(x)
-        elif mode == "residual":
-            x = x + F_l(x)
-        else:  # "residual + LayerNorm"
-            x = norm(x + F_l(x))
-    g = torch.randn_like(x)  # the gradient arriving from above, ∂ℓ/∂y
-    (x * g).sum().backward()
-    return layers[0].up_proj.weight.grad.norm().item(), x.std().item()
+def gradients(depth: int, arch: str, init: str, d: int, seeds) -> torch.Tensor:
+    """Per seed: ‖∂ℓ/∂W1‖ of layer 1, ‖∂ℓ/∂x‖/‖g‖, the same through the skip path
+    alone, and the output's std. Shape (4, S)."""
+    W = make_stacks(depth, d, init, seeds, torch.float64)
+    x = torch.randn(len(seeds), 16, d, dtype=torch.float64, device=run.device)
+    x.requires_grad_()  # (S, N, d): 16 random tokens for each stack
+    y = stack_forward(x, W, arch)
+    g = torch.randn_like(y)  # the gradient arriving from above, ∂ℓ/∂y
+    (y * g).sum().backward()
+    norm = lambda t: t.flatten(1).norm(dim=1)  # (S,): one norm per seed
+    grad_W1 = norm(W[0].grad[:, 0])  # W[0] holds every W1; [:, 0] is layer 1's
+    out_std = y.detach().flatten(1).std(1)  # (S,)
+    skip = torch.zeros_like(out_std)  # a plain stack has no skip path
+    if arch != "plain":  # backpropagate g again, through the skip path alone
+        x0 = x.detach().requires_grad_()
+        (stack_forward(x0, W, arch, skip_only=True) * g).sum().backward()
+        skip = norm(x0.grad) / norm(g)
+    return torch.stack([grad_W1, norm(x.grad) / norm(g), skip, out_std])
 
 
-modes = ["plain", "residual", "residual + LayerNorm"]
-results = {
-    m: torch.tensor(
-        [
-            [first_layer_gradient(L, m, depth_width, s) for s in range(n_seeds)]
-            for L in depths
-        ]
-    )
-    for m in modes
-}  # each (len(depths), n_seeds, 2)
-grad_norm = {
-    m: r[..., 0].log().mean(dim=1).exp() for m, r in results.items()
-}  # geometric mean over seeds
-out_std = {m: r[..., 1].mean(dim=1) for m, r in results.items()}
-print(f"gradient norm at layer 1; width d = {depth_width}, {n_seeds} initialisation(s)")
-print(f"{'depth':>5} " + " ".join(f"{m:>22}" for m in modes))
+stats = {
+    (arch, init): torch.stack(
+        [gradients(L, arch, init, grad_width, range(n_seeds)) for L in depths]
+    ).cpu()
+    for arch in ARCHS
+    for init in INITS
+}
+print("per stack, (depths, 4, seeds):", tuple(stats["plain", "He"].shape))
+
+# %% [markdown]
+# The gradient at the first layer, as the geometric mean over the seeds:
+
+# %% tags=["nbval-ignore-output"]
+grad = {k: v[:, 0] for k, v in stats.items()}  # (depths, seeds): ‖∂ℓ/∂W1‖
+mean = {k: g.log10().mean(1) for k, g in grad.items()}  # log10 of the geometric mean
+short = {"plain": "plain", "residual": "residual", "residual + LayerNorm": "res. + LN"}
+print(f"{'':>3}" + "".join(f"{short[k[0]]:>13}" for k in stats))
+print(f"{'L':>3}" + "".join(f"{k[1]:>13}" for k in stats))
 for i, L in enumerate(depths):
-    print(f"{L:>5} " + " ".join(f"{grad_norm[m][i].item():>22.3g}" for m in modes))
-print("standard deviation of the stack's output")
-for i, L in enumerate(depths):
-    print(f"{L:>5} " + " ".join(f"{out_std[m][i].item():>22.3f}" for m in modes))
+    print(f"{L:>3}" + "".join(f"{10 ** mean[k][i].item():>13.3g}" for k in stats))
+spread = max(
+    (g.log10().amax(1) - g.log10().amin(1)).max().item() for g in grad.values()
+)
+print(f"largest spread over the seeds: ×{10**spread:.1f} (max / min)")
+# predicted for plain, default: a factor √18 per sublayer on the way down
+drop = (mean["plain", "default"][0] - mean["plain", "default"][-1]).item()
+predicted = (depths[-1] - 1) * math.log10(shrink)
+print(f"plain, default: {drop:.1f} orders of magnitude lost; predicted {predicted:.1f}")
+assert abs(drop - predicted) < 2
+for k in [("plain", "He"), *[("residual + LayerNorm", i) for i in INITS]]:
+    assert (mean[k] - mean[k][0]).abs().max() < 1, k  # within one order of magnitude
+# residual, default: the gradient grows by (19/18)^(1/2) per sublayer (see below)
+Ls = torch.tensor(depths, dtype=torch.float64)
+growth = mean["residual", "default"] - mean["residual", "default"][0]
+assert (growth - (Ls - 1) / 2 * math.log10(19 / 18)).abs().max() < 0.3
+assert (mean["residual", "He"][-1] - mean["residual", "He"][0]) > 6
+report.glue("plain_drop", drop, "{:.1f}")
+report.glue("plain_predicted", predicted, "{:.1f}")
 
 # %% tags=["hide-input"]
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-for m, style in zip(modes, ["o-", "s-", "^-"]):
-    ax1.semilogy(depths, grad_norm[m], style, label=m)
-    ax2.plot(depths, out_std[m], style, label=m)
+colors = dict(zip(ARCHS, plotting.PALETTE))
+style = {"default": dict(ls="-", marker="o"), "He": dict(ls="--", marker="s")}
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
+for (arch, init), g in grad.items():
+    kw = dict(color=colors[arch], ms=4, **style[init])
+    ax1.plot(depths, 10 ** mean[arch, init], label=f"{arch}, {init}", **kw)
+    ax1.fill_between(depths, g.amin(1), g.amax(1), color=colors[arch], alpha=0.2)
+    if (arch, init) not in [("plain", "default"), ("residual", "He")]:
+        relative = 10 ** (mean[arch, init] - mean[arch, init][0])
+        ax2.plot(depths, relative, label=f"{arch}, {init}", **kw)
+predicted = (19 / 18) ** ((Ls - 1) / 2)
+ax2.plot(depths, predicted, ":", color="black", label=r"$(19/18)^{(L-1)/2}$")
 ax1.set(
-    xlabel="depth L (number of stacked sublayers)",
+    yscale="log",
     ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
-    title="Gradient reaching the first layer",
+    title="Gradient at the first layer",
 )
 ax2.set(
-    xlabel="depth L (number of stacked sublayers)",
-    ylabel="standard deviation of the output",
-    title="Size of the signal at the top",
+    ylim=(0, None),
+    ylabel="‖∂ℓ/∂W‖, relative to depth 1",
+    title="The well-behaved stacks, linear scale",
 )
-ax1.legend()
-ax2.legend()
+for ax in (ax1, ax2):
+    ax.set_xscale("log", base=2)
+    ax.set(xticks=depths, xticklabels=depths, xlabel="depth L (stacked sublayers)")
+ax1.legend(fontsize=8, loc="lower left")
+ax2.legend(fontsize=8, loc="upper left")
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Left: without residuals the gradient at the first layer collapses by many orders of
-# magnitude as the stack gets deeper, so the first layers would barely learn. With
-# residuals it stays within one order of magnitude of its value at depth 1 (it creeps
-# up, as the signal does on the right); with Add & Norm it barely changes.
+# **Plain stacks.** With PyTorch's default initialisation the gradient at the first
+# layer falls by {glue:text}`plain_drop` orders of magnitude between depth 1 and the
+# deepest stack: the {glue:text}`plain_predicted` that the factor 1/18 of one sublayer
+# predicts. With He initialisation the same plain stack keeps its gradient within one
+# order of magnitude at every depth (dashed blue, right). The geometric collapse comes
+# from the initialisation, not from the lack of residual connections.
 #
-# Right: the residual stream has a cost. Every sublayer adds its output to the sum, so
-# the values grow with depth. Normalising after each addition keeps them at a standard
-# deviation of one without closing the gradient path. That normalisation is the next
-# section.
+# **What the residual connection buys.** Unroll the Jacobians of a residual stack, with
+# $J_l = \partial F_l / \partial x$:
+#
+# $$
+# \frac{\partial \ell}{\partial x_0}
+# = (I + J_1)^\top \cdots (I + J_L)^\top g
+# = g + \sum_l J_l^\top g + \dots
+# $$
+#
+# The first term is the gradient from the top, carried down untouched by the skip
+# connections; every other term passes through at least one sublayer. At a random
+# initialisation those terms are uncorrelated with $g$, so on average they add to its
+# squared norm instead of cancelling it: $\lVert \partial \ell / \partial x_0 \rVert
+# \gtrsim \lVert g \rVert$, at any depth and whatever the scale of the initialisation.
+# The table gives the ratio for every stack at the largest depth (mean over seeds) and
+# the smallest at any depth and seed; the *skip term* alone, measured by the same
+# backward pass with every sublayer's output detached so that only the skip path
+# carries the gradient; and the standard deviation of each stack's output:
+
+# %% tags=["nbval-ignore-output"]
+ratio = {k: v[:, 1] for k, v in stats.items()}  # ‖∂ℓ/∂x‖/‖g‖, (depths, seeds)
+skip = {k: v[:, 2] for k, v in stats.items()}  # the same, skip path only
+out_std = {k: v[:, 3].log().mean(1).exp() for k, v in stats.items()}  # geometric mean
+L = depths[-1]
+print(f"{'':<30}{'‖∂ℓ/∂x‖ / ‖g‖':>22}{'skip term':>13}{'std of':>10}")
+print(f"{'':<30}{f'L = {L}':>10}{'min, any L':>12}{f'L = {L}':>13}{'output':>10}")
+widths = [10, 12, 13, 10]
+for k in stats:
+    row = [ratio[k][-1].mean(), ratio[k].min(), skip[k][-1].mean(), out_std[k][-1]]
+    cells = "".join(f"{v:>{w}.3g}" for v, w in zip(row, widths))
+    print(f"{', '.join(k):<30}{cells}")
+for k in [("residual", "default"), ("residual", "He")]:
+    torch.testing.assert_close(skip[k], torch.ones_like(skip[k]))  # the skip term is g
+    assert ratio[k].min() >= 1, k  # never below the skip term, at any depth or seed
+post = {init: ("residual + LayerNorm", init) for init in INITS}
+assert skip[post["He"]][-1].max() < 2 ** (-L / 4)  # the skip term all but vanishes
+assert skip[post["default"]][-1].max() < 0.5
+assert min(ratio[k].min() for k in post.values()) > 0.1  # carried by the sublayers
+# the stream's growth: (1 + 1/18) or (1 + 1) times the second moment per sublayer
+growth = {"default": (19 / 18) ** (L / 2), "He": 2 ** (L / 2)}
+for init, pred in growth.items():
+    print(
+        f"residual, {init}: output std {out_std['residual', init][-1]:.3g}, "
+        f"predicted {pred:.3g}"
+    )
+    assert abs(math.log2(out_std["residual", init][-1] / pred)) < 1
+assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
+
+# %% [markdown]
+# Without normalisation the skip term is $g$ itself (a ratio of exactly 1), and the
+# residual stacks never fall below it, at any depth or seed, with either
+# initialisation.
+#
+# **What it does not buy: a sensible scale.** Every residual layer adds its branch's
+# variance to the stream. Under He initialisation the branch is as large as the stream,
+# so the second moment doubles with every layer: the output's standard deviation grows
+# as $2^{L/2}$ and the gradient with it (the steep dashed curve on the left). PyTorch's
+# default makes each branch small, 1/18 of the stream, so the stream grows only as
+# $(19/18)^{L/2}$, and the gradient likewise (right panel, dotted). LayerNorm after each
+# sum, the Add & Norm of the block, pins the stream at standard deviation 1 and keeps
+# the gradient flat with either initialisation.
+#
+# In the Add & Norm stack the skip path is no longer an identity: it passes through
+# every LayerNorm, and each divides by the standard deviation of its sum, $\sqrt{2}$
+# per layer under He initialisation. The skip-term column shows what is left of it at
+# the largest depth: almost nothing under He initialisation, much less than $g$ under
+# the default. The gradient that still reaches the input is carried by the sublayers.
+# Chapter 6 comes back to this, and to the other arrangement, pre-norm, whose skip path
+# stays an identity.
+#
+# ### Does a deep stack train?
+#
+# A healthy gradient at the start is necessary, not sufficient. The real test is
+# training. Each stack now learns a fixed random function, a small "teacher" network
+# $y = 1.5 \tanh(xA)\,B$ with $x \in \mathbb{R}^{d}$, from fresh random inputs at
+# every step, with a linear read-out on top (as a real model has an output layer). The
+# loss is the mean squared error as a fraction of the target's variance: 1.0 is no
+# better than predicting the average. For each stack, the learning rate of Adam is
+# chosen from five, $3 \cdot 10^{-4}$ to $3 \cdot 10^{-2}$, on a dev set of inputs; a
+# separate test set reports.
+
+# %%
+gen = torch.Generator().manual_seed(1234)  # the task's own random numbers
+d = train_width
+A = torch.randn(d, 2 * d, generator=gen) / math.sqrt(d)  # the teacher's weights
+B_teacher = torch.randn(2 * d, d, generator=gen) / math.sqrt(2 * d)
+train_x = torch.randn(train_steps, 32, d, generator=gen)  # a fresh batch every step
+dev_x, test_x = torch.randn(2, 1024, d, generator=gen)  # (1024, d) each
+A, B_teacher, train_x, dev_x, test_x = (
+    t.to(run.device) for t in (A, B_teacher, train_x, dev_x, test_x)
+)
+
+
+def teacher(x: torch.Tensor) -> torch.Tensor:
+    """The function to learn. Shapes: (..., d) -> (..., d)."""
+    return 1.5 * torch.tanh(x @ A) @ B_teacher
+
+
+print(f"{train_steps} batches of {tuple(train_x.shape[1:])}; dev and test sets of")
+print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
+
+
+# %%
+def train_stacks(depth: int, arch: str, init: str, lr: float, seeds) -> list:
+    """Train one stack plus a linear read-out per seed with Adam; return the
+    [dev, test] losses, each (S,), as fractions of the target's variance."""
+    W = make_stacks(depth, train_width, init, seeds)
+    heads = [nn.Linear(train_width, train_width) for _ in seeds]  # default init
+    W_out = torch.stack([h.weight.T for h in heads]).detach()  # (S, d, d)
+    b_out = torch.stack([h.bias[None] for h in heads]).detach()  # (S, 1, d)
+    head = [p.to(run.device).requires_grad_() for p in (W_out, b_out)]
+    predict = lambda x: stack_forward(x, W, arch) @ head[0] + head[1]  # (S, N, d)
+    optimiser = torch.optim.Adam([*W, *head], lr=lr)
+    for x in train_x:
+        # one loss per stack, summed: each stack's weights get its own loss's gradient
+        loss = (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)).sum()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    with torch.no_grad():
+        return [
+            (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)) / teacher(x).var()
+            for x in (dev_x, test_x)
+        ]
+
+
+ARMS = [
+    ("plain", "default"),
+    ("plain", "He"),
+    ("residual", "default"),
+    ("residual + LayerNorm", "default"),
+]
+lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+test_loss, best_lr = {}, {}
+for depth in train_depths:
+    for arm in ARMS:
+        dev, test = zip(*(train_stacks(depth, *arm, lr, range(n_seeds)) for lr in lrs))
+        dev = torch.stack(dev).mean(1).nan_to_num(torch.inf)  # (lrs,): mean over seeds
+        best = int(dev.argmin())  # the learning rate is chosen on the dev set
+        best_lr[depth, arm], test_loss[depth, arm] = lrs[best], test[best].cpu()
+print(len(test_loss), "trained settings ×", n_seeds, "seeds")
+
+# %% tags=["nbval-ignore-output"]
+print(f"test loss / variance of the target, mean ± std over {n_seeds} seeds")
+for (depth, arm), t in test_loss.items():
+    lr, name = best_lr[depth, arm], ", ".join(arm)
+    print(f"depth {depth:>2}  {name:<30} lr {lr:.0e}  {t.mean():.3f} ± {t.std():.3f}")
+shallow, deep = train_depths[0], train_depths[1:]
+assert all(test_loss[shallow, arm].max() < 0.5 for arm in ARMS)  # shallow: all learn
+for depth in deep:
+    plain = torch.cat([test_loss[depth, arm] for arm in ARMS[:2]])
+    residual = torch.cat([test_loss[depth, arm] for arm in ARMS[2:]])
+    assert residual.max() < plain.min()  # every residual run beats every plain run
+    assert test_loss[depth, ARMS[0]].min() > 0.95  # the default plain stack: nothing
+    assert test_loss[depth, ARMS[1]].min() > test_loss[shallow, ARMS[1]].max()
+for name, arm in [("plain_he", ARMS[1]), ("residual", ARMS[2]), ("res_ln", ARMS[3])]:
+    report.glue(f"deep_{name}", test_loss[deep[0], arm].mean().item(), "{:.2f}")
+report.glue("shallow_plain_he", test_loss[shallow, ARMS[1]].mean().item(), "{:.2f}")
+report.glue("deep_depth", deep[0])
+
+# %% [markdown]
+# At depth 2 every stack learns the function, plain ones included. At depth
+# {glue:text}`deep_depth` the default-initialised plain stack learns nothing: its output
+# hardly depends on its input any more (the product of Jacobians that starves the first
+# layer's gradient also shrinks $\lVert \partial\ell/\partial x \rVert$, as the
+# table showed). With He initialisation the plain stack has a healthy gradient and does
+# learn something, but reaches a loss of {glue:text}`deep_plain_he`, worse than its own
+# 2-layer version ({glue:text}`shallow_plain_he`), while the residual stacks of the
+# same depth reach {glue:text}`deep_residual` and {glue:text}`deep_res_ln` (with a fresh
+# batch at every step nothing is overfitted: the test loss measures what training
+# reached). He et al. saw the same with deep convolutional networks whose gradients
+# were kept healthy by BatchNorm: deeper plain networks trained to a *higher training
+# error* than shallower ones, and residual connections removed that "degradation"
+# {cite}`he2016deep`. That, more than the size of the gradient at step 0, is what
+# residual connections buy: a network that keeps training as it gets deeper.
 
 # %% [markdown]
 # ## 2. Layer normalisation
@@ -245,36 +588,58 @@ plt.show()
 # offset it passes on.
 
 
-# %%
+# %% tags=["nbval-ignore-output"]
 def layer_norm(
     x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
 ) -> torch.Tensor:
-    """Normalise over the last axis (the features of each token). Shapes: x (..., d), gamma, beta (d,)."""
+    """Normalise over the last axis (each token's features).
+    Shapes: x (..., d), gamma, beta (d,)."""
     mu = x.mean(dim=-1, keepdim=True)  # (..., 1): one mean per token
-    var = ((x - mu) ** 2).mean(
-        dim=-1, keepdim=True
-    )  # (..., 1): biased variance, divides by d
+    # (..., 1): biased variance, divides by d
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
     return gamma * (x - mu) / torch.sqrt(var + eps) + beta  # (..., d)
 
 
 scales = torch.tensor([0.1, 1.0, 100.0])
-tokens = (
-    torch.randn(3, 8) * scales[:, None] + 5
-)  # 3 tokens of 8 features, on very different scales
+# 3 tokens of 8 features, on very different scales
+tokens = torch.randn(3, 8) * scales[:, None] + 5
 y = layer_norm(tokens, torch.ones(8), torch.zeros(8))  # γ = 1, β = 0
 for i, scale in enumerate(scales.tolist()):
+    before, after = tokens[i], y[i]
     print(
-        f"token at scale {scale:>5g}: mean {tokens[i].mean():7.2f} -> {show(y[i].mean(), 2):5.2f}, "
-        f"std {tokens[i].std(unbiased=False):8.4f} -> {y[i].std(unbiased=False):.4f}"
+        f"token at scale {scale:>5g}: "
+        f"mean {before.mean():7.2f} -> {show(after.mean(), 2):5.2f}, "
+        f"std {before.std(unbiased=False):8.4f} -> {after.std(unbiased=False):.4f}"
     )
+assert y.mean(-1).abs().max() < 1e-5  # every token: mean 0 ...
+assert (y[1:].std(-1, unbiased=False) - 1).abs().max() < 1e-4  # ... and std 1
+assert y[0].std(unbiased=False) < 0.9999  # ... except the smallest, a little below
 
 # %% [markdown]
-# Every token now has mean 0 and standard deviation 1, whatever its scale before (the
-# token at scale 0.1 stays a little below 1: its variance, about 0.004, is only a few
-# hundred times $\epsilon$, so adding $\epsilon$ under the root shrinks its standard deviation
-# by about 0.1 %). The package's `norms.LayerNorm` is the same
-# computation as a module, with $\gamma$ and $\beta$ as parameters; it should agree with
-# our function, and with PyTorch's own, for any $\gamma$ and $\beta$:
+# Every token now has mean 0 and standard deviation 1, whatever its scale before,
+# except that the token at scale 0.1 stays a little below 1. That is $\epsilon$ at
+# work: its variance is small enough that adding $\epsilon$ under the root matters,
+# and it leaves the standard deviation at $\sqrt{\sigma^2 / (\sigma^2 + \epsilon)}$:
+
+# %% tags=["nbval-ignore-output"]
+eps = 1e-5
+var = tokens[0].var(unbiased=False)  # σ² of the token at scale 0.1
+expected = torch.sqrt(var / (var + eps))  # its standard deviation after LayerNorm
+print(f"σ² = {var:.5f} = {var / eps:.0f} ε;  √(σ²/(σ² + ε)) = {expected:.5f}")
+torch.testing.assert_close(y[0].std(unbiased=False), expected)
+report.glue("ln_var", var.item(), "{:.4f}")
+report.glue("ln_var_eps", (var / eps).item(), "{:.0f}")
+report.glue("ln_shrink", 100 * (1 - expected).item(), "{:.2f}")
+
+# %% [markdown]
+# The variance, {glue:text}`ln_var`, is only {glue:text}`ln_var_eps` times $\epsilon$,
+# so $\epsilon$ shrinks this token's standard deviation by
+# {glue:text}`ln_shrink` %. For tokens of ordinary scale the effect is invisible. The
+# package's `norms.LayerNorm` is the same computation as a module, with $\gamma$ and
+# $\beta$ as parameters. It hands the arithmetic to PyTorch's `F.layer_norm`, one fused
+# operation instead of the chain of small ones above (faster; chapter 6 times it), so
+# what matters is that it agrees with our function, and with PyTorch's own, for any
+# $\gamma$ and $\beta$:
 
 # %%
 ln = norms.LayerNorm(d_model)
@@ -283,16 +648,11 @@ with torch.no_grad():
     ln.bias.normal_(0.0, 0.5)  # ... and β, as after some training
 x = torch.randn(2, 5, d_model) * 3 + 1  # (B, T, d_model)
 torch.testing.assert_close(layer_norm(x, ln.weight, ln.bias), ln(x))
-torch.testing.assert_close(
-    ln(x), nn.functional.layer_norm(x, (d_model,), ln.weight, ln.bias)
-)
+torch_ln = nn.functional.layer_norm(x, (d_model,), ln.weight, ln.bias)
+torch.testing.assert_close(ln(x), torch_ln)
 print("ours == norms.LayerNorm == torch's layer_norm")
-print(
-    {name: tuple(p.shape) for name, p in ln.named_parameters()},
-    "->",
-    params.count_params(ln),
-    "= 2 · d_model",
-)
+shapes = {name: tuple(p.shape) for name, p in ln.named_parameters()}
+print(shapes, "->", params.count_params(ln), "= 2 · d_model")
 
 # %% [markdown]
 # ### LayerNorm is not BatchNorm
@@ -308,44 +668,90 @@ print(
 #
 # Apply both to one tensor and look along each axis:
 
-# %%
-x = torch.randn(2, 3, 4) * torch.tensor([1.0, 5.0, 0.2, 2.0]) + torch.tensor(
-    [0.0, 3.0, -1.0, 10.0]
-)  # (B, T, D)
+# %% tags=["nbval-ignore-output"]
+scale = torch.tensor([1.0, 5.0, 0.2, 2.0])  # each feature's standard deviation ...
+shift = torch.tensor([0.0, 3.0, -1.0, 10.0])  # ... and mean
+x = torch.randn(2, 3, 4) * scale + shift  # (B, T, D)
 ln_out = norms.LayerNorm(4)(x)
 bn = nn.BatchNorm1d(4)  # wants the features on axis 1: (B, D, T)
 bn_out = bn(x.transpose(1, 2)).transpose(1, 2)  # (B, T, D) -> (B, D, T) -> (B, T, D)
-print(
-    "LayerNorm: mean of each token   ", show(ln_out.mean(dim=-1).flatten())
-)  # B·T = 6 values
-print("           mean of each feature ", show(ln_out.mean(dim=(0, 1))))  # D = 4 values
+print("LayerNorm: mean of each token   ", show(ln_out.mean(dim=-1).flatten()))  # B·T
+print("           mean of each feature ", show(ln_out.mean(dim=(0, 1))))  # D values
 print("BatchNorm: mean of each token   ", show(bn_out.mean(dim=-1).flatten()))
 print("           mean of each feature ", show(bn_out.mean(dim=(0, 1))))
+assert (
+    ln_out.mean(dim=-1).abs().max() < 1e-5
+    and bn_out.mean(dim=(0, 1)).abs().max() < 1e-5
+)
+assert ln_out.mean(dim=(0, 1)).abs().max() > 0.1 and bn_out.mean(-1).abs().max() > 0.1
 
 # %% [markdown]
 # LayerNorm centres every token; BatchNorm centres every feature. That difference has
 # consequences for text. With BatchNorm a token's output depends on the *other*
-# sentences in the batch (and on their padding), and evaluation must switch to running
-# averages collected during training. LayerNorm has neither problem. Change sentence 1
+# sentences in the batch (and on their padding). LayerNorm does not. Change sentence 1
 # and watch sentence 0:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 x_other = x.clone()
 x_other[1] = 10 * torch.randn(3, 4)  # replace the other sentence in the batch
 ln_change = (norms.LayerNorm(4)(x_other)[0] - ln_out[0]).abs().max().item()
-bn_change = (
-    (bn(x_other.transpose(1, 2)).transpose(1, 2)[0] - bn_out[0]).abs().max().item()
-)
+bn_other = bn(x_other.transpose(1, 2)).transpose(1, 2)  # (B, T, D)
+bn_change = (bn_other[0] - bn_out[0]).abs().max().item()
 print(
-    f"change in sentence 0's output: LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}"
+    f"change in sentence 0's output: "
+    f"LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}"
 )
-bn.eval()  # evaluation mode: BatchNorm switches to its running averages
-bn_eval_change = (bn(x.transpose(1, 2)).transpose(1, 2) - bn_out).abs().max().item()
+assert ln_change == 0 and bn_change > 0.1
+
+# %% [markdown]
+# BatchNorm has a second complication. At evaluation time there may be no batch to take
+# statistics from (one sentence at a time), so BatchNorm also keeps *running averages*
+# of the statistics it sees in training, and uses those after `bn.eval()`. Each call in
+# training mode moves them 10 % of the way towards the current batch's statistics
+# (PyTorch's `momentum=0.1`), starting from mean 0 and variance 1. Our `bn` has seen
+# two batches so far, `x` and then `x_other`, so its running mean is
+# $0.9 \cdot 0.1\, m_1 + 0.1\, m_2$, with $m_1, m_2$ the two batches' feature means:
+# still far from the data.
+
+# %%
+m1, m2 = x.mean(dim=(0, 1)), x_other.mean(dim=(0, 1))  # (D,): the batches' means
 print(
-    f"same input, train vs eval mode: BatchNorm output changes by {bn_eval_change:.3g}"
+    "running mean == 0.09·m1 + 0.1·m2:",
+    torch.allclose(bn.running_mean, 0.09 * m1 + 0.1 * m2),
 )
 
 # %% [markdown]
+# Evaluation mode would normalise with these half-formed averages. They become useful
+# only after many training batches. Feed `bn` 300 more batches of sentences drawn like
+# `x` (feature means 0, 3, −1, 10 and standard deviations 1, 5, 0.2, 2), then compare
+# the two modes on one new batch:
+
+# %% tags=["nbval-ignore-output"]
+sample = lambda B: (torch.randn(B, 3, 4) * scale + shift).transpose(1, 2)  # (B, D, T)
+for _ in range(300):  # training mode: each call updates the running averages
+    bn(sample(8))
+print("running mean:", show(bn.running_mean, 2), " data:", show(shift, 2))
+print("running std: ", show(bn.running_var.sqrt(), 2), " data:", show(scale, 2))
+batch = sample(8)  # (B, D, T): 8 new sentences
+train_mode = bn(batch)  # normalised with this batch's statistics
+bn.eval()
+eval_mode = bn(batch)  # normalised with the running averages
+mu, sd = bn.running_mean[:, None], (bn.running_var[:, None] + bn.eps).sqrt()  # (D, 1)
+torch.testing.assert_close(eval_mode, (batch - mu) / sd)  # γ = 1 and β = 0: untrained
+change = (train_mode - eval_mode).abs().max().item()
+print(
+    f"the same batch, training vs evaluation mode: outputs differ by up to {change:.2f}"
+)
+assert ((bn.running_mean - shift).abs() < 0.3 * scale).all()
+assert ((bn.running_var.sqrt() / scale - 1).abs() < 0.3).all() and change > 0.01
+
+# %% [markdown]
+# The running averages now track the data's statistics, and evaluation mode normalises
+# with them. Even so, a sentence gets a different output in training and in
+# evaluation, because a batch's statistics are not the averages. LayerNorm computes the
+# same thing in both modes, with no state at all, which is one reason transformers use
+# it.
+#
 # ## 3. The feed-forward sublayer
 #
 # The second sublayer is a two-layer network applied to every position separately, with
@@ -365,19 +771,21 @@ print(
 
 # %%
 def feed_forward(x, W1, b1, W2, b2):
-    """max(0, x W1 + b1) W2 + b2. Shapes: x (..., d_model), W1 (d_model, d_ff), W2 (d_ff, d_model)."""
+    """max(0, x W1 + b1) W2 + b2.
+    Shapes: x (..., d_model), W1 (d_model, d_ff), W2 (d_ff, d_model)."""
     hidden = torch.relu(x @ W1 + b1)  # (..., d_ff)
     return hidden @ W2 + b2  # (..., d_model)
 
 
 ff = blocks.FeedForward(d_model, d_ff)
 x = torch.randn(2, 5, d_model)  # (B, T, d_model)
-ff_out = feed_forward(
-    x, ff.up_proj.weight.T, ff.up_proj.bias, ff.down_proj.weight.T, ff.down_proj.bias
-)
+up, down = ff.up_proj, ff.down_proj
+ff_out = feed_forward(x, up.weight.T, up.bias, down.weight.T, down.bias)
 torch.testing.assert_close(ff_out, ff(x))
+hidden = tuple(up(x).shape)
 print(
-    f"{tuple(x.shape)} -> hidden {tuple(ff.up_proj(x).shape)} -> {tuple(ff_out.shape)}; equals blocks.FeedForward"
+    f"{tuple(x.shape)} -> hidden {hidden} -> {tuple(ff_out.shape)}; "
+    "equals blocks.FeedForward"
 )
 
 # %% [markdown]
@@ -387,15 +795,11 @@ print(
 
 # %%
 alone = ff(x[:, 2:3])  # (B, 1, d_model): token 2 without its neighbours
-print(
-    "token 2 alone == token 2 in the sentence:",
-    torch.allclose(alone[:, 0], ff(x)[:, 2], atol=1e-6),
-)
+same = torch.allclose(alone[:, 0], ff(x)[:, 2], atol=1e-6)
+print("token 2 alone == token 2 in the sentence:", same)
 perm = torch.randperm(5)  # a shuffled token order
-print(
-    "FFN(shuffled tokens) == shuffled FFN(tokens):",
-    torch.allclose(ff(x[:, perm]), ff(x)[:, perm], atol=1e-6),
-)
+same = torch.allclose(ff(x[:, perm]), ff(x)[:, perm], atol=1e-6)
+print("FFN(shuffled tokens) == shuffled FFN(tokens):", same)
 
 # %% [markdown]
 # ## 4. Add & Norm: the post-norm block
@@ -417,16 +821,12 @@ print(
 def post_norm_block(
     x: torch.Tensor, block: blocks.EncoderBlock, mask=None
 ) -> torch.Tensor:
-    """Add & Norm around attention, then around the feed-forward network. Shapes: (B, T, D) -> (B, T, D)."""
+    """Add & Norm around attention, then around the feed-forward network.
+    Shapes: (B, T, D) -> (B, T, D)."""
     a = block.attn(x, mask=mask)[0]  # (B, T, D): multi-head self-attention
     h = layer_norm(x + a, block.norm1.weight, block.norm1.bias)  # Add & Norm 1
-    f = feed_forward(
-        h,
-        block.ff.up_proj.weight.T,
-        block.ff.up_proj.bias,
-        block.ff.down_proj.weight.T,
-        block.ff.down_proj.bias,
-    )  # (B, T, D)
+    up, down = block.ff.up_proj, block.ff.down_proj
+    f = feed_forward(h, up.weight.T, up.bias, down.weight.T, down.bias)  # (B, T, D)
     return layer_norm(h + f, block.norm2.weight, block.norm2.bias)  # Add & Norm 2
 
 
@@ -454,14 +854,12 @@ x = torch.randn(3, 6, d_model)  # (B, T, d_model)
 lengths = torch.tensor([6, 4, 2])  # real tokens per sentence; the rest is padding
 keep = masks.padding_mask(lengths, 6)  # (B, 1, 1, T), True = may attend
 torch.testing.assert_close(ours(x), torch_layer(x), atol=1e-5, rtol=1e-5)
-got, ref = (
-    ours(x, mask=keep),
-    torch_layer(x, src_key_padding_mask=~keep[:, 0, 0]),
-)  # (B, T): True = ignore
+got = ours(x, mask=keep)
+ref = torch_layer(x, src_key_padding_mask=~keep[:, 0, 0])  # (B, T): True = ignore
 for b, n in enumerate(lengths.tolist()):  # compare the real tokens
     torch.testing.assert_close(got[b, :n], ref[b, :n], atol=1e-5, rtol=1e-5)
 print(
-    "EncoderBlock == nn.TransformerEncoderLayer (atol 1e-5), without and with a padding mask"
+    "EncoderBlock == nn.TransformerEncoderLayer (atol 1e-5), without and with padding"
 )
 
 # %% [markdown]
@@ -475,11 +873,63 @@ print("mean per token:", show(y.mean(-1).flatten()))
 print("std per token: ", show(y.std(-1, unbiased=False).flatten()))
 
 # %% [markdown]
-# The other arrangement, **pre-norm**, normalises the input of each sublayer instead,
-# $x + F(\mathrm{LayerNorm}(x))$; the package builds it with `norm_first=True`, and
-# a later chapter compares the two. Exercise 2 below asks you to write it.
+# ### Dropout
+#
+# The block printed at the top of the chapter holds three `Dropout` modules. Dropout
+# {cite}`srivastava2014dropout` is a regulariser: in training it sets each entry of a
+# tensor to zero with probability $p$ and multiplies the others by $1/(1-p)$, so every
+# entry keeps its expected value; in evaluation it does nothing. The original block
+# applies it to the output of each sublayer, *before* the output is added to the
+# residual stream and normalised (and to the sum of the token and position embeddings),
+# with $p = 0.1$ {cite}`vaswani2017attention`:
+#
+# $$
+# H = \mathrm{LayerNorm}\big(X + \mathrm{Dropout}(\mathrm{MultiHead}(X))\big).
+# $$
+#
+# `blocks.EncoderBlock(..., dropout=p)` does exactly that (`dropout1`, `dropout2`,
+# drawn in the diagram above) and, like `nn.TransformerEncoderLayer`, also drops
+# entries of the feed-forward network's hidden layer (`ff.dropout`) and of the
+# attention weights. A module's `.train()` and `.eval()` switch the mode:
+
+# %% tags=["nbval-ignore-output"]
+drop = nn.Dropout(p=0.1)  # a new module is in training mode
+z = drop(torch.ones(100_000))
+zeroed, kept = (z == 0).float().mean().item(), z[z > 0].unique()
+print(
+    f"training: {zeroed:.3f} of the entries zeroed, "
+    f"the others = {show(kept, 4)} = 1/0.9"
+)
+print(f"          mean {z.mean():.3f} (the input's mean is 1)")
+drop.eval()
+print("evaluation: output == input:", torch.equal(drop(torch.ones(5)), torch.ones(5)))
+assert abs(zeroed - 0.1) < 0.005 and abs(z.mean() - 1) < 0.01
+torch.testing.assert_close(kept, torch.tensor([1 / 0.9]))
 
 # %% [markdown]
+# In a block, dropout makes training mode random and evaluation mode deterministic, and
+# in evaluation the block computes exactly what the same weights compute without
+# dropout:
+
+# %%
+noisy = blocks.EncoderBlock(d_model, n_heads, d_ff, dropout=0.1)  # training mode
+x = torch.randn(2, 5, d_model)  # (B, T, d_model)
+print("training mode, two calls agree:  ", torch.equal(noisy(x), noisy(x)))
+noisy.eval()
+print("evaluation mode, two calls agree:", torch.equal(noisy(x), noisy(x)))
+clean = blocks.EncoderBlock(d_model, n_heads, d_ff, dropout=0.0).eval()
+clean.load_state_dict(noisy.state_dict())  # the same weights, no dropout
+print("evaluation == no dropout:        ", torch.equal(noisy(x), clean(x)))
+
+# %% [markdown]
+# The other arrangement, **pre-norm**, normalises the input of each sublayer instead,
+# $x + F(\mathrm{LayerNorm}(x))$, so that the skip path runs from the block's input to
+# its output untouched; the package builds it with `norm_first=True`, and Exercise 2
+# below asks you to write it. Post-norm is the fragile one in deep stacks: at
+# initialisation the gradients of its parameters near the output are large, so it
+# needs a learning-rate warm-up to train well, and pre-norm can do without one
+# {cite}`xiong2020layer`. Chapter 6 measures both.
+#
 # ## 5. Stacking blocks
 #
 # A block maps (B, T, d_model) to (B, T, d_model), so its output can be the next block's
@@ -496,7 +946,8 @@ torch_encoder = nn.TransformerEncoder(
     num_layers=n_layers,
     enable_nested_tensor=False,
 )
-# torch's constructor deep-copies one layer n_layers times; give every layer its own random weights
+# torch's constructor deep-copies one layer n_layers times: give every layer its own
+# random weights
 torch_encoder.layers = nn.ModuleList(
     nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True)
     for _ in range(n_layers)
@@ -598,7 +1049,8 @@ print(f"{'total (formula = module)':<24}{total:>12,}")
 
 # %%
 class TokenEncoder(nn.Module):
-    """Token embeddings followed by an encoder stack. Shapes: ids (B, T) -> (B, T, d_model)."""
+    """Token embeddings followed by an encoder stack.
+    Shapes: ids (B, T) -> (B, T, d_model)."""
 
     def __init__(
         self, vocab_size: int, n_layers: int, d_model: int, n_heads: int, d_ff: int
@@ -612,49 +1064,35 @@ class TokenEncoder(nn.Module):
 
 
 vocab_size = 1000
-model = (
-    TokenEncoder(vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64)
-    .to(run.device)
-    .eval()
-)
+model = TokenEncoder(vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64)
+model = model.to(run.device).eval()
 print(sorted({tuple(p.shape) for p in model.parameters()}), "<- every parameter shape")
+n_params = params.count_params(model)
 print(
-    "closed form:",
-    params.encoder_params(2, 32, 64, vocab_size),
-    " module:",
-    params.count_params(model),
+    "closed form:", params.encoder_params(2, 32, 64, vocab_size), " module:", n_params
 )
 
 # %%
-seconds = {}
-with (
-    torch.no_grad()
-):  # warm-up, so that one-time start-up costs do not count against T = 10
-    model(torch.zeros(1, 10, dtype=torch.long, device=run.device))
+ids = {}
 for T in (10, 10_000):
-    ids = torch.randint(
-        0, vocab_size, (1, T), device=run.device
-    )  # (1, T): one sequence of T tokens
-    start = time.perf_counter()
+    ids[T] = torch.randint(0, vocab_size, (1, T), device=run.device)  # (1, T) token ids
     with torch.no_grad():
-        out = model(ids)  # (1, T, d_model)
-    finite = bool(
-        out.isfinite().all()
-    )  # (reading the result also waits for a GPU to finish)
-    seconds[T] = time.perf_counter() - start
+        out = model(ids[T])  # (1, T, d_model)
     print(
-        f"T = {T:>6,}: output {tuple(out.shape)}, finite: {finite}, "
-        f"parameters: {params.count_params(model):,}, attention weights per head: {T * T:,}"
+        f"T = {T:>6,}: output {tuple(out.shape)}, finite: {bool(out.isfinite().all())}"
     )
+    print(f"{'':>11}parameters {n_params:,}, attention weights per head {T * T:,}")
 
 # %% [markdown]
 # The parameter count is the same for both lengths; what grows with $T$ is the work.
 # Each head computes $T^2$ attention weights, a million times more for the long input
-# (a later chapter deals with that cost). The time the two calls above took on this machine
-# (for 10 tokens it is mostly the fixed cost of calling a few dozen operations):
+# (a later chapter deals with that cost). The time one call takes on this machine (for
+# 10 tokens it is mostly the fixed cost of calling a few dozen operations):
 
 # %% tags=["nbval-ignore-output"]
-for T, sec in seconds.items():
+for T, tokens_T in ids.items():
+    with torch.no_grad():  # the calls above were the warm-up
+        sec = benchmark.median_time(lambda: model(tokens_T), 1, 0, run.device)
     print(f"T = {T:>6,}: {1000 * sec:8.1f} ms")
 
 # %% [markdown]
@@ -665,39 +1103,45 @@ for T, sec in seconds.items():
 
 # %%
 for max_len in (None, 512, 2048):
-    print(
-        f"max_len={str(max_len):>5}: {params.encoder_params(2, 32, 64, vocab_size, max_len=max_len):>8,} parameters"
-    )
+    n = params.encoder_params(2, 32, 64, vocab_size, max_len=max_len)
+    print(f"max_len={str(max_len):>5}: {n:>8,} parameters")
 
 # %% [markdown]
 # The same arithmetic scales to the largest models. A GPT-3 block has the same parts as
-# an encoder block, a self-attention and a feed-forward sublayer with two LayerNorms; GPT-3
-# puts each LayerNorm before its sublayer (pre-norm) and adds one more after the last block,
-# which `final_norm=True` counts. With 96 blocks of width 12,288, $d_\text{ff} = 4 \cdot 12{,}288$, a
-# vocabulary of 50,257 tokens and a learned table of 2,048 positions, the closed form
-# lands near the 175 billion parameters reported for it {cite}`brown2020gpt3`
-# (a later chapter does this count in full, model family by model family):
+# an encoder block, a self-attention and a feed-forward sublayer with two LayerNorms;
+# GPT-3 puts each LayerNorm before its sublayer (pre-norm) and adds one more after the
+# last block, which `final_norm=True` counts. With 96 blocks of width 12,288,
+# $d_\text{ff} = 4 \cdot 12{,}288$, a vocabulary of 50,257 tokens and a learned table of
+# 2,048 positions, the closed form lands near the 175 billion parameters reported for it
+# {cite}`brown2020gpt3` (a later chapter does this count in full, model family by model
+# family):
 
 # %%
-gpt3 = params.encoder_params(
-    96, 12_288, 4 * 12_288, 50_257, max_len=2048, final_norm=True
-)
-print(
-    f"{gpt3:,} parameters = {gpt3 / 1e9:.1f} billion; "
-    f"{100 * 96 * params.encoder_block_params(12_288, 4 * 12_288) / gpt3:.1f} % of them in the 96 blocks"
-)
+d3 = 12_288  # GPT-3's d_model
+gpt3 = params.encoder_params(96, d3, 4 * d3, 50_257, max_len=2048, final_norm=True)
+in_blocks = 96 * params.encoder_block_params(d3, 4 * d3)
+print(f"{gpt3:,} parameters = {gpt3 / 1e9:.1f} billion")
+print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 
 # %% [markdown]
 # ## Summary
 #
-# - A residual connection adds a sublayer's input to its output; its identity path keeps
-#   the gradient at the first layer of a deep stack from vanishing.
+# - How fast a plain stack's gradient vanishes is set by its initialisation: PyTorch's
+#   default shrinks the gradient's second moment by 1/18 per feed-forward sublayer, a
+#   variance-preserving (He) initialisation does not.
+# - A residual connection adds a sublayer's input to its output. Its identity path keeps
+#   the gradient at the input from falling below the gradient at the top, whatever the
+#   initialisation; and a residual stack keeps training as it gets deeper, where a plain
+#   one, even well initialised, trains worse. It does not control the scale: each
+#   residual layer adds its branch's variance, which the normalisation after the sum
+#   takes back.
 # - LayerNorm standardises each token over its features (biased variance, learnable
-#   $\gamma$ and $\beta$); BatchNorm standardises each feature over the batch, which ties
-#   one sentence's output to the others.
+#   $\gamma$ and $\beta$). BatchNorm standardises each feature over the batch, which ties
+#   one sentence's output to the others and needs running averages for evaluation.
 # - The feed-forward sublayer transforms each token on its own with the same weights.
-# - The original block is post-norm: $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$ after
-#   attention and after the feed-forward network. Blocks keep the shape, so they stack.
+# - The original block is post-norm: $\mathrm{LayerNorm}(x +
+#   \mathrm{Dropout}(\mathrm{Sublayer}(x)))$ after attention and after the feed-forward
+#   network; dropout acts in training mode only. Blocks keep the shape, so they stack.
 # - Parameters depend on d_model, d_ff, the vocabulary and the number of layers, never
 #   on the length of the input.
 
@@ -778,16 +1222,54 @@ def max_d_ff(budget, n_layers, d_model, vocab_size):
 
 # %% tags=["solution", "hide-cell"]
 def max_d_ff(budget, n_layers, d_model, vocab_size):
-    fixed = vocab_size * d_model + n_layers * (
-        4 * d_model**2 + 9 * d_model
-    )  # everything but the d_ff terms
-    return (budget - fixed) // (
-        n_layers * (2 * d_model + 1)
-    )  # each unit of d_ff: a column of W1, b1 entry, a row of W2
+    # everything but the d_ff terms
+    fixed = vocab_size * d_model + n_layers * (4 * d_model**2 + 9 * d_model)
+    # each unit of d_ff costs a column of W1, an entry of b1 and a row of W2
+    return (budget - fixed) // (n_layers * (2 * d_model + 1))
 
 
 # %%
 checks.check_max_d_ff(max_d_ff)
+
+# %% [markdown]
+# ### Exercise 4: how small should a residual branch start?
+#
+# Section 1 found that a residual stack of He-initialised sublayers doubles the
+# second moment of its stream at every layer, $2^{64}$ over 64 layers. Many recipes
+# scale each branch down at initialisation, $x \leftarrow x + \alpha F(x)$. *Predict*
+# first: by what factor does one such layer multiply the second moment? Then write
+# `branch_scale(depth, growth)` that returns the $\alpha$ (a float) for which `depth`
+# layers multiply it by `growth` in total. The cell after the check *measures* your
+# $\alpha$ on the stacks of section 1.
+
+
+# %%
+def branch_scale(depth, growth):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def branch_scale(depth, growth):
+    # each layer: E[(x + αF(x))²] = (1 + α²) E[x²], since F keeps the second moment
+    # and is uncorrelated with x at initialisation; so (1 + α²)^depth = growth
+    return math.sqrt(growth ** (1 / depth) - 1)
+
+
+# %%
+checks.check_branch_scale(branch_scale)
+
+# %% tags=["nbval-ignore-output"]
+depth, alpha = depths[-1], branch_scale(depths[-1], 2.0)
+W = make_stacks(depth, grad_width, "He", range(n_seeds), torch.float64)
+with torch.no_grad():
+    W[2].mul_(alpha)  # α·F(x): scale the last layer of every branch, W2 ...
+    W[3].mul_(alpha)  # ... and b2
+    x = torch.randn(n_seeds, 256, grad_width, dtype=torch.float64, device=run.device)
+    y = stack_forward(x, W, "residual")  # (S, 256, d)
+growth = (y.pow(2).mean() / x.pow(2).mean()).item()
+print(f"depth {depth}, α = {alpha:.4f}: the second moment grew by {growth:.2f}")
+assert abs(growth - 2) < 0.4
 
 # %% [markdown]
 # ## What we added to the package
@@ -800,6 +1282,8 @@ checks.check_max_d_ff(max_d_ff)
 # - `transformer_book.blocks.Encoder`: a stack of blocks.
 # - `transformer_book.blocks.load_torch_encoder_layer`: copies the weights of
 #   `torch.nn.TransformerEncoderLayer` into an `EncoderBlock`.
+# - `transformer_book.diagrams.blocks.encoder_block`: the diagram of the block, post-norm
+#   or (`norm_first=True`) pre-norm.
 # - `transformer_book.params`: closed-form parameter counts (`mha_params`,
 #   `feed_forward_params`, `layer_norm_params`, `encoder_block_params`, `encoder_params`)
 #   and `count_params` for modules.

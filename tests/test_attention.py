@@ -1,6 +1,7 @@
 """transformer_book.attention: parity with torch, edge cases, gradients, errors."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -183,6 +184,18 @@ def test_split_and_merge_heads_round_trip():
     torch.testing.assert_close(attention.merge_heads(h), x)
 
 
+@pytest.mark.parametrize(
+    "shape, n_heads, needle",
+    [
+        ((2, 5, 12), 5, "divisor of the feature size 12, got 5"),
+        ((5, 12), 3, "(B, T, D)"),
+    ],
+)
+def test_split_heads_names_a_bad_head_count_or_shape(shape, n_heads, needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        attention.split_heads(torch.zeros(shape), n_heads)
+
+
 def test_dropout_only_in_training():
     mha = MultiHeadAttention(8, 2, dropout=0.5)
     x = rand(2, 4, 8, seed=31)
@@ -251,3 +264,208 @@ def test_mha_input_width_checked():
         ValueError, match=r"x must have shape \(B, T, d_model=16\), got \(2, 5, 12\)"
     ):
         MultiHeadAttention(16, 4)(rand(2, 5, 12))
+
+
+# --- grouped-query and multi-query attention (chapter 09) ----------------------------
+
+
+def test_repeat_kv_repeats_each_head_for_its_group_in_order():
+    x = rand(2, 3, 5, 4, seed=20)
+    out = attention.repeat_kv(x, 4)
+    assert out.shape == (2, 12, 5, 4)
+    torch.testing.assert_close(out, x.repeat_interleave(4, dim=1), atol=0, rtol=0)
+    for h in range(12):  # query head h reads key/value head h // n_rep
+        assert torch.equal(out[:, h], x[:, h // 4])
+    assert attention.repeat_kv(x, 1) is x
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4, 8])
+def test_gqa_equals_torch_sdpa_with_enable_gqa(n_kv_heads):
+    torch.manual_seed(0)
+    gqa = MultiHeadAttention(64, 8, n_kv_heads=n_kv_heads).eval()
+    assert gqa.k_proj.weight.shape == (n_kv_heads * 8, 64)
+    assert gqa.v_proj.weight.shape == (n_kv_heads * 8, 64)
+    x = rand(2, 7, 64, seed=21)
+    q = attention.split_heads(gqa.q_proj(x), 8)  # (B, 8, T, 8)
+    k = attention.split_heads(gqa.k_proj(x), n_kv_heads)  # (B, Hkv, T, 8)
+    v = attention.split_heads(gqa.v_proj(x), n_kv_heads)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    expected = gqa.o_proj(attention.merge_heads(ref))
+    for need_weights in (True, False):
+        out, _ = gqa(x, mask=masks.causal_mask(7), need_weights=need_weights)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+def test_gqa_equals_mha_with_tiled_key_value_weights(n_kv_heads):
+    torch.manual_seed(1)
+    gqa = MultiHeadAttention(32, 4, n_kv_heads=n_kv_heads).eval()
+    mha = attention.mha_from_gqa(gqa)
+    assert mha.n_kv_heads == 4 and mha.k_proj.weight.shape == (32, 32)
+    # written out: head h of the MHA holds the rows of kv head h // n_rep
+    rows = gqa.k_proj.weight.reshape(n_kv_heads, 8, 32)  # (Hkv, Dh, D)
+    tiled = torch.cat([rows[h // gqa.n_rep] for h in range(4)])  # (H·Dh, D)
+    torch.testing.assert_close(mha.k_proj.weight, tiled, atol=0, rtol=0)
+    x, mask = rand(3, 6, 32, seed=22), masks.causal_mask(6)
+    torch.testing.assert_close(
+        mha(x, mask=mask)[0], gqa(x, mask=mask)[0], atol=1e-5, rtol=0
+    )
+    # and mean-pooling the tiled heads gives the GQA back exactly
+    back = attention.gqa_from_mha(mha, n_kv_heads)
+    for name, p in gqa.state_dict().items():
+        torch.testing.assert_close(back.state_dict()[name], p, atol=1e-7, rtol=0)
+
+
+def test_gqa_equals_hugging_face_llama_attention():
+    import transformers.models.llama.modeling_llama as llama  # a test dependency
+    from transformers import LlamaConfig
+
+    from transformer_book import positions
+
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        vocab_size=10,
+        max_position_embeddings=64,
+        attention_bias=False,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    theirs = llama.LlamaAttention(config, layer_idx=0).eval()
+    ours = MultiHeadAttention(
+        64, 8, bias=False, rope=positions.RotaryEmbedding(8), n_kv_heads=2
+    ).eval()
+    ours.load_state_dict(theirs.state_dict())
+    x, T = rand(2, 11, 64, seed=23), 11
+    cos, sin = llama.LlamaRotaryEmbedding(config)(x, torch.arange(T)[None])
+    causal = torch.zeros(T, T).masked_fill(~masks.causal_mask(T), float("-inf"))
+    ref, _ = theirs(
+        x, position_embeddings=(cos, sin), attention_mask=causal[None, None]
+    )
+    out, _ = ours(x, mask=masks.causal_mask(T))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("n_heads", "n_kv"), [(8, 4), (8, 2), (8, 1), (6, 3)])
+def test_gqa_from_mha_averages_each_groups_heads(n_heads, n_kv):
+    torch.manual_seed(2)
+    d = n_heads * 4
+    mha = MultiHeadAttention(d, n_heads)
+    gqa = attention.gqa_from_mha(mha, n_kv)
+    assert gqa.n_kv_heads == n_kv and gqa.k_proj.weight.shape == (n_kv * 4, d)
+    g = n_heads // n_kv
+    for proj in ("k_proj", "v_proj"):
+        old, new = getattr(mha, proj), getattr(gqa, proj)
+        for j in range(n_kv):  # new head j = mean of old heads j·g … j·g + g - 1
+            heads = [old.weight[h * 4 : (h + 1) * 4] for h in range(j * g, (j + 1) * g)]
+            biases = [old.bias[h * 4 : (h + 1) * 4] for h in range(j * g, (j + 1) * g)]
+            torch.testing.assert_close(
+                new.weight[j * 4 : (j + 1) * 4], torch.stack(heads).mean(0)
+            )
+            torch.testing.assert_close(
+                new.bias[j * 4 : (j + 1) * 4], torch.stack(biases).mean(0)
+            )
+    for proj in ("q_proj", "o_proj"):
+        assert torch.equal(getattr(gqa, proj).weight, getattr(mha, proj).weight)
+    # the original is untouched, and n_kv = n_heads changes nothing
+    same = attention.gqa_from_mha(mha, n_heads)
+    x = rand(2, 5, d, seed=24)
+    torch.testing.assert_close(same(x)[0], mha(x)[0], atol=1e-6, rtol=0)
+
+
+def test_gqa_from_gqa_pools_further():
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(32, 8)
+    two_steps = attention.gqa_from_mha(attention.gqa_from_mha(mha, 4), 2)
+    one_step = attention.gqa_from_mha(mha, 2)
+    torch.testing.assert_close(two_steps.k_proj.weight, one_step.k_proj.weight)
+
+
+def test_gqa_parameter_count():
+    mha, mqa = MultiHeadAttention(64, 8), MultiHeadAttention(64, 8, n_kv_heads=1)
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(mha) == 4 * (64 * 64 + 64)
+    assert count(mqa) == 2 * (64 * 64 + 64) + 2 * (64 * 8 + 8)
+
+
+def test_n_kv_heads_must_divide_n_heads():
+    with pytest.raises(ValueError, match=r"n_kv_heads \(3\) must divide n_heads \(8\)"):
+        MultiHeadAttention(64, 8, n_kv_heads=3)
+    with pytest.raises(ValueError, match=r"n_kv_heads \(0\) must divide"):
+        MultiHeadAttention(64, 8, n_kv_heads=0)
+    with pytest.raises(ValueError, match=r"n_kv_heads \(3\) must divide the 4"):
+        attention.gqa_from_mha(MultiHeadAttention(64, 8, n_kv_heads=4), 3)
+    with pytest.raises(ValueError, match=r"n_rep must be a positive integer, got 0"):
+        attention.repeat_kv(rand(1, 2, 3, 4), 0)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, Hkv, T, Dh\)"):
+        attention.repeat_kv(rand(2, 3, 4), 2)
+
+
+def test_cache_is_for_self_attention_only():
+    from transformer_book import kv_cache
+
+    mha = MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match="cache is for self-attention"):
+        mha(rand(1, 2, 16), context=rand(1, 3, 16), cache=kv_cache.KVCache())
+
+
+# --- is_causal: the causal mask without a mask tensor (chapter 14) ---------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_is_causal_equals_the_explicit_causal_mask(need_weights):
+    q, k, v = (
+        rand(2, 3, 7, 8, seed=1),
+        rand(2, 3, 7, 8, seed=2),
+        rand(2, 3, 7, 8, seed=3),
+    )
+    ref, ref_w = scaled_dot_product_attention(q, k, v, mask=masks.causal_mask(7))
+    out, w = scaled_dot_product_attention(
+        q, k, v, is_causal=True, need_weights=need_weights
+    )
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(w, ref_w)
+    bias = rand(3, 7, 7, seed=4)  # with a bias, the fused path gets the mask too
+    ref_b = scaled_dot_product_attention(q, k, v, masks.causal_mask(7), bias)[0]
+    out_b = scaled_dot_product_attention(
+        q, k, v, bias=bias, is_causal=True, need_weights=need_weights
+    )[0]
+    torch.testing.assert_close(out_b, ref_b, atol=1e-6, rtol=0)
+
+
+def test_mha_is_causal_equals_mask_and_refuses_a_filled_cache():
+    from transformer_book import kv_cache
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=2).eval()
+    x = rand(2, 9, 16)
+    torch.testing.assert_close(
+        mha(x, is_causal=True)[0], mha(x, mask=masks.causal_mask(9))[0],
+        atol=1e-6, rtol=0,
+    )  # fmt: skip
+    cache = kv_cache.KVCache()
+    mha(x[:, :4], cache=cache, is_causal=True)  # an empty cache: fine
+    with pytest.raises(ValueError, match="after 4 cached tokens pass mask="):
+        mha(x[:, 4:], cache=cache, is_causal=True)
+    with pytest.raises(ValueError, match="either mask or is_causal=True, not both"):
+        scaled_dot_product_attention(x, x, x, mask=masks.causal_mask(9), is_causal=True)
+    with pytest.raises(ValueError, match="as many queries as keys"):
+        scaled_dot_product_attention(x[:, :3], x, x, is_causal=True)
+
+
+def test_self_attention_in_one_product_equals_three_projections():
+    torch.manual_seed(0)
+    for bias, n_kv in ((True, None), (False, 2)):
+        mha = MultiHeadAttention(16, 4, bias=bias, n_kv_heads=n_kv).eval()
+        x = rand(2, 5, 16)
+        q, k, v = mha._project_qkv(x)
+        for mine, proj in ((q, mha.q_proj), (k, mha.k_proj), (v, mha.v_proj)):
+            torch.testing.assert_close(mine, proj(x), atol=1e-6, rtol=0)
+        # cross-attention with the same tensor as context takes the three projections
+        torch.testing.assert_close(
+            mha(x)[0], mha(x, context=x.clone())[0], atol=1e-6, rtol=0
+        )

@@ -1,6 +1,6 @@
 """BERT: parity with Hugging Face's BertModel / BertForPreTraining (random small
 configs and the real all-MiniLM-L6-v2 weights), masking statistics, NSP pairs,
-loading errors, and the small pre-training run (chapter 11)."""
+loading errors (chapter 11; the small pre-training run is in test_pretraining.py)."""
 
 import os
 import random
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from transformer_book import bert, params, pretraining
+from transformer_book import bert, params
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,7 +20,8 @@ SMALL = bert.BertConfig(
 )
 
 
-def hf_config(c: bert.BertConfig):
+def hf_config(c: bert.BertConfig, **kw):
+    """transformers' BertConfig for the book's ``c`` (also used by test_bert_heads)."""
     return transformers.BertConfig(
         vocab_size=c.vocab_size,
         hidden_size=c.d_model,
@@ -33,6 +34,7 @@ def hf_config(c: bert.BertConfig):
         hidden_act="gelu",
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
+        **kw,
     )
 
 
@@ -275,44 +277,6 @@ def test_fill_mask_and_pretraining_loss():
     assert no_nsp.item() == 0.0
 
 
-# --- the small pre-training run ---------------------------------------------------------
-
-
-def test_pretrain_small_learns_and_is_reproducible():
-    from transformer_book import data
-
-    texts = data.load_rt_polarity()[0][:600]
-    tok = WordPiece.train(texts, 300)
-    kwargs = dict(
-        tokenizer=tok, d_model=32, n_heads=2, d_ff=64, batch_size=16, steps=40
-    )
-    state = torch.random.get_rng_state()
-    a = pretraining.pretrain_small(texts, seed=0, **kwargs)
-    assert torch.equal(state, torch.random.get_rng_state()), "the caller's RNG is left"
-    b = pretraining.pretrain_small(texts, seed=0, **kwargs)
-    assert a.loss == b.loss
-    assert len(a.loss) == len(a.mlm_loss) == len(a.nsp_loss) == 40
-    assert sum(a.mlm_loss[-10:]) / 10 < sum(a.mlm_loss[:5]) / 5 - 0.25
-    metrics = pretraining.pretraining_metrics(a.model, tok, texts[:256], batch_size=64)
-    assert set(metrics) == {"mlm_loss", "mlm_accuracy", "nsp_accuracy"}
-    assert 0.0 <= metrics["mlm_accuracy"] <= 1.0
-
-
-def test_pretraining_batches():
-    texts = ["the cat sat on the mat", "a dog ran", "birds fly south in winter"] * 10
-    tok = WordPiece.train(texts, 40)
-    docs = [pretraining.word_pieces_by_word(tok, t) for t in texts]
-    batch = next(pretraining.pretraining_batches(tok, docs, batch_size=8, max_len=10))
-    B, T = batch["ids"].shape
-    assert B == 8 and T <= 10
-    assert batch["labels"].shape == (B, T) and batch["is_next"].shape == (B,)
-    assert (batch["ids"][:, 0] == tok.cls_id).all()  # [CLS] is never masked
-    sep_per_row = (batch["ids"] == tok.sep_id).sum(dim=1)
-    assert (sep_per_row >= 2).all()  # two segments (a masked token may become [SEP])
-    with pytest.raises(ValueError, match="batch_size"):
-        next(pretraining.pretraining_batches(tok, docs[:3], batch_size=8, max_len=10))
-
-
 # --- exercise checks ----------------------------------------------------------------------
 
 
@@ -401,14 +365,3 @@ def test_check_merge_gain():
         checks.check_merge_gain(lambda k, ca, cb, n: good(k, ca, cb, n) / math.log(2))
     with pytest.raises(checks.ExerciseError, match="not written yet"):
         checks.check_merge_gain(lambda *a: (_ for _ in ()).throw(NotImplementedError))
-
-
-def test_review_split_is_disjoint_and_fixed():
-    split = pretraining.review_split()
-    sizes = {k: len(v[0]) for k, v in split.items()}
-    assert sizes == {"train": 8662, "test": 1000, "dev": 1000}
-    assert all(len(texts) == len(labels) for texts, labels in split.values())
-    train, dev, test = (set(split[k][0]) for k in ("train", "dev", "test"))
-    assert not train & test and not train & dev and not dev & test  # no review twice
-    assert pretraining.review_split()["test"] == split["test"]
-    assert 400 < sum(split["test"][1]) < 600  # both labels in the test part

@@ -12,26 +12,7 @@ from transformer_book import bert, bert_heads
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
-SMALL = bert.BertConfig(
-    vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=37, max_len=24, dropout=0.0
-)
-
-
-def hf_config(c: bert.BertConfig, **kw):
-    return transformers.BertConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.d_model,
-        num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads,
-        intermediate_size=c.d_ff,
-        max_position_embeddings=c.max_len,
-        type_vocab_size=c.n_segments,
-        layer_norm_eps=c.layer_norm_eps,
-        hidden_act="gelu",
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        **kw,
-    )
+from test_bert import SMALL, hf_config  # noqa: E402  (the same model, its HF twin)
 
 
 def inputs(B=3, T=11, seed=0):

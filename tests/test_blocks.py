@@ -246,6 +246,8 @@ def test_rms_block_equals_torch_layer_with_rms_norms(norm_first):
 
 # --- the exercise checks of chapter 03 (src/transformer_book/checks/blocks.py) ---
 
+import math  # noqa: E402
+
 from transformer_book.checks import blocks as block_checks  # noqa: E402
 from transformer_book.checks._core import ExerciseError  # noqa: E402
 
@@ -269,11 +271,17 @@ def _max_d_ff(budget, n_layers, d, vocab):
     )
 
 
+def _branch_scale(depth, growth):
+    return math.sqrt(growth ** (1 / depth) - 1)
+
+
 def test_checks_accept_correct_answers(capsys):
     block_checks.check_batch_norm(_batch_norm)
     block_checks.check_pre_norm_block(_pre_norm)
     block_checks.check_max_d_ff(_max_d_ff)
-    assert capsys.readouterr().out.count("Correct:") == 3
+    block_checks.check_branch_scale(_branch_scale)
+    block_checks.check_branch_scale(lambda L, g: torch.tensor(_branch_scale(L, g)))
+    assert capsys.readouterr().out.count("Correct:") == 5
 
 
 def test_checks_leave_the_global_random_state_alone():
@@ -353,6 +361,23 @@ def test_max_d_ff_mistakes_are_explained(wrong, message):
         block_checks.check_max_d_ff(wrong)
 
 
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda L, g: 1 / math.sqrt(L), "1/√depth keeps the growth bounded"),
+        (lambda L, g: math.sqrt((g - 1) / L), "You linearised"),
+        (lambda L, g: g ** (1 / L) - 1, "That is α², not α"),
+        (lambda L, g: math.sqrt(g ** (1 / L)), "subtract it before the square root"),
+        (lambda L, g: math.sqrt(g / L), "compounds over the layers"),
+        (lambda L, g: 0.1, "makes the second moment grow by"),
+        (lambda L, g: "0.1", "return a number"),
+    ],
+)
+def test_branch_scale_mistakes_are_explained(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        block_checks.check_branch_scale(wrong)
+
+
 def test_checks_explain_a_stub():
     def stub(*args):
         raise NotImplementedError
@@ -361,6 +386,7 @@ def test_checks_explain_a_stub():
         block_checks.check_batch_norm,
         block_checks.check_pre_norm_block,
         block_checks.check_max_d_ff,
+        block_checks.check_branch_scale,
     ):
         with pytest.raises(ExerciseError, match="not written yet"):
             check(stub)

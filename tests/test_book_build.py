@@ -31,3 +31,20 @@ def test_the_site_carries_its_own_mathjax(built_book):
     )
     assert fonts, "the CHTML fonts travel with the site"
     assert '"macros"' in page, "the book's TeX macros are configured"
+
+
+def test_references_parse_and_every_citation_has_an_entry():
+    import re
+
+    from pybtex.database import parse_file
+
+    entries = parse_file(
+        str(ROOT / "book" / "references.bib")
+    ).entries  # strict: raises
+    cited = set()
+    for path in [*(ROOT / "notebooks").glob("*.py"), *(ROOT / "book").glob("*.md")]:
+        for group in re.findall(r"\{cite[pt]?\}`([^`]+)`", path.read_text()):
+            cited.update(k.strip() for k in group.split(","))
+    assert cited, "the book cites its sources"
+    missing = sorted(cited - set(entries))
+    assert not missing, f"cited but not in references.bib: {missing}"

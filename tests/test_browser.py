@@ -15,6 +15,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -31,14 +32,27 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Waits for MathJax, then reports what the reader would see on the page.
 INSPECT = """
 const done = arguments[arguments.length - 1];
-const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise)
-  ? MathJax.startup.promise : Promise.resolve();
-ready.then(() => {
+const start = Date.now();
+// Until MathJax's script has run, window.MathJax is only its configuration: wait for
+// MathJax itself (on pages with math), then for its first typesetting.
+const mathjax = () => window.MathJax && MathJax.startup && MathJax.startup.promise;
+const loaded = () => {
+  if (!document.querySelector('.math')) return Promise.resolve();
+  if (mathjax()) return MathJax.startup.promise;
+  if (Date.now() - start > 60000) return Promise.reject('MathJax did not load in 60 s');
+  return new Promise(r => setTimeout(r, 100)).then(loaded);
+};
+const ready = loaded();
+// A MathJax that never finishes (a component that failed to load) or that rejects
+// is reported as the page's problem instead of hanging the driver.
+const waited = new Promise(r => setTimeout(() => r('MathJax did not finish in 60 s'), 60000));
+Promise.race([ready.then(() => 'ok', e => 'MathJax failed: ' + e), waited]).then(state => {
   const main = document.querySelector('main') || document.body;
   const text = main.cloneNode(true);
   text.querySelectorAll('pre, code, .highlight').forEach(e => e.remove());
   const math = [...document.querySelectorAll('.math')];
   done({
+    state: state,
     mathjax: !!window.MathJax,
     formulas: math.length,
     typeset: math.filter(m => m.querySelector('mjx-container')).length,
@@ -124,7 +138,17 @@ def _pages(html: Path) -> list[str]:
     )
 
 
+def _redirect(path: Path) -> str | None:
+    """The target of a page that only forwards (``<meta http-equiv="Refresh">``)."""
+    found = re.search(
+        r'http-equiv="Refresh" content="0; url=([^"]+)"', path.read_text()
+    )
+    return found.group(1) if found else None
+
+
 def test_every_page_renders_offline(browser, site):
+    from selenium.webdriver.support.ui import WebDriverWait
+
     html, base = site
     SHOTS.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -134,8 +158,22 @@ def test_every_page_renders_offline(browser, site):
     totals = dict(pages=0, formulas=0, typeset=0, images=0, console_errors=0)
     problems = []
     for page in _pages(html):
+        target = _redirect(html / page)
+        if target is not None:
+            # index.html only forwards the reader (a navigation that would end the
+            # page's script mid-run): check where it points instead of opening it
+            if not (html / page).parent.joinpath(target).is_file():
+                problems.append(f"{page}: redirects to a missing page {target}")
+            continue
         browser.get_log("browser")  # drop what earlier pages left
         browser.get(f"{base}/{page}")
+        # on a busy machine get() can return before the new document replaced the old
+        WebDriverWait(browser, 120).until(
+            lambda d, page=page: (
+                d.current_url.endswith(page)
+                and d.execute_script("return document.readyState") == "complete"
+            )
+        )
         seen = browser.execute_async_script(INSPECT)
         errors = [
             e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
@@ -147,6 +185,8 @@ def test_every_page_renders_offline(browser, site):
         totals["images"] += sum(i["ok"] for i in seen["images"])
         totals["console_errors"] += len(errors)
         where = f"{page}:"
+        if seen["state"] != "ok":
+            problems.append(f"{where} {seen['state']}")
         if seen["formulas"] and not seen["mathjax"]:
             problems.append(f"{where} MathJax did not load")
         if seen["typeset"] != seen["formulas"]:

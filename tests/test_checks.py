@@ -181,3 +181,32 @@ def test_shift_targets_accepts_roll(capsys):
 def test_shift_targets_mistakes(wrong, message):
     with pytest.raises(checks.ExerciseError, match=message):
         checks.check_shift_targets(wrong)
+
+
+def test_outweigh_self_accepts_a_longer_vector_along_x(capsys):
+    checks.check_outweigh_self(lambda x: 2 * x)
+    checks.check_outweigh_self(lambda x: x + x / x.norm())
+    assert capsys.readouterr().out.count("Cauchy–Schwarz") == 2
+
+
+def _orthogonal_and_long(x):
+    other = torch.ones_like(x)
+    other = other - (other @ x) / (x @ x) * x  # remove the part along x
+    return 100 * other / other.norm()
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda x: x.clone(), "ties with x"),
+        (lambda x: x / 2, "not larger than"),
+        (lambda x: -3 * x, "points too far"),
+        (_orthogonal_and_long, "points too far"),
+        (lambda x: 10 * torch.ones_like(x), "built from x itself"),
+        (lambda x: x[:2], "same width"),
+        (lambda x: x.tolist(), "torch.Tensor"),
+    ],
+)
+def test_outweigh_self_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_outweigh_self(wrong)

@@ -220,6 +220,28 @@ def test_check_mean_pool(capsys):
         checks.check_mean_pool(lambda h, lengths: h.sum(1) / lengths[:, None])
 
 
+def test_check_mean_pool_catches_the_off_by_one_mask_of_exercise_3():
+    def keeps_one_more(h, lengths):  # the colleague's version in the notebook
+        keep = torch.arange(h.shape[1]) <= lengths[:, None]
+        return (h * keep[..., None]).sum(dim=1) / lengths[:, None]
+
+    with pytest.raises(checks.ExerciseError, match=r"one position too many.*length"):
+        checks.check_mean_pool(keeps_one_more)
+
+    def keeps_one_more_right_count(h, lengths):
+        keep = torch.arange(h.shape[1]) <= lengths[:, None]
+        return (h * keep[..., None]).sum(dim=1) / keep.sum(dim=1, keepdim=True)
+
+    with pytest.raises(checks.ExerciseError, match="one position too many"):
+        checks.check_mean_pool(keeps_one_more_right_count)
+
+    def stub(h, lengths):
+        raise NotImplementedError
+
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_mean_pool(stub)
+
+
 # --- BIO-constrained decoding ----------------------------------------------------------------
 
 TAGS = ["O", "B-a", "I-a", "B-b", "I-b"]

@@ -153,3 +153,191 @@ def test_make_norm():
         ValueError, match=r"norm must be one of \('layer', 'rms'\), got 'batch'"
     ):
         make_norm("batch", 8)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_path_is_the_written_formula_in_float64(bias):
+    """float32/float64 inputs take torch's fused kernel: it computes the formula of
+    the module's docstring (biased variance, ε inside the square root)."""
+    ours, _ = _pair(16, bias=bias)
+    ours = ours.double()
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    expected = (x - mean) / torch.sqrt(var + ours.eps) * ours.weight
+    if bias:
+        expected = expected + ours.bias
+    torch.testing.assert_close(ours(x), expected, atol=1e-12, rtol=0)
+
+
+def test_half_precision_path_agrees_with_the_fused_one():
+    ours, _ = _pair(64)
+    x = 3 + 5 * torch.randn(4, 64)
+    fused = ours(x)  # float32: torch's kernel
+    written = ours.to(torch.bfloat16)(x.to(torch.bfloat16))  # the statistics in float32
+    assert written.dtype == torch.bfloat16
+    torch.testing.assert_close(written.float(), fused, atol=0.05, rtol=0.02)
+
+
+# --- chapter 06 exercise checks (checks/norms.py) -------------------------------------
+
+from transformer_book import blocks, checks  # noqa: E402
+
+
+def _ln_via_rms(x, gamma, beta, eps):
+    xc = x - x.mean(dim=-1, keepdim=True)
+    return gamma * xc * torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps) + beta
+
+
+def _rms_half(x, weight, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return y.to(x.dtype) * weight
+
+
+def _norm_params(n_layers, d_model, norm, norm_first):
+    per_norm = (2 if norm == "layer" else 1) * d_model
+    return (2 * n_layers + (1 if norm_first else 0)) * per_norm
+
+
+def test_norm_checks_accept_right_answers(capsys):
+    checks.check_layer_norm_via_rms(_ln_via_rms)
+    checks.check_rms_norm_half(_rms_half)
+    checks.check_norm_param_count(_norm_params)
+    assert capsys.readouterr().out.count("Correct:") == 3
+
+
+def test_rms_norm_module_passes_the_half_precision_check(capsys):
+    def with_module(x, weight, eps):
+        norm = RMSNorm(x.shape[-1], eps=eps).to(x.dtype)
+        with torch.no_grad():
+            norm.weight.copy_(weight)
+        return norm(x).detach()
+
+    checks.check_rms_norm_half(with_module)
+    assert "Correct:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            lambda x, g, b, e: g * x * torch.rsqrt(x.pow(2).mean(-1, True) + e) + b,
+            "centre",
+        ),
+        (
+            lambda x, g, b, e: _ln_via_rms(x, g, b, e) - b,
+            "β is missing",
+        ),
+        (
+            lambda x, g, b, e: (
+                g * _rms_half(x - x.mean(0, True), torch.ones(()), e) + b
+            ),
+            "batch axis",
+        ),
+        (
+            lambda x, g, b, e: (
+                g
+                * (x - x.mean(-1, True))
+                / (((x - x.mean(-1, True)) ** 2).mean(-1, True).sqrt() + e)
+                + b
+            ),
+            "inside the square root",
+        ),
+    ],
+)
+def test_layer_norm_via_rms_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_layer_norm_via_rms(wrong)
+
+
+def _rms_in_input_dtype(x, weight, eps):  # statistics in float16: overflows
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.to(x.dtype)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_rms_in_input_dtype, "overflow"),
+        (
+            lambda x, w, e: (
+                x.float() * torch.rsqrt(x.float().pow(2).mean(-1, True) + e) * w.float()
+            ),
+            "dtype",
+        ),
+        (
+            lambda x, w, e: x * torch.rsqrt(x.pow(2).sum(-1, True) + e) * w,
+            "sum",
+        ),
+        (
+            lambda x, w, e: _rms_half(x - x.mean(-1, True), w, e),
+            "centring",
+        ),
+        (lambda x, w, e: _rms_half(x, w, 0.0), "eps inside"),
+    ],
+)
+def test_rms_norm_half_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_rms_norm_half(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda L, d, n, f: _norm_params(L, d, "layer", f), "β for RMSNorm"),
+        (lambda L, d, n, f: _norm_params(L, d, n, False), "one norm short"),
+        (lambda L, d, n, f: _norm_params(L, d, n, True), "one norm too many"),
+        (lambda L, d, n, f: _norm_params(L, d, n, f) // 2, "two norms"),
+        (lambda L, d, n, f: float(_norm_params(L, d, n, f)), "int"),
+    ],
+)
+def test_norm_param_count_mistakes(wrong, message):
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_norm_param_count(wrong)
+
+
+def test_norm_param_count_reference_matches_the_encoder():
+    for norm in ("layer", "rms"):
+        for first in (False, True):
+            enc = blocks.Encoder(5, 8, 2, 16, norm_first=first, norm=norm)
+            n = sum(p.numel() for name, p in enc.named_parameters() if "norm" in name)
+            assert n == _norm_params(5, 8, norm, first)
+
+
+def _layer_norm_formula(x, weight, bias, eps):
+    """The written-out formula (the module's implementation before it used F.layer_norm)."""
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = x.var(dim=-1, unbiased=False, keepdim=True)  # (..., 1): biased
+    y = (x - mean) * torch.rsqrt(var + eps) * weight
+    return y if bias is None else y + bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layer_norm_equals_the_written_out_formula(dtype, bias):
+    ours, _ = _pair(16, seed=8, bias=bias)
+    ours = ours.to(dtype)
+    gen = torch.Generator().manual_seed(9)
+    x1 = (torch.randn(3, 7, 16, generator=gen, dtype=dtype) * 4 - 2).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    upstream = torch.randn(3, 7, 16, generator=gen, dtype=dtype)
+    y = ours(x1)
+    ref = _layer_norm_formula(x2, ours.weight, ours.bias, ours.eps)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-6)
+    (y * upstream).sum().backward()
+    grad_w = ours.weight.grad.clone()
+    ours.zero_grad()
+    (
+        _layer_norm_formula(x2, ours.weight, ours.bias, ours.eps) * upstream
+    ).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad_w, ours.weight.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_norm_half_precision_keeps_dtype_and_matches_the_formula():
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(10)) * 3 + 5
+    ours, _ = _pair(32, seed=11)
+    y = ours.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert y.dtype == torch.bfloat16
+    ref = _layer_norm_formula(x, ours.weight.float(), ours.bias.float(), ours.eps)
+    torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-2)

@@ -46,6 +46,8 @@ def test_learned_embedding_past_max_len_names_length_and_max_len():
         emb(torch.zeros(1, 6, 4), offset=5)
     with pytest.raises(ValueError, match=r"d_model=4"):
         emb(torch.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match=r"offset must be >= 0, got -1"):
+        emb(torch.zeros(1, 3, 4), offset=-1)
 
 
 # --- sinusoidal -------------------------------------------------------------------------
@@ -339,3 +341,152 @@ def test_checks_explain_common_mistakes():
 
     with pytest.raises(checks.ExerciseError, match="-p·θ_i"):
         checks.check_rope_rotation(clockwise)
+
+
+def _reference_unseen(train_len, test_len, num_buckets, max_distance):
+    def buckets(first, last):
+        rel = -torch.arange(first, last + 1)  # key - query: the past is negative
+        return set(
+            positions.t5_relative_position_bucket(
+                rel, False, num_buckets, max_distance
+            ).tolist()
+        )
+
+    return sorted(buckets(train_len, test_len - 1) - buckets(0, train_len - 1))
+
+
+def test_unseen_buckets_check_accepts_the_answer_and_explains_mistakes():
+    checks.check_unseen_buckets(_reference_unseen)
+    # the chapter's numbers: max_distance = training length leaves nothing unseen
+    assert _reference_unseen(32, 64, 16, 32) == []
+    assert _reference_unseen(32, 64, 16, 128) == [12, 13]
+
+    def off_by_one(train_len, test_len, num_buckets, max_distance):
+        return _reference_unseen(train_len, test_len + 1, num_buckets, max_distance)
+
+    def positive(train_len, test_len, num_buckets, max_distance):
+        return []
+
+    def everything(train_len, test_len, num_buckets, max_distance):
+        rel = -torch.arange(train_len, test_len)
+        return sorted(
+            set(
+                positions.t5_relative_position_bucket(
+                    rel, False, num_buckets, max_distance
+                ).tolist()
+            )
+        )
+
+    with pytest.raises(checks.ExerciseError, match="test_len − 1, not test_len"):
+        checks.check_unseen_buckets(off_by_one)
+    with pytest.raises(checks.ExerciseError, match="positive numbers"):
+        checks.check_unseen_buckets(positive)
+    with pytest.raises(checks.ExerciseError, match="remove the buckets"):
+        checks.check_unseen_buckets(everything)
+    with pytest.raises(checks.ExerciseError, match="list of bucket numbers"):
+        checks.check_unseen_buckets(lambda *args: 3)
+
+
+MEASURED = {
+    "none": (0.23, 0.18),
+    "learned": (1.0, None),
+    "sinusoidal": (0.93, 0.50),
+    "T5 bias": (1.0, 0.99),
+    "ALiBi": (0.64, 0.60),
+    "RoPE": (1.0, 0.61),
+}
+
+
+def test_prediction_check_accepts_a_right_prediction(capsys):
+    checks.check_extrapolation_prediction({"T5 bias"}, MEASURED)
+    assert "Correct" in capsys.readouterr().out
+
+
+def test_prediction_check_explains_every_wrong_scheme():
+    with pytest.raises(checks.ExerciseError) as err:
+        checks.check_extrapolation_prediction({"T5 bias", "ALiBi", "RoPE"}, MEASURED)
+    message = str(err.value)
+    assert "ALiBi: you predicted it survives" in message
+    assert "distance 0" in message
+    assert "RoPE: you predicted it survives" in message
+    assert "T5 bias" not in message.split("disagree")[1]
+    with pytest.raises(checks.ExerciseError, match="T5 bias: you predicted it fails"):
+        checks.check_extrapolation_prediction(set(), MEASURED)
+
+
+def test_prediction_check_accepts_either_answer_when_too_close_to_call(capsys):
+    close = dict(MEASURED, RoPE=(1.0, 0.91))  # 0.91 is within 0.05 of 0.9 x 1.0
+    checks.check_extrapolation_prediction({"T5 bias"}, close)
+    checks.check_extrapolation_prediction({"T5 bias", "RoPE"}, close)
+    assert "Too close to call on this run: RoPE" in capsys.readouterr().out
+
+
+def test_prediction_check_rejects_bad_input():
+    with pytest.raises(checks.ExerciseError, match="set of scheme names"):
+        checks.check_extrapolation_prediction("T5 bias", MEASURED)
+    with pytest.raises(checks.ExerciseError, match="Unknown scheme names"):
+        checks.check_extrapolation_prediction({"T5"}, MEASURED)
+    with pytest.raises(checks.ExerciseError, match="lacks the schemes"):
+        checks.check_extrapolation_prediction({"T5 bias"}, {"RoPE": (1.0, 0.6)})
+
+
+def test_rope_rotation_diagram_draws_and_rejects_different_offsets():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_book import diagrams
+
+    fig = diagrams.positions.rope_rotation()
+    # the angle between the rotated vectors is printed once per panel, the same in both
+    labels = [
+        t.get_text() for t in fig.axes[0].texts if "angle between" in t.get_text()
+    ]
+    assert labels == ["angle between them: 70°"] * 2
+    plt.close(fig)
+    with pytest.raises(ValueError, match="same offset"):
+        diagrams.positions.rope_rotation(pairs=((1, 3), (5, 8)))
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_t5_relative_bias_equals_hugging_face_and_lives_in_the_first_layer(is_decoder):
+    # a test dependency (requirements.txt): never skip
+    import transformers.models.t5.modeling_t5 as t5
+    from transformers import T5Config
+
+    config = T5Config(
+        d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=3, is_decoder=is_decoder
+    )
+    torch.manual_seed(0)
+    stack = t5.T5Stack(config).eval()
+    # T5 learns one bias table, in the first layer; the others reuse its output
+    has_bias = [
+        blk.layer[0].SelfAttention.has_relative_attention_bias for blk in stack.block
+    ]
+    assert has_bias == [True, False, False]
+    # and it does not divide q · k by sqrt(d_k)
+    assert stack.block[0].layer[0].SelfAttention.scaling == 1.0
+    hf = stack.block[0].layer[0].SelfAttention
+    ours = positions.T5RelativeBias(
+        4,
+        config.relative_attention_num_buckets,
+        config.relative_attention_max_distance,
+        bidirectional=not is_decoder,
+    )
+    ours.embedding.weight.data.copy_(hf.relative_attention_bias.weight.data)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(7, 7), hf.compute_bias(7, 7))
+        # 3 new queries after 4 cached tokens: the last 3 rows
+        torch.testing.assert_close(
+            ours(3, 7), hf.compute_bias(3, 7, past_seen_tokens=4)
+        )
+
+
+def test_prediction_check_calls_a_prediction_function():
+    def not_yet():
+        raise NotImplementedError
+
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_extrapolation_prediction(not_yet, MEASURED)
+    checks.check_extrapolation_prediction(lambda: {"T5 bias"}, MEASURED)

@@ -78,3 +78,39 @@ def test_repr_shows_size_and_first_tokens():
     assert repr(Vocab.from_corpus(CORPUS)).startswith(
         "Vocab(8 tokens: '<pad>', '<unk>', 'to'"
     )
+
+
+# --- word dropout ---------------------------------------------------------------------
+
+
+def test_word_dropout_hides_words_but_never_padding():
+    v = Vocab.from_corpus(CORPUS)
+    ids, _ = v.encode_batch([["show", "flights", "to", "boston"], ["to", "dallas"]])
+    assert torch.equal(v.word_dropout(ids, 0.0), ids)
+    g = torch.Generator().manual_seed(0)
+    many = ids.repeat(500, 1)  # (1000, 4): 3000 words, 1000 <pad>
+    out = v.word_dropout(many, 0.25, generator=g)
+    is_pad = many == v.pad_id
+    assert torch.equal(out[is_pad], many[is_pad]), "padding stays padding"
+    changed = out != many
+    assert (out[changed] == v.unk_id).all(), "a hidden word becomes <unk>"
+    assert 0.22 < changed[~is_pad].float().mean().item() < 0.28
+    assert torch.equal(many, ids.repeat(500, 1)), "the input is left as it was"
+
+
+def test_word_dropout_repeats_with_a_seeded_generator():
+    v = Vocab.from_corpus(CORPUS)
+    ids, _ = v.encode_batch(CORPUS)
+    a = v.word_dropout(ids, 0.5, generator=torch.Generator().manual_seed(3))
+    b = v.word_dropout(ids, 0.5, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
+def test_word_dropout_bad_inputs():
+    v = Vocab.from_corpus(CORPUS)
+    ids, _ = v.encode_batch(CORPUS)
+    with pytest.raises(ValueError, match=r"p must lie in \[0, 1\), got 1.0"):
+        v.word_dropout(ids, 1.0)
+    closed = Vocab.from_corpus(CORPUS, unk_token=None)
+    with pytest.raises(ValueError, match="no unk_token"):
+        closed.word_dropout(ids, 0.1)

@@ -1,4 +1,4 @@
-"""Scaled dot-product attention and multi-head attention (chapters 01-02).
+"""Scaled dot-product attention and multi-head attention (chapters 01-02, 09).
 
 The functional core, :func:`scaled_dot_product_attention`, computes
 
@@ -9,22 +9,38 @@ student wants to look at. With ``need_weights=False`` it takes torch's fused ker
 instead; ``tests/test_attention.py`` checks the two paths agree.
 
 Follows Vaswani et al. (2017), "Attention Is All You Need", section 3.2.
+
+Chapter 09 lets several query heads share one key/value head: ``n_kv_heads=None`` is
+multi-head attention (MHA), a divisor of ``n_heads`` grouped-query attention (GQA,
+Ainslie et al., 2023) and ``n_kv_heads=1`` multi-query attention (MQA, Shazeer, 2019).
+:func:`repeat_kv` hands every query head its group's key/value head,
+:func:`gqa_from_mha` turns a trained MHA into a GQA by averaging each group's heads,
+and ``forward(..., cache=...)`` appends the new keys and values to a
+:class:`transformer_book.kv_cache.KVCache` for decoding one token at a time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from .kv_cache import KVCache
 
 __all__ = [
     "scaled_dot_product_attention",
     "MultiHeadAttention",
     "split_heads",
     "merge_heads",
+    "repeat_kv",
+    "gqa_from_mha",
+    "mha_from_gqa",
+    "tiled_attention",
 ]
 
 
@@ -48,7 +64,9 @@ def _check_inputs(
             f"k has {tuple(k.shape)}, v has {tuple(v.shape)}"
         )
     try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = q.shape[:-2]
+        if not batch == k.shape[:-2] == v.shape[:-2]:  # equal: nothing to broadcast
+            batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"the leading (batch/head) dimensions of q {tuple(q.shape)}, "
@@ -83,6 +101,7 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     need_weights: bool = True,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Attention ``softmax(q kᵀ · scale + bias) v`` with a boolean mask (True = may attend).
 
@@ -90,8 +109,23 @@ def scaled_dot_product_attention(
     to (..., Tq, Tk). Returns output (..., Tq, d_v) and weights (..., Tq, Tk), or
     ``(output, None)`` through torch's fused kernel when ``need_weights`` is False.
     A query that may attend to nothing gets a zero output (not NaN). ``scale``
-    defaults to 1/√d_k (Vaswani et al., 2017, eq. 1).
+    defaults to 1/√d_k (Vaswani et al., 2017, eq. 1). ``is_causal=True`` (instead of
+    a mask) lets query i see keys 0 … i, the mask ``masks.causal_mask(Tq, Tq)``; the
+    fused kernel then builds no mask at all (chapter 14).
     """
+    if is_causal:
+        if mask is not None:
+            raise ValueError("pass either mask or is_causal=True, not both")
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                "is_causal=True needs as many queries as keys, got q "
+                f"{tuple(q.shape)} and k {tuple(k.shape)}; pass an explicit mask"
+            )
+        if need_weights or bias is not None:  # the explicit path needs the mask
+            mask = torch.ones(
+                q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device
+            )
+            mask, is_causal = mask.tril(), False  # (Tq, Tk): key j <= query i
     score_shape = _check_inputs(q, k, v, mask, bias)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     empty_rows = None
@@ -124,7 +158,13 @@ def scaled_dot_product_attention(
     # The fused kernel wants q, k, v with the same leading dims.
     q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
+        scale=scale,
+        is_causal=is_causal,
     )
     if empty_rows is not None:
         out = out.masked_fill(empty_rows, 0.0)
@@ -133,7 +173,13 @@ def scaled_dot_product_attention(
 
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
     """Cut the feature axis into heads. Shapes: (B, T, H·Dh) -> (B, H, T, Dh)."""
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, D), got {tuple(x.shape)}")
     B, T, D = x.shape
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(
+            f"n_heads must be a positive divisor of the feature size {D}, got {n_heads}"
+        )
     return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
 
@@ -143,6 +189,105 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, H·Dh)
 
 
+def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
+    """Give every query head its group's key/value head: repeat each head ``n_rep`` times.
+
+    Key/value head j serves query heads j·n_rep … (j+1)·n_rep - 1, so the result holds
+    head 0 ``n_rep`` times, then head 1, and so on (``repeat_interleave`` on the head
+    axis, not ``repeat``). Shapes: (B, Hkv, T, Dh) -> (B, Hkv·n_rep, T, Dh).
+    Ainslie et al. (2023), GQA; the ``repeat_kv`` of Meta's Llama.
+    """
+    if x.dim() != 4:
+        raise ValueError(f"x must have shape (B, Hkv, T, Dh), got {tuple(x.shape)}")
+    if n_rep < 1:
+        raise ValueError(f"n_rep must be a positive integer, got {n_rep}")
+    if n_rep == 1:
+        return x
+    B, Hkv, T, Dh = x.shape
+    x = x[:, :, None].expand(B, Hkv, n_rep, T, Dh)  # (B, Hkv, n_rep, T, Dh), no copy
+    return x.reshape(
+        B, Hkv * n_rep, T, Dh
+    )  # (B, H, T, Dh): head h uses kv head h // n_rep
+
+
+def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tensor:
+    """Average the rows of a k/v projection head by head within consecutive groups.
+
+    Shapes: w (n_groups·group·Dh, ...) -> (n_groups·Dh, ...).
+    """
+    rest = w.shape[1:]
+    w = w.reshape(n_groups, group, head_dim, *rest)  # (G, heads per group, Dh, ...)
+    return w.mean(dim=1).reshape(n_groups * head_dim, *rest)  # (G·Dh, ...)
+
+
+@torch.no_grad()
+def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
+    """A new attention with ``n_kv_heads`` key/value heads, each the mean of its group's.
+
+    Query and output projections are copied; key (and value) head j of the result is the
+    mean of heads j·g … (j+1)·g - 1 of ``mha`` (g = heads per new group), weights and
+    biases alike. Works from MHA or from a GQA with more key/value heads. ``mha`` is left
+    unchanged. Ainslie et al. (2023), section 2.1 ("mean pooling").
+    """
+    if n_kv_heads < 1 or mha.n_kv_heads % n_kv_heads != 0:
+        raise ValueError(
+            f"n_kv_heads ({n_kv_heads}) must divide the {mha.n_kv_heads} key/value "
+            "heads of the attention being converted (each new head averages a group)"
+        )
+    ref = mha.q_proj.weight
+    new = MultiHeadAttention(
+        mha.d_model,
+        mha.n_heads,
+        dropout=mha.dropout,
+        bias=mha.q_proj.bias is not None,
+        rope=mha.rope,
+        n_kv_heads=n_kv_heads,
+        scale=mha.scale,
+    ).to(device=ref.device, dtype=ref.dtype)
+    group = mha.n_kv_heads // n_kv_heads
+    for name in ("q_proj", "o_proj"):
+        getattr(new, name).load_state_dict(getattr(mha, name).state_dict())
+    for name in ("k_proj", "v_proj"):
+        old, fresh = getattr(mha, name), getattr(new, name)
+        fresh.weight.copy_(_regroup_heads(old.weight, n_kv_heads, group, mha.head_dim))
+        if old.bias is not None:
+            fresh.bias.copy_(_regroup_heads(old.bias, n_kv_heads, group, mha.head_dim))
+    new.train(mha.training)
+    return new
+
+
+@torch.no_grad()
+def mha_from_gqa(gqa: MultiHeadAttention) -> MultiHeadAttention:
+    """The multi-head attention that computes the same as ``gqa``: its key/value weights
+    tiled, every query head getting its own copy of its group's key/value head.
+
+    Shows that GQA is MHA with the key/value heads of a group tied together.
+    """
+    ref = gqa.q_proj.weight
+    new = MultiHeadAttention(
+        gqa.d_model,
+        gqa.n_heads,
+        dropout=gqa.dropout,
+        bias=gqa.q_proj.bias is not None,
+        rope=gqa.rope,
+        scale=gqa.scale,
+    ).to(device=ref.device, dtype=ref.dtype)
+    for name in ("q_proj", "o_proj"):
+        getattr(new, name).load_state_dict(getattr(gqa, name).state_dict())
+    Hkv, Dh = gqa.n_kv_heads, gqa.head_dim
+    for name in ("k_proj", "v_proj"):
+        old, fresh = getattr(gqa, name), getattr(new, name)
+        w = old.weight.reshape(Hkv, Dh, gqa.d_model)  # (Hkv, Dh, D)
+        fresh.weight.copy_(
+            w.repeat_interleave(gqa.n_rep, dim=0).reshape(-1, gqa.d_model)
+        )  # (H·Dh, D)
+        if old.bias is not None:
+            b = old.bias.reshape(Hkv, Dh).repeat_interleave(gqa.n_rep, dim=0)  # (H, Dh)
+            fresh.bias.copy_(b.reshape(-1))  # (H·Dh,)
+    new.train(gqa.training)
+    return new
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: per-head projections, attention, concatenation, output projection.
 
@@ -150,7 +295,21 @@ class MultiHeadAttention(nn.Module):
     x), mask broadcastable to (B, H, Tq, Tk), bias to (B, H, Tq, Tk). Returns output
     (B, Tq, d_model) and weights (B, H, Tq, Tk) or None.
     ``rope``, if given, is a callable ``(q, k) -> (q, k)`` on (B, H, T, Dh) tensors that
-    rotates queries and keys (chapter 04). Vaswani et al. (2017), section 3.2.2.
+    rotates queries and keys (chapter 04); with a cache it is called with
+    ``offset=`` the number of positions already cached. Vaswani et al. (2017), 3.2.2.
+
+    ``n_kv_heads`` (chapter 09): ``None`` = one key/value head per query head (MHA); a
+    divisor of ``n_heads`` = grouped-query attention, each key/value head shared by
+    ``n_heads // n_kv_heads`` consecutive query heads (Ainslie et al., 2023); 1 =
+    multi-query attention (Shazeer, 2019). ``cache``, a
+    :class:`~transformer_book.kv_cache.KVCache`, receives this call's keys and values
+    (self-attention only) and the queries attend to everything cached so far; the mask
+    then covers (Tq, cached + Tq) keys.
+
+    ``scale`` multiplies the scores ``q · k``: ``None`` is 1/√d_head (Vaswani et al.);
+    T5 passes 1.0, having folded the scaling into its initialisation (chapter 10).
+    ``is_causal=True`` is causal self-attention without a mask tensor (torch's
+    fused kernel builds none; chapter 14).
     """
 
     def __init__(
@@ -160,6 +319,8 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         rope: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
+        n_kv_heads: int | None = None,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         if n_heads < 1 or d_model % n_heads != 0:
@@ -167,15 +328,46 @@ class MultiHeadAttention(nn.Module):
                 f"d_model ({d_model}) must be divisible by n_heads ({n_heads}) "
                 "so every head gets the same width"
             )
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads < 1 or n_heads % n_kv_heads != 0:
+            raise ValueError(
+                f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads}): every "
+                "key/value head serves a group of n_heads / n_kv_heads query heads "
+                "(None means n_heads, plain multi-head attention)"
+            )
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads, self.n_rep = n_kv_heads, n_heads // n_kv_heads
         self.dropout = dropout
         self.rope = rope
+        self.scale = scale  # None: 1/√head_dim
         # One (d_model x d_model) matrix per role = n_heads stacked (d_model x head_dim) blocks:
-        # the lecture's A_Q, A_K, A_V for every head at once.
+        # the lecture's A_Q, A_K, A_V for every head at once. Keys and values have only
+        # n_kv_heads blocks: fewer heads to compute and, above all, to cache (ch. 09).
+        kv_width = n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.o_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _plain_projections(self) -> bool:
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return all(type(p) is nn.Linear for p in projections)
+
+    def _project_qkv(self, x: Tensor) -> tuple[Tensor, ...]:
+        """``q_proj(x), k_proj(x), v_proj(x)`` as one matrix product: the three weights
+        stacked, (d_model + 2·kv_width, d_model), like torch's ``in_proj_weight``.
+
+        One large product runs faster than three small ones (chapter 14); the three
+        ``nn.Linear`` stay the parameters. Shapes: (B, T, d_model) -> three (B, T, ·).
+        """
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
+        bias = None
+        if self.q_proj.bias is not None:
+            bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
+        kv_width = self.n_kv_heads * self.head_dim
+        qkv = F.linear(x, weight, bias)  # (B, T, D + 2·kv_width)
+        return qkv.split((self.d_model, kv_width, kv_width), dim=-1)
 
     def forward(
         self,
@@ -184,7 +376,20 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         bias: Tensor | None = None,
         need_weights: bool = False,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        if is_causal and cache is not None and cache.seq_len > 0:
+            raise ValueError(
+                "is_causal=True aligns the queries with the first keys; after "
+                f"{cache.seq_len} cached tokens pass mask=masks.causal_mask(T, "
+                f"{cache.seq_len} + T) instead"
+            )
+        if cache is not None and context is not None:
+            raise ValueError(
+                "cache is for self-attention (decoding appends the new tokens' keys "
+                "and values); got a context too"
+            )
         context = x if context is None else context
         for name, t in (("x", x), ("context", context)):
             if t.dim() != 3 or t.shape[-1] != self.d_model:
@@ -196,15 +401,127 @@ class MultiHeadAttention(nn.Module):
                 f"x and context must share the batch size, got {tuple(x.shape)} "
                 f"and {tuple(context.shape)}"
             )
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, Dh)
-        k = split_heads(self.k_proj(context), self.n_heads)  # (B, H, Tk, Dh)
-        v = split_heads(self.v_proj(context), self.n_heads)  # (B, H, Tk, Dh)
+        if context is x and self._plain_projections():  # self-attention: one product
+            q, k, v = self._project_qkv(x)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(context), self.v_proj(context)
+        q = split_heads(q, self.n_heads)  # (B, H, Tq, Dh)
+        k = split_heads(k, self.n_kv_heads)  # (B, Hkv, Tk, Dh)
+        v = split_heads(v, self.n_kv_heads)  # (B, Hkv, Tk, Dh)
         if self.rope is not None:
-            q, k = self.rope(q, k)
+            if cache is None:
+                q, k = self.rope(q, k)
+            else:  # the new tokens sit after the cached ones
+                q, k = self.rope(q, k, offset=cache.seq_len)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, Hkv, cached + Tk, Dh)
+        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)  # (B, H, Tk, Dh)
         p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, need_weights=need_weights, dropout_p=p
+            q,
+            k,
+            v,
+            mask=mask,
+            bias=bias,
+            scale=self.scale,
+            need_weights=need_weights,
+            dropout_p=p,
+            is_causal=is_causal,
         )
         return self.o_proj(
             merge_heads(out)
         ), weights  # (B, Tq, d_model), (B, H, Tq, Tk)
+
+
+def tiled_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    block_size: int = 64,
+    causal: bool = False,
+    scale: float | None = None,
+    window: int | None = None,
+) -> Tensor:
+    """Exact attention computed tile by tile, so the (Tq, Tk) score matrix never exists.
+
+    Each block of queries visits the blocks of keys in turn and keeps, per query, a
+    running maximum m of its scores, a running sum l of exp(score - m) and an
+    unnormalised output o = Σ exp(score - m) v. When a new block raises the maximum to
+    m', the old l and o are rescaled by exp(m - m'); at the end the output is o / l.
+    This is the online softmax of Milakov & Gimelshein (2018) as used by FlashAttention
+    (Dao et al., 2022); peak memory grows with T, not T².
+    ``causal`` and ``window`` follow :func:`transformer_book.masks.causal_mask` and
+    :func:`transformer_book.masks.sliding_window_mask` (queries are the last Tq
+    positions); key blocks that no query of a block may see are skipped, so a window
+    makes the cost O(T·window). A query with no allowed key gets zeros.
+    Shapes: q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v) -> (..., Tq, d_v).
+    """
+    batch = _check_inputs(q, k, v, None, None)[:-2]
+    if (
+        not isinstance(block_size, int)
+        or isinstance(block_size, bool)
+        or block_size < 1
+    ):
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+    if window is not None and (
+        not isinstance(window, int) or isinstance(window, bool) or window < 1
+    ):
+        raise ValueError(f"window must be None or an int >= 1, got {window!r}")
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    if (causal or window is not None) and Tk < Tq:
+        raise ValueError(
+            "causal or windowed attention takes the queries as the last positions and "
+            f"needs Tq <= Tk, got Tq={Tq}, Tk={Tk}"
+        )
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    dtype = torch.promote_types(q.dtype, torch.float32)  # accumulate in >= fp32
+    out = q.new_empty(*batch, Tq, v.shape[-1])  # (..., Tq, d_v)
+    offset = Tk - Tq  # query i sits at position i + offset
+    for q0 in range(0, Tq, block_size):
+        q_blk = q[..., q0 : q0 + block_size, :].to(dtype)  # (..., bq, d_k)
+        pos = torch.arange(q0, q0 + q_blk.shape[-2], device=q.device) + offset  # (bq,)
+        stats = (*batch, len(pos), 1)
+        m_run = q_blk.new_full(stats, float("-inf"))  # running max m, (..., bq, 1)
+        l_run = q_blk.new_zeros(stats)  # running sum l of exp(score - m)
+        o_run = q_blk.new_zeros((*batch, len(pos), v.shape[-1]))  # Σ exp(score - m) v
+        k_lo, k_hi = _key_range(int(pos[0]), int(pos[-1]), Tk, causal, window)
+        for k0 in range(k_lo - k_lo % block_size, k_hi, block_size):
+            k_blk = k[..., k0 : k0 + block_size, :].to(dtype)  # (..., bk, d_k)
+            v_blk = v[..., k0 : k0 + block_size, :].to(dtype)  # (..., bk, d_v)
+            s = (q_blk @ k_blk.transpose(-2, -1)) * scale  # (..., bq, bk): one tile
+            if causal or window is not None:
+                d = pos[:, None] - torch.arange(
+                    k0, k0 + k_blk.shape[-2], device=q.device
+                )
+                allowed = torch.ones_like(d, dtype=torch.bool)  # (bq, bk): p - j
+                if causal:
+                    allowed &= d >= 0
+                if window is not None:
+                    allowed &= (d < window) if causal else (d.abs() < window)
+                s = s.masked_fill(~allowed, float("-inf"))
+            m_new = torch.maximum(m_run, s.amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            # A row that has met only masked keys still has m = -inf: subtract 0 there,
+            # so that exp(-inf - (-inf)) = NaN never happens.
+            m_ref = m_new.masked_fill(m_new == float("-inf"), 0.0)
+            rescale = torch.exp(m_run - m_ref)  # old terms, moved to the new max
+            e = torch.exp(s - m_ref)  # (..., bq, bk)
+            l_run = l_run * rescale + e.sum(dim=-1, keepdim=True)
+            o_run = o_run * rescale + e @ v_blk  # (..., bq, d_v)
+            m_run = m_new
+        tiny = torch.finfo(dtype).tiny
+        o_blk = torch.where(l_run > 0, o_run / l_run.clamp_min(tiny), 0.0)
+        out[..., q0 : q0 + block_size, :] = o_blk.to(out.dtype)
+    return out
+
+
+def _key_range(
+    first: int, last: int, n_keys: int, causal: bool, window: int | None
+) -> tuple[int, int]:
+    """Keys [lo, hi) that some query at positions first..last may attend to."""
+    lo, hi = 0, n_keys
+    if window is not None:
+        lo = max(0, first - window + 1)
+        hi = n_keys if causal else min(n_keys, last + window)
+    if causal:
+        hi = min(hi, last + 1)
+    return lo, hi

@@ -146,9 +146,8 @@ class _EncoderBody(nn.Module):
         """
         x, mask, bias = self._prepare(x, keep)
         layer = self.encoder.layers[0]
-        h = (
-            layer.norm1(x) if layer.norm_first else x
-        )  # what that block's attention sees
+        # what that block's attention sees: x itself (post-norm) or its LayerNorm
+        h = layer.norm1(x) if layer.norm_first else x
         return layer.attn(h, mask=mask, bias=bias, need_weights=True)[1]
 
 
@@ -186,9 +185,8 @@ class SentenceClassifier(nn.Module):
         self.cfg = cfg
         self.body = _EncoderBody(cfg)
         if cfg.pooling == "cls":
-            self.cls = nn.Parameter(
-                torch.randn(1, 1, cfg.d_model) * 0.02
-            )  # one learned input vector
+            # one learned input vector, prepended to every sentence
+            self.cls = nn.Parameter(torch.randn(1, 1, cfg.d_model) * 0.02)
         self.head = nn.Linear(cfg.d_model, cfg.n_classes)
 
     def _inputs(self, ids: Tensor) -> tuple[Tensor, Tensor]:
@@ -200,22 +198,18 @@ class SentenceClassifier(nn.Module):
         keep = ids != self.cfg.pad_id  # (B, T)
         x = self.body.tok_emb(ids)  # (B, T, D)
         if self.cfg.pooling == "cls":
-            x = torch.cat(
-                [self.cls.expand(ids.shape[0], 1, -1), x], dim=1
-            )  # (B, 1 + T, D)
-            keep = torch.cat(
-                [keep.new_ones(ids.shape[0], 1), keep], dim=1
-            )  # (B, 1 + T)
+            B = ids.shape[0]
+            x = torch.cat([self.cls.expand(B, 1, -1), x], dim=1)  # (B, 1 + T, D)
+            keep = torch.cat([keep.new_ones(B, 1), keep], dim=1)  # (B, 1 + T)
         return x, keep
 
     def pool(self, ids: Tensor) -> Tensor:
         """The sentence vector the head sees. Shapes: (B, T) -> (B, d_model)."""
         x, keep = self._inputs(ids)
+        h = self.body.run(x, keep)  # (B, T', D)
         if self.cfg.pooling == "cls":
-            return self.body.run(x, keep)[
-                :, 0
-            ]  # (B, D): the output at the [CLS] position
-        return masked_mean(self.body.run(x, keep), keep)  # (B, D)
+            return h[:, 0]  # (B, D): the output at the [CLS] position
+        return masked_mean(h, keep)  # (B, D)
 
     def attention_weights(self, ids: Tensor) -> Tensor:
         """First-block attention weights; with cls pooling, position 0 is [CLS].
@@ -236,12 +230,10 @@ def bio_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:
     """
     kind = [t[2:] if t[:2] in ("B-", "I-") else None for t in tags]
     inside = torch.tensor([t.startswith("I-") for t in tags])  # (C,)
-    same = torch.tensor(
-        [[a is not None and a == b for b in kind] for a in kind]
-    )  # (C, C)
-    allowed = (
-        ~inside[None, :] | same
-    )  # (C, C): j is not an I-, or i and j share the type
+    # (C, C): tags i and j are both B-/I- tags of the same type
+    same = torch.tensor([[a is not None and a == b for b in kind] for a in kind])
+    # (C, C): j is not an I-, or i and j share the type
+    allowed = ~inside[None, :] | same
     return ~inside, allowed
 
 
@@ -265,24 +257,21 @@ def bio_viterbi(
     dev, neg_inf = log_probs.device, torch.finfo(log_probs.dtype).min
     if T == 0:
         return torch.zeros(B, 0, dtype=torch.long, device=dev)
-    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev).masked_fill(
-        ~allowed.to(dev), neg_inf
-    )  # (C, C)
+    # (C, C): 0 for an allowed transition, the lowest float for a forbidden one
+    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev)
+    trans = trans.masked_fill(~allowed.to(dev), neg_inf)
     score = log_probs[:, 0].masked_fill(~start.to(dev), neg_inf)  # (B, C)
     lengths = lengths.to(dev)
     stay = torch.arange(C, device=dev).expand(B, C)  # (B, C): "came from the same tag"
     back = []
     for t in range(1, T):
-        run = (
-            (t < lengths).nonzero().squeeze(1)
-        )  # (b,): the sentences still running at step t
-        best, arg = (score[run, :, None] + trans).max(
-            dim=1
-        )  # (b, C, C) -> (b, C): best previous tag for each tag
+        # (b,): the sentences still running at step t
+        run = (t < lengths).nonzero().squeeze(1)
+        # (b, C, C) -> (b, C): the best previous tag for each tag, and its score
+        best, arg = (score[run, :, None] + trans).max(dim=1)
         score = score.index_copy(0, run, best + log_probs[run, t])  # (B, C)
-        back.append(
-            stay.index_copy(0, run, arg)
-        )  # (B, C); finished sentences stay on their tag
+        # (B, C); finished sentences stay on their tag
+        back.append(stay.index_copy(0, run, arg))
     path = [score.argmax(dim=-1)]  # (B,): the best last tag
     for arg in reversed(back):
         path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)

@@ -21,6 +21,7 @@ which is cheaper and, in practice, trains as well (T5, Llama and Mistral use it)
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["NORMS", "LayerNorm", "RMSNorm", "make_norm"]
@@ -31,8 +32,10 @@ NORMS = ("layer", "rms")
 class LayerNorm(nn.Module):
     """Layer normalisation over the last (feature) axis with learnable γ (weight) and β (bias).
 
-    Shapes: x (..., d_model) -> (..., d_model). The statistics are computed in at least
-    float32 (then cast back), so half-precision inputs do not lose the variance.
+    Shapes: x (..., d_model) -> (..., d_model). Computed by PyTorch's fused
+    ``F.layer_norm`` (one kernel, forward and backward; the notebooks write the formula
+    out). The statistics are computed in at least float32 (then cast back), so
+    half-precision inputs do not lose the variance.
     ``bias=False`` drops β (as ``torch.nn.LayerNorm(bias=False)``). Ba, Kiros & Hinton (2016).
     """
 
@@ -59,12 +62,12 @@ class LayerNorm(nn.Module):
                 f"LayerNorm expects input of shape (..., d_model={self.d_model}), "
                 f"got shape {tuple(x.shape)}"
             )
+        if x.dtype == self.weight.dtype and x.dtype in (torch.float32, torch.float64):
+            # one fused kernel, forward and backward: the formula above, with γ and β
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+        # half precision (or mixed dtypes): the statistics in float32, then cast back
         xf = x.to(torch.promote_types(x.dtype, torch.float32))
-        mean = xf.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = xf.var(
-            dim=-1, unbiased=False, keepdim=True
-        )  # (..., 1), biased as in the paper
-        y = ((xf - mean) * torch.rsqrt(var + self.eps)).to(x.dtype)  # (..., d_model)
+        y = F.layer_norm(xf, (self.d_model,), eps=self.eps).to(x.dtype)  # (..., d)
         y = y * self.weight
         return y if self.bias is None else y + self.bias
 

@@ -12,6 +12,11 @@ applied to every token. Each function equals ``count_params`` of the matching mo
     LayerNorm         2·d_model                             (γ and β)
     encoder block     attention + feed-forward + 2 LayerNorms
     encoder           vocab·d_model [+ max_len·d_model] + n_layers·block [+ final LayerNorm]
+
+Chapter 10 adds whole models, each checked against the book's module and against the
+``transformers`` reference built from the published configuration: :func:`bert_params`,
+:func:`t5_params`, :func:`gpt_params`; and what training costs: :func:`training_flops`
+(6·N·D) and :func:`adam_memory_bytes`.
 """
 
 from __future__ import annotations
@@ -141,3 +146,131 @@ def encoder_params(
     if final_norm:
         total += layer_norm_params(d_model, bias)
     return total
+
+
+# --- Whole models, and what they cost (chapter 10) -------------------------------------
+# Appended below the encoder counts, so that parallel additions merge cleanly.
+
+__all__ += [
+    "bert_params",
+    "t5_params",
+    "gpt_params",
+    "training_flops",
+    "adam_memory_bytes",
+]
+
+
+def bert_params(
+    vocab_size: int = 30522,
+    d_model: int = 768,
+    n_layers: int = 12,
+    d_ff: int = 3072,
+    max_len: int = 512,
+    type_vocab_size: int = 2,
+    pooler: bool = True,
+) -> int:
+    """BERT (Devlin et al., 2019): token, position and segment embeddings and their
+    LayerNorm, ``n_layers`` post-norm encoder blocks with biases, and the pooler (a
+    d_model × d_model linear layer on the [CLS] vector).
+
+    Defaults are BERT-base: 109,482,240. The count of ``transformers.BertModel``
+    (which includes the pooler), without the pre-training heads.
+    """
+    _positive(type_vocab_size=type_vocab_size)
+    embeddings = embedding_params(type_vocab_size, d_model) + layer_norm_params(d_model)
+    total = embeddings + encoder_params(
+        n_layers, d_model, d_ff, vocab_size, max_len=max_len
+    )
+    return total + (linear_params(d_model, d_model) if pooler else 0)
+
+
+def t5_params(
+    vocab_size: int = 32128,
+    d_model: int = 512,
+    n_layers: int = 6,
+    d_ff: int = 2048,
+    n_heads: int = 8,
+    head_dim: int = 64,
+    num_buckets: int = 32,
+) -> int:
+    """T5 v1.0 (Raffel et al., 2020): one embedding shared by encoder, decoder and output
+    layer; ``n_layers`` encoder and ``n_layers`` decoder blocks without biases; RMS
+    norms (a γ of d_model each); one relative-bias table (num_buckets × n_heads) per
+    stack, in its first layer.
+
+    Attention maps d_model to n_heads·head_dim, which need not equal d_model (T5-3B and
+    11B widen it). Defaults are T5-small: 60,506,624.
+    """
+    _positive(n_heads=n_heads, head_dim=head_dim, num_buckets=num_buckets)
+    _positive(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, d_ff=d_ff)
+    inner = n_heads * head_dim
+    attn = 3 * linear_params(d_model, inner, bias=False) + linear_params(
+        inner, d_model, bias=False
+    )  # q, k, v, o
+    ff = feed_forward_params(d_model, d_ff, bias=False)  # wi, wo
+    norm = layer_norm_params(d_model, bias=False)  # RMSNorm: γ only
+    rel_bias = num_buckets * n_heads
+    encoder = n_layers * (attn + ff + 2 * norm) + rel_bias + norm  # + final norm
+    decoder = n_layers * (2 * attn + ff + 3 * norm) + rel_bias + norm  # + cross-attn
+    return embedding_params(vocab_size, d_model) + encoder + decoder
+
+
+def gpt_params(
+    vocab_size: int = 50257,
+    max_len: int = 1024,
+    d_model: int = 768,
+    n_layers: int = 12,
+    d_ff: int | None = None,
+) -> int:
+    """GPT-2/GPT-3 style decoder-only model (Radford et al., 2019; Brown et al., 2020):
+    token and learned position embeddings, ``n_layers`` pre-norm blocks with biases, a
+    final LayerNorm, and an output layer tied to the token embedding (no new weights).
+
+    ``d_ff`` defaults to 4·d_model. Defaults are GPT-2 small: 124,439,808. The number of
+    heads does not enter: heads split d_model, they do not add weights.
+    """
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    return encoder_params(
+        n_layers, d_model, d_ff, vocab_size, max_len=max_len, final_norm=True
+    )
+
+
+def training_flops(n_params: int | float, n_tokens: int | float) -> float:
+    """The usual estimate of the compute of training: ``6 · N · D`` floating-point
+    operations for N parameters and D tokens (Kaplan et al., 2020, section 2.1).
+
+    Each weight is used in one multiply-add (2 FLOPs) per token in the forward pass and
+    in two in the backward pass (the gradients with respect to the input and to the
+    weight). Attention's score computation, which grows with the context, is left out.
+    """
+    if n_params <= 0 or n_tokens <= 0:
+        raise ValueError(
+            f"n_params and n_tokens must be positive, got n_params={n_params}, "
+            f"n_tokens={n_tokens}"
+        )
+    return 6.0 * n_params * n_tokens
+
+
+def adam_memory_bytes(n_params: int, mixed_precision: bool = True) -> dict[str, int]:
+    """Bytes that training with Adam keeps per model, by kind (activations excluded).
+
+    fp32 training: weights, gradients and Adam's two moments, 4 bytes each per
+    parameter (16 in all). Mixed precision (Micikevicius et al., 2018): fp16/bf16
+    weights and gradients (2 bytes each), plus an fp32 master copy of the weights and
+    the two fp32 moments (12 bytes): 16 bytes per parameter as well (Rajbhandari et
+    al., 2020, ZeRO, section 3.1).
+    """
+    if not isinstance(n_params, int) or n_params < 1:
+        raise ValueError(f"n_params must be a positive integer, got {n_params!r}")
+    if mixed_precision:
+        return {
+            "weights": 2 * n_params,
+            "gradients": 2 * n_params,
+            "fp32 master weights": 4 * n_params,
+            "Adam moments": 8 * n_params,
+        }
+    return {
+        "weights": 4 * n_params,
+        "gradients": 4 * n_params,
+        "Adam moments": 8 * n_params,
+    }

@@ -86,6 +86,7 @@ def attention_map(
         )
     ax = ax or plt.gca()
     im = ax.imshow(weights.detach().float().cpu(), cmap="viridis", vmin=0.0)
+    ax.grid(False)  # the book style draws grid lines; not over a heatmap
     keys = tokens if keys is None else keys
     if tokens is not None:
         ax.set_yticks(range(len(tokens)), tokens)

@@ -65,9 +65,8 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"max_len and d_model must be positive, got max_len={max_len}, d_model={d_model}"
             )
         self.max_len, self.d_model = max_len, d_model
-        self.embedding = nn.Embedding(
-            max_len, d_model
-        )  # row p = the vector of position p
+        # row p = the vector of position p
+        self.embedding = nn.Embedding(max_len, d_model)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -75,7 +74,9 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
             )
         T = x.shape[1]
-        if offset < 0 or offset + T > self.max_len:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        if offset + T > self.max_len:
             raise ValueError(
                 f"sequence length {T} (positions {offset}..{offset + T - 1}) exceeds "
                 f"max_len={self.max_len}: learned positional embeddings exist only for "
@@ -98,9 +99,8 @@ def sinusoidal_encoding(
         raise ValueError(
             f"d_model must be a positive even number (sin/cos pairs), got {d_model}"
         )
-    omega = base ** (
-        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
-    )  # (d/2,)
+    # (d/2,): one frequency per sin/cos pair
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * omega  # (P, d/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (P, d/2, 2)
     return pe.reshape(n_positions, d_model).float()  # (P, d): sin, cos, sin, cos, ...
@@ -193,20 +193,17 @@ class T5RelativeBias(nn.Module):
             raise ValueError(f"n_heads must be >= 1, got {n_heads}")
         self.n_heads, self.num_buckets = n_heads, num_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
-        self.embedding = nn.Embedding(
-            num_buckets, n_heads
-        )  # row b = the bias of bucket b in every head
+        # row b = the bias of bucket b in every head
+        self.embedding = nn.Embedding(num_buckets, n_heads)
 
     def forward(self, n_queries: int, n_keys: int | None = None) -> Tensor:
-        rel = relative_positions(
-            n_queries, n_keys, device=self.embedding.weight.device
-        )  # (Tq, Tk)
+        device = self.embedding.weight.device
+        rel = relative_positions(n_queries, n_keys, device=device)  # (Tq, Tk)
         buckets = t5_relative_position_bucket(
             rel, self.bidirectional, self.num_buckets, self.max_distance
         )
-        return (
-            self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)
-        )  # (Tq, Tk, H) -> (1, H, Tq, Tk)
+        # (Tq, Tk, H) -> (1, H, Tq, Tk)
+        return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -237,9 +234,10 @@ def alibi_bias(
     symmetric form treats past and future alike. Shapes: returns (1, H, Tq, Tk).
     Press et al. (2022), "Train Short, Test Long".
     """
+    # (Tq, Tk); negated as integers, so that distance 0 gives 0.0, not -0.0
     minus_distance = (
         -relative_positions(n_queries, n_keys, device=device).abs()
-    ).float()  # (Tq, Tk); ints: no -0.0
+    ).float()
     slopes = alibi_slopes(n_heads).to(device)  # (H,)
     return (slopes[:, None, None] * minus_distance).unsqueeze(0)  # (1, H, Tq, Tk)
 
@@ -265,13 +263,11 @@ def rope_angles(
         raise ValueError(
             f"positions must have shape (T,), got {tuple(positions.shape)}"
         )
-    inv_freq = 1.0 / base ** (
-        torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
-    )  # (Dh/2,)
+    exponents = torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
+    inv_freq = 1.0 / base**exponents  # (Dh/2,): θ_i
     angles = positions.float()[:, None] * inv_freq[None, :]  # (T, Dh/2)
-    angles = torch.cat(
-        (angles, angles), dim=-1
-    )  # (T, Dh): pair i uses columns i and i + Dh/2
+    # (T, Dh): pair i uses columns i and i + Dh/2
+    angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
 
 
@@ -313,7 +309,9 @@ class RotaryEmbedding(nn.Module):
             )
         self.head_dim, self.base = head_dim, base
 
-    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, q: Tensor, k: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """``offset``: the keys sit at positions offset … offset+Tk-1 (the tokens
+        already in a KV cache come first, chapter 09)."""
         for name, t in (("q", q), ("k", k)):
             if t.shape[-1] != self.head_dim:
                 raise ValueError(
@@ -325,12 +323,12 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"more queries than keys: q has {Tq} positions, k has {Tk}"
             )
-        cos, sin = rope_angles(
-            torch.arange(Tk, device=k.device), self.head_dim, self.base
-        )  # (Tk, Dh) each
-        q_rot = apply_rope(q.float(), cos[Tk - Tq :], sin[Tk - Tq :]).to(
-            q.dtype
-        )  # (..., Tq, Dh)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        key_positions = torch.arange(offset, offset + Tk, device=k.device)  # (Tk,)
+        cos, sin = rope_angles(key_positions, self.head_dim, self.base)  # (Tk, Dh) each
+        # the queries sit at the last Tq key positions: (..., Tq, Dh)
+        q_rot = apply_rope(q.float(), cos[Tk - Tq :], sin[Tk - Tq :]).to(q.dtype)
         k_rot = apply_rope(k.float(), cos, sin).to(k.dtype)  # (..., Tk, Dh)
         return q_rot, k_rot
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -205,6 +205,10 @@ def pretrain_small(
     """
     if tokenizer is None:
         tokenizer = WordPiece.train(texts, vocab_size)
+    docs = [word_pieces_by_word(tokenizer, t) for t in texts]
+    batches = pretraining_batches(
+        tokenizer, docs, batch_size, max_len, seed, nsp, p_mask
+    )
     config = bert.BertConfig(
         vocab_size=len(tokenizer),
         d_model=d_model,
@@ -215,10 +219,26 @@ def pretrain_small(
         dropout=dropout,
         pad_id=tokenizer.pad_id,
     )
-    docs = [word_pieces_by_word(tokenizer, t) for t in texts]
-    batches = pretraining_batches(
-        tokenizer, docs, batch_size, max_len, seed, nsp, p_mask
-    )
+    model, history, losses = train_bert(config, batches, steps, lr, nsp, seed, device)
+    return Pretrained(model, tokenizer, history, losses["mlm"], losses["nsp"])
+
+
+def train_bert(
+    config: bert.BertConfig,
+    batches: Iterable[dict[str, Tensor]],
+    steps: int,
+    lr: float,
+    nsp: bool,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> tuple[bert.BertForPreTraining, list[float], dict[str, list[float]]]:
+    """BERT's pre-training loop: a model built from ``config`` and ``seed``, AdamW with
+    weight decay 0.01, warm-up over the first 10 % of ``steps`` then linear decay.
+
+    Returns the model, the loss per step, and the MLM and NSP parts of it. The caller's
+    random state is left untouched. Shared by :func:`pretrain_small` and chapter 13's
+    masking comparison (``roberta.pretrain``).
+    """
     losses: dict[str, list[float]] = {"mlm": [], "nsp": []}
 
     def loss_fn(model: bert.BertForPreTraining, batch: dict[str, Tensor]) -> Tensor:
@@ -243,4 +263,4 @@ def pretrain_small(
             warmup=max(1, steps // 10),
             decay="linear",
         )
-    return Pretrained(model, tokenizer, history, losses["mlm"], losses["nsp"])
+    return model, history, losses

@@ -4,6 +4,19 @@ The task-specific part is a ``loss_fn(model, batch) -> loss`` the chapter writes
 loop owns the optimiser, the learning-rate schedule, gradient clipping, the loss
 history and a progress bar, nothing else.
 
+The same loop runs on one process and on many (chapter 14). Under ``torchrun``, every
+process calls :func:`init_distributed` and then :func:`train` with its own share of the
+data; the loop wraps the model in PyTorch's ``DistributedDataParallel``, which averages
+the gradients of all processes after every backward pass, so each process takes the same
+step, the one a single process would take on the whole batch (Li et al., 2020). The
+loss it records is the mean over the processes.
+
+With ``checkpoint=`` a folder, the loop saves the model's weights (safetensors), the
+optimiser's state, the step and the random state there, and ``resume=True`` continues
+from them: the resumed run takes the same steps, on the same batches, as one that was
+never stopped (the batches must come in the same order on every iteration of
+``batches``, as a seeded :class:`transformer_book.lm_data.WindowBatches` does).
+
 The progress bar (tqdm, with the running loss) shows when a person runs a notebook
 or a script. The book's pipeline sets ``TRANSFORMER_BOOK_PROGRESS=0`` while it
 executes and tests the notebooks, so the edition holds no bar.
@@ -15,14 +28,27 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 
-__all__ = ["PROGRESS_ENV", "lr_factor", "progress_enabled", "train"]
+__all__ = [
+    "PROGRESS_ENV",
+    "Distributed",
+    "init_distributed",
+    "lr_factor",
+    "progress_enabled",
+    "save_checkpoint",
+    "load_checkpoint",
+    "train",
+]
 
 PROGRESS_ENV = "TRANSFORMER_BOOK_PROGRESS"
 SCHEDULES = ("constant", "linear", "cosine")
+WEIGHTS_FILE, STATE_FILE = "model.safetensors", "trainer.pt"
 
 
 def progress_enabled(progress: bool | None = None) -> bool:
@@ -62,6 +88,113 @@ def lr_factor(
     return min_factor + (1.0 - min_factor) * shape
 
 
+@dataclass(frozen=True)
+class Distributed:
+    """Where this process sits among the processes training together."""
+
+    rank: int  # 0 … world_size - 1, over all machines
+    local_rank: int  # on this machine: which GPU to use
+    world_size: int  # processes in all
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 logs and writes checkpoints."""
+        return self.rank == 0
+
+
+def init_distributed(backend: str | None = None) -> Distributed:
+    """Join the process group that ``torchrun`` describes in the environment
+    (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+
+    Without ``torchrun`` (no ``WORLD_SIZE``, or 1) this is a single process and nothing
+    is initialised. ``backend``: ``"nccl"`` when CUDA is available, else ``"gloo"``.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if world_size > 1 and not dist.is_initialized():
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend)
+    return Distributed(rank=rank, local_rank=local_rank, world_size=world_size)
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size) of the process group, (0, 1) when there is none."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def save_checkpoint(
+    folder: str | Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    history: list[float],
+) -> None:
+    """Write ``model.safetensors`` (the weights; tied weights once) and ``trainer.pt``
+    (optimiser state, the number of ``step`` s done, the loss history, the random
+    state) into ``folder``, replacing older files only once the new ones are complete.
+
+    Under ``torchrun`` rank 0 writes the shared files and every rank its random state.
+    """
+    from safetensors.torch import save_model
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rank, world_size = _world()
+    rng = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    torch.save(rng, folder / f"rng-{rank}.pt.part")
+    os.replace(folder / f"rng-{rank}.pt.part", folder / f"rng-{rank}.pt")
+    if rank == 0:
+        save_model(model, str(folder / (WEIGHTS_FILE + ".part")))
+        state = {
+            "step": step,
+            "history": list(history),
+            "optimizer": optimizer.state_dict(),
+            "world_size": world_size,
+        }
+        torch.save(state, folder / (STATE_FILE + ".part"))
+        os.replace(folder / (WEIGHTS_FILE + ".part"), folder / WEIGHTS_FILE)
+        os.replace(folder / (STATE_FILE + ".part"), folder / STATE_FILE)
+    if world_size > 1:
+        dist.barrier()  # nobody goes on before the checkpoint is complete
+
+
+def load_checkpoint(
+    folder: str | Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> tuple[int, list[float]]:
+    """Load what :func:`save_checkpoint` wrote into ``model`` (and ``optimizer``);
+    restore this rank's random state. Returns (steps done, loss history)."""
+    from safetensors.torch import load_model
+
+    folder = Path(folder)
+    if not (folder / STATE_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
+        raise ValueError(
+            f"checkpoint folder {str(folder)!r} holds no {WEIGHTS_FILE} and {STATE_FILE}"
+        )
+    device = next(model.parameters()).device
+    load_model(model, str(folder / WEIGHTS_FILE), device=str(device))
+    state = torch.load(folder / STATE_FILE, map_location=device, weights_only=True)
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    rank, _ = _world()
+    rng_file = folder / f"rng-{rank}.pt"
+    if rng_file.is_file():
+        rng = torch.load(rng_file, weights_only=True)
+        torch.set_rng_state(rng["cpu"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+    return int(state["step"]), [float(v) for v in state["history"]]
+
+
 def _progress_bar():
     """tqdm's notebook widget where ipywidgets is installed (Jupyter, Colab), else text."""
     try:
@@ -70,6 +203,38 @@ def _progress_bar():
     except ImportError:
         from tqdm import tqdm
     return tqdm
+
+
+def _param_groups(model: nn.Module, weight_decay: float, decay_vectors: bool) -> list:
+    """One group, or two: weight decay on matrices and embeddings, none on biases and
+    norm gains (vectors), as GPT-2 and nanoGPT train."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if decay_vectors or not weight_decay:
+        return [{"params": params, "weight_decay": weight_decay}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def _cycle(batches: Iterable) -> Iterator:
+    """The items of ``batches``, then again from the start, and so on."""
+    while True:
+        empty = True
+        for batch in batches:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("batches is empty: there is nothing to train on")
+
+
+def _mean_over_processes(loss: Tensor, world_size: int) -> float:
+    loss = loss.detach()
+    if world_size > 1:
+        loss = loss.clone()
+        dist.all_reduce(loss)  # sum over the processes (gloo has no AVG)
+        loss /= world_size
+    return loss.item()
 
 
 def train(
@@ -85,6 +250,12 @@ def train(
     min_lr_factor: float = 0.0,
     progress: bool | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    betas: tuple[float, float] = (0.9, 0.999),
+    decay_vectors: bool = True,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
+    stop_at: int | None = None,
 ) -> list[float]:
     """Run ``steps`` AdamW updates on batches drawn (cycling) from ``batches``.
 
@@ -94,44 +265,68 @@ def train(
     after every update (to evaluate now and then, say). A loss that becomes NaN or
     infinite does not stop the loop: the history records the divergence. The model
     is left in eval mode, ready to be evaluated.
+
+    ``betas``: AdamW's (β1, β2). ``decay_vectors=False`` applies ``weight_decay`` to
+    matrices and embeddings only. ``checkpoint``: a folder to save to every
+    ``checkpoint_every`` steps (0: only at the end) and at the end; ``resume=True``
+    continues from the checkpoint there, if any (the history returned then includes
+    the steps before). ``stop_at``: leave after that many steps, with a checkpoint, as
+    if interrupted. Under ``torchrun`` (after :func:`init_distributed`) the model is
+    wrapped in ``DistributedDataParallel``; every process passes its own ``batches``.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if checkpoint is None and (resume or checkpoint_every or stop_at is not None):
+        raise ValueError(
+            "resume, checkpoint_every and stop_at need a checkpoint folder"
+        )
     lr_factor(0, steps, warmup, decay, min_lr_factor)  # validates decay
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, steps, warmup, decay, min_lr_factor)
-    )
+    groups = _param_groups(model, weight_decay, decay_vectors)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=betas)
     history: list[float] = []
+    start = 0
+    if resume and (Path(checkpoint) / STATE_FILE).is_file():
+        start, history = load_checkpoint(checkpoint, model, opt)
+    end = steps if stop_at is None else min(steps, stop_at)
+    rank, world_size = _world()
+    net = model
+    if world_size > 1:
+        device = next(model.parameters()).device
+        ids = [device.index] if device.type == "cuda" else None
+        net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     bar = None
-    if progress_enabled(progress):
+    if progress_enabled(progress) and rank == 0 and start < end:
         bar = _progress_bar()(
-            total=steps, desc="training", file=sys.stderr, leave=False
+            total=end - start, desc="training", file=sys.stderr, leave=False
         )
     model.train()
-    it: Iterator = iter(())
-    for step in range(steps):
-        try:
-            batch = next(it)
-        except StopIteration:
-            it = iter(batches)
-            batch = next(it)
-        loss = loss_fn(model, batch)
+    draw = _cycle(batches)
+    for _ in range(start):  # the batches the run before the checkpoint consumed
+        next(draw)
+    for step in range(start, end):
+        batch = next(draw)
+        for group in opt.param_groups:
+            group["lr"] = lr * lr_factor(step, steps, warmup, decay, min_lr_factor)
+        loss = loss_fn(net, batch)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # under DDP: the gradients are averaged over the processes
         if clip:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
-        sched.step()
-        history.append(loss.item())
+        history.append(_mean_over_processes(loss, world_size))
         if bar is not None:
             bar.update(1)
-            if step % 10 == 0 or step == steps - 1:
+            if step % 10 == 0 or step == end - 1:
                 bar.set_postfix(loss=f"{history[-1]:.4f}", refresh=False)
         if on_step is not None:
             on_step(step, history[-1])
+        done = step + 1
+        if checkpoint is not None and (
+            done == end or (checkpoint_every and done % checkpoint_every == 0)
+        ):
+            save_checkpoint(checkpoint, model, opt, done, history)
     if bar is not None:
         bar.close()
     model.eval()

@@ -2,9 +2,10 @@
 back (chapter 05).
 
 Built from the *training* split only, so that evaluation sees what a deployed model would
-see: a word never met in training becomes ``<unk>``. ``<pad>`` fills short sentences up to
-the length of the longest one in a batch; its id is what
-:func:`transformer_book.masks.padding_mask_from_ids` masks out. The same class, with no
+see: a word never met in training becomes ``<unk>`` (and :meth:`Vocab.word_dropout` hides
+known words behind ``<unk>`` during training, so the model learns what to do with it).
+``<pad>`` fills short sentences up to the length of the longest one in a batch; its id is
+what :func:`transformer_book.masks.padding_mask_from_ids` masks out. The same class, with no
 special tokens, maps slot tags and intent labels to class ids.
 """
 
@@ -122,6 +123,26 @@ class Vocab:
         for i, s in enumerate(sentences):
             ids[i, : len(s)] = torch.tensor(self.encode(s), dtype=torch.long)
         return ids, lengths
+
+    def word_dropout(
+        self, ids: Tensor, p: float, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """A copy of ``ids`` in which each word becomes ``<unk>`` with probability ``p``.
+
+        Padding stays padding. Training on such copies trains the ``<unk>`` embedding
+        (which a training set free of unknown words never updates) and teaches the model
+        to fall back on the context, as it must for the unseen words of a test set: the
+        word dropout of Kiperwasser and Goldberg (2016), with one ``p`` for every word.
+        ``generator`` (a CPU generator) makes the draw repeatable.
+        Shapes: ids (B, T) -> (B, T).
+        """
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"p must lie in [0, 1), got {p}")
+        unk = self.unk_id  # raises when the vocabulary has no <unk>
+        drop = torch.rand(ids.shape, generator=generator).to(ids.device) < p  # (B, T)
+        if self.pad_token is not None:
+            drop &= ids != self.pad_id
+        return ids.masked_fill(drop, unk)
 
     def __repr__(self) -> str:
         head = ", ".join(repr(t) for t in self.itos[:6])

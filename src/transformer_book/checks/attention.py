@@ -13,6 +13,7 @@ from ._core import ExerciseError, call, expect_close, passed
 
 __all__ = [
     "check_self_attention_weights",
+    "check_outweigh_self",
     "check_batched_self_attention",
     "check_same_sentence_mask",
     "check_cosine_attention",
@@ -50,6 +51,56 @@ def check_self_attention_weights(fn: Callable[[Tensor], Tensor]) -> None:
     return passed(
         "each row is a probability distribution over the tokens, "
         "largest where x_i · x_j is largest."
+    )
+
+
+def check_outweigh_self(fn: Callable[[Tensor], Tensor]) -> None:
+    """``fn(x)`` with x (d,) must return y (d,) such that in softmax(X Xᵀ) for the
+    two-word sentence X = [x; y], the row of x puts more weight on y than on x."""
+    gen = torch.Generator().manual_seed(11)
+    xs = [torch.randn(d, generator=gen) for d in (4, 4, 8, 8, 16)]
+    xs.append(10 * torch.randn(4, generator=gen))  # a long word
+    for n, x in enumerate(xs, start=1):
+        y = call(fn, x.clone())
+        if not isinstance(y, Tensor):
+            raise ExerciseError(f"expected a torch.Tensor, got {type(y).__name__}.")
+        if y.shape != x.shape:
+            raise ExerciseError(
+                f"x has shape {tuple(x.shape)}, your y {tuple(y.shape)}: return one "
+                "word vector of the same width as x."
+            )
+        x64, y64 = x.double(), y.detach().double()
+        if not torch.isfinite(y64).all():
+            raise ExerciseError("y holds inf or NaN: return a finite vector.")
+        W = (torch.stack([x64, y64]) @ torch.stack([x64, y64]).T).softmax(dim=-1)
+        if W[0, 1] > W[0, 0]:
+            continue
+        self_score, cross = (x64 @ x64).item(), (x64 @ y64).item()
+        norm_x, norm_y = x64.norm().item(), y64.norm().item()
+        where = f"test word {n} (d={x.numel()})"
+        if torch.allclose(x64, y64):
+            raise ExerciseError(
+                f"{where}: a copy of x ties with x: both of its scores are x·x, so the "
+                "row of x splits its weight 50/50. y must score *higher* than x·x "
+                "against x."
+            )
+        if norm_y <= norm_x:
+            raise ExerciseError(
+                f"{where}: ‖y‖ = {norm_y:.2f} is not larger than ‖x‖ = {norm_x:.2f}. "
+                "Since x·y = ‖x‖‖y‖cos θ ≤ ‖x‖‖y‖, a vector no longer than x can never "
+                "score above x·x = ‖x‖²: make y longer."
+            )
+        cos = cross / (norm_x * norm_y)
+        raise ExerciseError(
+            f"{where}: y is longer than x but points too far from it (cos θ = "
+            f"{cos:.2f}): x·y = {cross:.2f} stays below x·x = {self_score:.2f}. A y "
+            "that works for every x must be built from x itself: point it along x."
+        )
+    return passed(
+        "the row of x prefers y exactly when x·y > x·x = ‖x‖², which by Cauchy–Schwarz "
+        "needs ‖y‖ > ‖x‖. In parameter-free attention, a long vector takes weight from "
+        "every word it roughly points along. Exercise 3 takes length out of the scores; "
+        "chapter 2's projections let the layer learn what to match."
     )
 
 

@@ -1,8 +1,9 @@
 """Checks for the exercises of chapter 03 (the encoder block: norms, residual placement,
-parameter counts)."""
+parameter counts, the scale of residual branches)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -12,7 +13,12 @@ from torch import Tensor
 from .. import blocks, params
 from ._core import ExerciseError, call, expect_close, passed
 
-__all__ = ["check_batch_norm", "check_pre_norm_block", "check_max_d_ff"]
+__all__ = [
+    "check_batch_norm",
+    "check_pre_norm_block",
+    "check_max_d_ff",
+    "check_branch_scale",
+]
 
 Fn = Callable[[Tensor], Tensor]
 
@@ -258,4 +264,66 @@ def check_max_d_ff(fn: Callable[[int, int, int, int], int]) -> str:
     return passed(
         "every extra unit of d_ff costs 2·d_model + 1 parameters per layer, "
         "whatever the input's length."
+    )
+
+
+def check_branch_scale(fn: Callable[[int, float], float]) -> str:
+    """``fn(depth, growth)``: the scale α of every residual branch, x <- x + α·F(x), for
+    which ``depth`` variance-preserving sublayers multiply the second moment by ``growth``.
+
+    Each layer adds α² times the stream's second moment, so (1 + α²)^depth = growth and
+    α = sqrt(growth^(1/depth) - 1).
+    """
+    cases = [(8, 4.0), (64, 2.0), (2, 2.0), (128, 4.0), (12, 1.5), (1, 2.0)]
+    for depth, growth in cases:
+        got = call(fn, depth, growth)
+        if isinstance(got, Tensor) and got.numel() == 1:
+            got = got.item()
+        where = f"depth={depth}, growth={growth}"
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            raise ExerciseError(
+                f"{where}: return a number (a Python float), got {type(got).__name__}."
+            )
+        expected = math.sqrt(growth ** (1 / depth) - 1)
+        if math.isclose(got, expected, rel_tol=1e-6):
+            continue
+        reached = (1 + got**2) ** depth if got == got else float("nan")
+        mistakes = [
+            (
+                1 / math.sqrt(depth),
+                "α = 1/√depth keeps the growth bounded (it tends to e ≈ 2.72 as the "
+                "stack deepens; GPT-2 scales its residual layers this way), but it does "
+                "not hit the growth you were asked for. Solve (1 + α²)^depth = growth.",
+            ),
+            (
+                math.sqrt((growth - 1) / depth),
+                "You linearised: (1 + α²)^depth ≈ 1 + depth·α² only when depth·α² is "
+                "small. Solve (1 + α²)^depth = growth exactly.",
+            ),
+            (
+                growth ** (1 / depth) - 1,
+                "That is α², not α: α scales the branch's output, so the branch adds α² "
+                "times the second moment. Take the square root.",
+            ),
+            (
+                math.sqrt(growth ** (1 / depth)),
+                "The skip path already carries the stream's own second moment (the 1 in "
+                "1 + α²): subtract it before the square root.",
+            ),
+            (
+                math.sqrt(growth / depth),
+                "The growth compounds over the layers, it does not add up: "
+                "(1 + α²)^depth = growth.",
+            ),
+        ]
+        for wrong, message in mistakes:
+            if math.isclose(got, wrong, rel_tol=1e-6):
+                raise ExerciseError(f"{where}: {message}")
+        raise ExerciseError(
+            f"{where}: α = {got:.6g} makes the second moment grow by {reached:.6g}, not "
+            f"{growth}. Each layer multiplies it by (1 + α²)."
+        )
+    return passed(
+        "each layer multiplies the second moment by 1 + α², so α = "
+        "sqrt(growth^(1/depth) - 1): the deeper the stack, the smaller each branch."
     )

@@ -1,5 +1,6 @@
 """Checks for the exercises of chapter 05 on sentence classification: pooling contextual
-embeddings."""
+embeddings over the real tokens only (exercise 3 fixes a mean pooling that padding
+breaks)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def check_mean_pool(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
             raise ExerciseError(
                 "You divided by the length but summed the padding vectors too: zero them first."
             )
+        one_more = torch.arange(6)[None, :] <= lengths[:, None]  # (B, T): t <= length
+        for divisor in (lengths, one_more.sum(dim=1)):
+            extra = (h * one_more[..., None]).sum(dim=1) / divisor[:, None]  # (B, D)
+            if torch.allclose(got, extra, atol=1e-5):
+                raise ExerciseError(
+                    "Your mask keeps one position too many (t <= length): position "
+                    "`length` is the first <pad>, so every padded sentence takes one "
+                    "padding vector into its average. Keep t < length; a sentence "
+                    "without padding hides the bug."
+                )
     expect_close(
         got,
         expected,

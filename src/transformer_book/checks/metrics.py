@@ -59,9 +59,8 @@ def check_bio_spans(fn: Callable[[Sequence[str]], list]) -> str:
 
 
 def _f1(n_correct: int, n_pred: int, n_gold: int) -> float:
-    return (
-        2 * n_correct / (n_pred + n_gold) if n_pred + n_gold else 0.0
-    )  # = 2PR / (P + R)
+    # 2PR / (P + R) with P = correct / predicted and R = correct / gold
+    return 2 * n_correct / (n_pred + n_gold) if n_pred + n_gold else 0.0
 
 
 def check_span_f1(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor
@@ -10,7 +10,13 @@ from torch import Tensor
 from .. import positions
 from ._core import ExerciseError, call, expect_close, passed
 
-__all__ = ["check_sinusoidal_encoding", "check_alibi_slopes", "check_rope_rotation"]
+__all__ = [
+    "check_sinusoidal_encoding",
+    "check_alibi_slopes",
+    "check_rope_rotation",
+    "check_unseen_buckets",
+    "check_extrapolation_prediction",
+]
 
 
 def _same(got: object, other: Tensor) -> bool:
@@ -189,3 +195,210 @@ def check_rope_rotation(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
     return passed(
         "each feature pair turns by p·θ_i, so q_m · k_n depends on n − m only."
     )
+
+
+# --- T5: which buckets does a longer test reach that training never did? ----------------
+
+
+def _causal_buckets(
+    first: int, last: int, num_buckets: int, max_distance: int, sign: int = -1
+) -> set[int]:
+    """The causal T5 buckets of the distances ``first … last`` into the past."""
+    if last < first:
+        return set()
+    rel = sign * torch.arange(first, last + 1)  # key - query: negative = the past
+    return set(
+        positions.t5_relative_position_bucket(
+            rel, bidirectional=False, num_buckets=num_buckets, max_distance=max_distance
+        ).tolist()
+    )
+
+
+def _unseen(
+    train_len: int,
+    test_len: int,
+    num_buckets: int,
+    max_distance: int,
+    train_extra: int = 0,
+    test_extra: int = 0,
+    sign: int = -1,
+    subtract: bool = True,
+) -> list[int]:
+    """The reference answer, with switches that reproduce the usual mistakes."""
+    args = (num_buckets, max_distance, sign)
+    seen = _causal_buckets(0, train_len - 1 + train_extra, *args)
+    test = _causal_buckets(train_len, test_len - 1 + test_extra, *args)
+    return sorted(test - seen if subtract else test)
+
+
+def check_unseen_buckets(fn: Callable[[int, int, int, int], Iterable[int]]) -> str:
+    """``fn(train_len, test_len, num_buckets, max_distance)`` must return the sorted
+    causal T5 buckets that test sequences of ``test_len`` tokens reach and training
+    sequences of ``train_len`` tokens never do."""
+    settings = [
+        (32, 64, 16, 32),
+        (32, 64, 16, 128),
+        (32, 64, 32, 128),
+        (20, 200, 32, 128),
+    ]
+    settings += [(8, 40, 8, 16), (10, 11, 16, 64), (30, 33, 16, 128)]
+    mistakes = {
+        (
+            "Your training distances go one too far: a sequence of train_len tokens "
+            "holds distances 0 … train_len − 1 (query at the last position, key at "
+            "the first)."
+        ): dict(train_extra=1),
+        (
+            "Your test distances go one too far: a sequence of test_len tokens holds "
+            "distances up to test_len − 1, not test_len."
+        ): dict(test_extra=1),
+        (
+            "You passed the distances as positive numbers. t5_relative_position_bucket "
+            "takes key − query, which is negative for the keys a causal model sees "
+            "(they lie in the past); positive values all fall into bucket 0."
+        ): dict(sign=1),
+        (
+            "These are all the buckets the test reaches, including the ones training "
+            "reached too: remove the buckets of the distances 0 … train_len − 1."
+        ): dict(subtract=False),
+    }
+    for train_len, test_len, num_buckets, max_distance in settings:
+        got = call(fn, train_len, test_len, num_buckets, max_distance)
+        if isinstance(got, Tensor):
+            got = got.tolist()
+        try:
+            got = sorted(int(b) for b in got)
+        except TypeError:
+            raise ExerciseError(
+                f"Return a list of bucket numbers (ints), got {type(got).__name__}."
+            ) from None
+        setting = (
+            f"train_len={train_len}, test_len={test_len}, "
+            f"num_buckets={num_buckets}, max_distance={max_distance}"
+        )
+        expected = _unseen(train_len, test_len, num_buckets, max_distance)
+        if got == expected:
+            continue
+        for message, switch in mistakes.items():
+            if got == _unseen(train_len, test_len, num_buckets, max_distance, **switch):
+                raise ExerciseError(f"{setting}: {message}")
+        raise ExerciseError(
+            f"{setting}: got {got}, expected {expected}. Use the causal buckets "
+            "(bidirectional=False) of the distances train_len … test_len − 1, minus "
+            "those of 0 … train_len − 1."
+        )
+    return passed(
+        "with max_distance at the training length, every longer distance shares the "
+        "last bucket, which training reached; with a larger max_distance, the test "
+        "meets buckets whose bias was never trained."
+    )
+
+
+# --- predict, then measure: which position schemes survive twice the length? ----------
+
+SCHEME_NAMES = ("none", "learned", "sinusoidal", "T5 bias", "ALiBi", "RoPE")
+_LEARN, _KEEP, _MARGIN = 0.8, 0.9, 0.05
+
+# Why a scheme fails or survives, shown when a prediction disagrees with the measurement.
+_WHY_FAILS = {
+    "none": "Without positions the model cannot tell which earlier token is 1 back.",
+    "learned": (
+        "The learned table has no vector for positions past max_len: the model cannot "
+        "even run at twice the training length."
+    ),
+    "sinusoidal": (
+        "Positions 32–63 were never seen in training: their encodings are inputs the "
+        "model never learned to read."
+    ),
+    "T5 bias": (
+        "Distances past max_distance share the last bucket; if max_distance exceeds "
+        "the training length, longer tests meet buckets training never updated."
+    ),
+    "ALiBi": (
+        "ALiBi's penalty is smallest at distance 0, the query's own token, not the "
+        "token before it: a head favours the token itself over the previous one "
+        "whatever the content. Mixing heads of different slopes can work around "
+        "that, but a small one-layer model does not find it in a short training."
+    ),
+    "RoPE": (
+        "Offset 1 was seen in training, but keys 32–63 places back were not: nothing "
+        "kept their scores low, and they draw attention away (section 8 measures it)."
+    ),
+}
+_WHY_SURVIVES = {
+    "T5 bias": (
+        "The bias of distance 1 is the same at any length, and every distance past "
+        "max_distance (the training length here) shares one bucket that training "
+        "reached."
+    ),
+    "ALiBi": (
+        "Its fixed penalty is the same rule at every length, and this model found a "
+        "way around the head-level preference for the token itself (mixing heads "
+        "of different slopes can favour the previous token)."
+    ),
+}
+
+
+def _verdict(acc_train: float, acc_twice: float | None) -> tuple[bool, bool]:
+    """(survives, clear): survives = learned at the training length and kept 90 % of
+    that at twice it; clear = no accuracy within 0.05 of a threshold."""
+    learned = acc_train >= _LEARN
+    clear = abs(acc_train - _LEARN) >= _MARGIN
+    if acc_twice is None:
+        return False, True
+    kept = acc_twice >= _KEEP * acc_train
+    if learned:
+        clear = clear and abs(acc_twice - _KEEP * acc_train) >= _MARGIN
+    return learned and kept, clear
+
+
+def check_extrapolation_prediction(
+    predicted: Iterable[str] | Callable[[], Iterable[str]],
+    measured: Mapping[str, tuple[float, float | None]],
+) -> str:
+    """Compare a prediction with a measurement of which position schemes survive twice
+    the training length.
+
+    ``predicted``: a set of scheme names, or a function returning one: the schemes that
+    learn the task at the training length (accuracy >= 0.8) and keep 90 % of that
+    accuracy at twice it. ``measured``: scheme -> (accuracy at the training length,
+    accuracy at twice it, or None where the model cannot run). A scheme within 0.05 of
+    a threshold is too close to call, and either prediction is accepted for it.
+    """
+    if callable(predicted):
+        predicted = call(predicted)
+    if isinstance(predicted, str) or not isinstance(predicted, Iterable):
+        raise ExerciseError(
+            "Write your prediction as a set of scheme names, e.g. {'RoPE', 'ALiBi'} "
+            "(an empty set() if you think none survives)."
+        )
+    predicted = set(predicted)
+    unknown = predicted - set(SCHEME_NAMES)
+    if unknown:
+        raise ExerciseError(
+            f"Unknown scheme names {sorted(unknown)}: use names from {SCHEME_NAMES}."
+        )
+    missing = set(SCHEME_NAMES) - set(measured)
+    if missing:
+        raise ExerciseError(f"measured lacks the schemes {sorted(missing)}.")
+    wrong, survivors, unclear = [], [], []
+    for name in SCHEME_NAMES:
+        acc_train, acc_twice = measured[name]
+        survives, clear = _verdict(acc_train, acc_twice)
+        twice = "n/a" if acc_twice is None else f"{acc_twice:.2f}"
+        numbers = (
+            f"measured {acc_train:.2f} at the training length, {twice} at twice it"
+        )
+        survivors += [name] if survives else []
+        if not clear:
+            unclear.append(f"{name} ({numbers})")
+        elif survives != (name in predicted):
+            said = "survives" if name in predicted else "fails"
+            why = (_WHY_SURVIVES if survives else _WHY_FAILS).get(name, "")
+            wrong.append(f"- {name}: you predicted it {said}; {numbers}. {why}")
+    if wrong:
+        raise ExerciseError(
+            "Your prediction and the measurement disagree:\n" + "\n".join(wrong)
+        )
+    note = f" Too close to call on this run: {', '.join(unclear)}." if unclear else ""
+    return passed(f"survivors measured: {survivors or 'none'}, as you predicted.{note}")

@@ -124,7 +124,7 @@ def self_attention_matrix_form(T: int = 4, d: int = 3, i: int = 1) -> Figure:
         6.9,
         0.45,
         f"row {i + 1} of W holds word {i + 1}'s weights over all T words; "
-        f"row {i + 1} of Y = Σⱼ Wᵢⱼ xⱼ, a weighted average of the rows of X",
+        f"row {i + 1} of Y = Σⱼ W{_sub(i + 1)}ⱼ xⱼ, a weighted average of the rows of X",
         10,
         color=EDGE["output"],
     )
@@ -253,12 +253,12 @@ def scaled_dot_product_attention(T: int = 4, d: int = 6, d_k: int = 3) -> Figure
         T,
         c,
         _row_highlight("output", i),
-        "weights A",
+        "weights W",
         "(T, T), rows sum to 1",
     )
     arrow(ax, (sm[0] + sm[2], 4.0), (a[0], 4.0))
-    # output = A V
-    av = box(ax, 11.3, 0.4, 1.6, 1.0, "A · V", "compute")
+    # output = W V
+    av = box(ax, 11.3, 0.4, 1.6, 1.0, "W · V", "compute")
     arrow(ax, ends["V"], (av[0], av[1] + 0.5))
     arrow(ax, (a[0] + a[2] / 2, a[1] - 0.45), (av[0] + av[2], av[1] + 0.85))
     out = _cells(

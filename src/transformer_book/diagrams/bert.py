@@ -41,7 +41,7 @@ def input_embeddings() -> Figure:
     width = left + len(tokens) * step + 0.3
     fig, ax = canvas(width, 6.3, scale=0.72)
     rows = [  # (y, label, cell text, role)
-        (4.1, "token\nembeddings", lambda i, t: f"E({t.strip('[]')})", "weight"),
+        (4.1, "token\nembeddings", lambda i, t: f"E({t.strip('[]')})", "output"),
         (3.1, "segment\nembeddings", lambda i, t: "E_A" if i < n_a else "E_B", None),
         (2.1, "position\nembeddings", lambda i, t: f"P{i}", "compute"),
     ]
@@ -65,7 +65,7 @@ def input_embeddings() -> Figure:
                 edge, fill = EDGE[seg], FILL[seg]
             else:
                 edge, fill = EDGE[role], FILL[role]
-            size = 8 if role == "weight" and len(tok) > 4 else 8.5
+            size = 8 if role == "output" else 8.5  # one size for all E(token)
             _cell(ax, x, y, w, h, label(i, tok), edge, fill, size)
         for y in (3.1 + h + 0.05, 2.1 + h + 0.05):
             text(ax, x + w / 2, y + 0.16, "+", 11, color=GREY)

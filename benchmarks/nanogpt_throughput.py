@@ -1,0 +1,206 @@
+"""Training throughput of the book's ``gpt.GPT`` next to nanoGPT's own model.
+
+    python benchmarks/nanogpt_throughput.py [--nanogpt ../shared/reference/nanogpt]
+        [--threads 2] [--repeats 9] [--steps 20] [--out benchmarks/results/...json]
+
+Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 layers,
+4 heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
+trained with the same step: forward, cross-entropy, backward, gradient clipping,
+AdamW. The models take turns, ``--steps`` steps at a time, ``--repeats`` times, in the
+same process and with the same threads, so a busy machine slows both alike; the result
+is the median of each model's tokens per second (wall clock, and per CPU second), and
+their ratio. nanoGPT's ``model.py`` is imported from the folder given (it is not part
+of this project: Karpathy's nanoGPT, MIT licence). The result is written as JSON with
+the machine, the torch version and the date; chapter 14 shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
+
+from transformer_book import gpt  # noqa: E402
+
+DEFAULT_NANOGPT = "../shared/reference/nanogpt"  # relative to the repository root
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "nanogpt_throughput.json"
+# nanoGPT's README, CPU recipe for Shakespeare (bias=False as its train.py builds it)
+CONFIG = dict(
+    vocab_size=65, context=64, n_layers=4, n_heads=4, d_model=128, batch_size=12,
+    dropout=0.0, bias=False,
+)  # fmt: skip
+
+
+def load_nanogpt(folder: str | Path):
+    """nanoGPT's ``model`` module, imported from ``folder/model.py``."""
+    path = Path(folder)
+    if not path.is_absolute():
+        path = (ROOT / path).resolve()
+    source = path / "model.py"
+    if not source.is_file():
+        raise SystemExit(f"no nanoGPT model.py in {path} (give its folder: --nanogpt)")
+    spec = importlib.util.spec_from_file_location("nanogpt_model", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, source
+
+
+def build_models(nanogpt) -> dict[str, torch.nn.Module]:
+    c = CONFIG
+    torch.manual_seed(0)
+    ours = gpt.GPT(
+        gpt.GPTConfig(
+            vocab_size=c["vocab_size"], max_len=c["context"], d_model=c["d_model"],
+            n_layers=c["n_layers"], n_heads=c["n_heads"], dropout=c["dropout"],
+            bias=c["bias"], activation="gelu", positions="learned",
+        )
+    )  # fmt: skip
+    torch.manual_seed(0)
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its parameter count
+        theirs = nanogpt.GPT(
+            nanogpt.GPTConfig(
+                block_size=c["context"], vocab_size=c["vocab_size"],
+                n_layer=c["n_layers"], n_head=c["n_heads"], n_embd=c["d_model"],
+                dropout=c["dropout"], bias=c["bias"],
+            )
+        )  # fmt: skip
+    return {"gpt.GPT": ours, "nanoGPT": theirs}
+
+
+def training_step(name: str, model: torch.nn.Module, device: torch.device):
+    """One AdamW step on a fixed random batch, the same for both models."""
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(1)
+    shape = (CONFIG["batch_size"], CONFIG["context"])
+    x = torch.randint(CONFIG["vocab_size"], shape, generator=gen).to(device)
+    y = torch.randint(CONFIG["vocab_size"], shape, generator=gen).to(device)
+
+    def step() -> None:
+        if name == "nanoGPT":
+            _, loss = model(x, y)  # its forward computes the loss from targets
+        else:
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(steps: dict, n_steps: int, repeats: int, warmup: int, device) -> dict:
+    """Tokens per wall second and per CPU second of each step function, per repeat."""
+    tokens = n_steps * CONFIG["batch_size"] * CONFIG["context"]
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    wall = {name: [] for name in steps}
+    cpu = {name: [] for name in steps}
+    names = list(steps)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:  # alternate who goes first
+            _sync(device)
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(n_steps):
+                steps[name]()
+            _sync(device)
+            wall[name].append(tokens / (time.perf_counter() - w0))
+            cpu[name].append(tokens / (time.process_time() - c0))
+    return {"wall": wall, "cpu": cpu}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nanogpt", default=DEFAULT_NANOGPT, help="nanoGPT's folder")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--steps", type=int, default=20, help="steps per repeat")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    nanogpt, source = load_nanogpt(args.nanogpt)
+    models = build_models(nanogpt)
+    n_params = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
+    if len(set(n_params.values())) != 1:
+        raise SystemExit(f"the two models differ in size: {n_params}")
+    steps = {k: training_step(k, m, device) for k, m in models.items()}
+    runs = measure(steps, args.steps, args.repeats, args.warmup, device)
+    median = {
+        clock: {k: statistics.median(v) for k, v in per_model.items()}
+        for clock, per_model in runs.items()
+    }
+    result = {
+        "benchmark": "training tokens/s, gpt.GPT vs nanoGPT's GPT, same configuration",
+        "config": CONFIG,
+        "parameters": n_params["gpt.GPT"],
+        "tokens_per_s": median["wall"],
+        "tokens_per_cpu_s": median["cpu"],
+        "ratio": median["wall"]["gpt.GPT"] / median["wall"]["nanoGPT"],
+        "ratio_cpu": median["cpu"]["gpt.GPT"] / median["cpu"]["nanoGPT"],
+        "repeats": {"wall": runs["wall"], "cpu": runs["cpu"]},
+        "steps_per_repeat": args.steps,
+        "threads": args.threads,
+        "device": str(device),
+        "machine": {
+            "cpu": cpu_name(),
+            "cores": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        },
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
+        "nanogpt_model_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "command": "python benchmarks/nanogpt_throughput.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(
+        f"gpt.GPT {median['wall']['gpt.GPT']:,.0f} tokens/s, nanoGPT "
+        f"{median['wall']['nanoGPT']:,.0f} tokens/s: ratio {result['ratio']:.3f} "
+        f"(per CPU second {result['ratio_cpu']:.3f}); written to {out}"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()

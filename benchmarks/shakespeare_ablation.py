@@ -1,0 +1,137 @@
+"""What gets a small GPT below nanoGPT's 1.88 on Tiny Shakespeare in less time: train
+the recipes of :data:`VARIANTS`, several seeds each, and record the held-out loss and
+the time of every run.
+
+    python benchmarks/shakespeare_ablation.py [--variants a,b] [--seeds 0,1,2]
+        [--threads 1] [--out benchmarks/results/shakespeare_ablation.json]
+
+Every run is ``python -m transformer_book.train gpt`` with a recipe (chapter 14's
+``train.run``): the first 90 % of the characters to train on, the last 10 % held out
+(nanoGPT's split), evaluated once at the end on every held-out character. Runs already
+in the output file are kept (so variants can be added one at a time); ``--force``
+repeats them. Chapter 14 shows the table this writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import fcntl
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
+
+from transformer_book import train  # noqa: E402
+
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "shakespeare_ablation.json"
+NANOGPT = train.RECIPES["nanogpt-cpu"]
+QUICK = train.RECIPES["book-quick"]
+# name -> (what changes, the recipe); each differs from the row above it in one thing
+VARIANTS: dict[str, tuple[str, train.TrainConfig]] = {
+    "nanogpt": ("nanoGPT's CPU recipe: 2,000 steps, lr 1e-3", NANOGPT),
+    "nanogpt-short": (
+        "the same, stopped at the book's budget",
+        dataclasses.replace(NANOGPT, steps=QUICK.steps),
+    ),
+    "lr3e-3": (
+        "peak learning rate 3e-3",
+        dataclasses.replace(QUICK, positions="learned"),
+    ),
+    "rope": (
+        "RoPE instead of learned positions",
+        dataclasses.replace(QUICK, positions="rope"),
+    ),
+    "untied": (
+        "the head untied from the embedding",
+        dataclasses.replace(QUICK, tie_embeddings=False),
+    ),
+}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--force", action="store_true", help="repeat runs on file")
+    args = parser.parse_args(argv)
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(args.threads)
+    for seed in seeds:  # seed by seed: every variant gets its first seeds soonest
+        for name in names:
+            what, recipe = VARIANTS[name]
+            with _locked(out) as result:
+                entry = result["variants"].get(name, {"runs": []})
+                if any(r["seed"] == seed for r in entry["runs"]) and not args.force:
+                    continue
+            config = dataclasses.replace(recipe, seed=seed, log_every=0, threads=0)
+            r = train.run(config)
+            run = {
+                "seed": seed,
+                "val_loss": r["val_loss"],
+                "train_cpu_seconds": r["train_cpu_seconds"],
+                "train_wall_seconds": r["train_wall_seconds"],
+                "final_train_loss": sum(r["history"][-100:]) / 100,
+            }
+            print(f"{name} seed {seed}: held-out loss {r['val_loss']:.4f}, "
+                  f"{r['train_cpu_seconds']:.0f} CPU s", flush=True)  # fmt: skip
+            with _locked(out) as result:  # several workers may share the file
+                entry = result["variants"].setdefault(name, {"runs": []})
+                entry.update(what=what, config=dataclasses.asdict(recipe))
+                entry["runs"] = [x for x in entry["runs"] if x["seed"] != seed]
+                entry["runs"] = sorted([*entry["runs"], run], key=lambda x: x["seed"])
+                result.update(
+                    threads=args.threads,
+                    machine=machine(),
+                    torch=torch.__version__,
+                    date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                        timespec="seconds"
+                    ),
+                    command="python benchmarks/shakespeare_ablation.py --threads "
+                    f"{args.threads} --seeds {args.seeds}",
+                )
+    with _locked(out) as result:
+        return result
+
+
+@contextlib.contextmanager
+def _locked(out: Path):
+    """The results on file, read and (on leaving) written back under a lock."""
+    with open(Path(tempfile.gettempdir()) / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = json.loads(out.read_text()) if out.is_file() else {"variants": {}}
+        yield result
+        out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

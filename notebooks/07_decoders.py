@@ -1,0 +1,1007 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,mystnb,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 7. Masks, decoders and the encoder–decoder
+#
+# The encoder of chapters 3–5 reads a whole sentence at once and gives every word a
+# vector that depends on all the others. That is what a *reader* needs. A *writer* is
+# different: it produces a sequence one token at a time, and a token may only depend
+# on what has been written before it. The transformer's decoder {cite}`vaswani2017attention`
+# is an encoder block with two changes that make it a writer: a mask that hides the
+# future, and a second attention that reads the encoder's output.
+#
+# By the end of this chapter you will be able to
+#
+# - build the causal mask, combine it with a padding mask, and check that no position
+#   ever sees a later one;
+# - assemble a decoder block (masked self-attention, cross-attention, feed-forward) and
+#   check it against `torch.nn.TransformerDecoderLayer` with copied weights;
+# - say what a decoder-only (GPT) block is;
+# - train an encoder–decoder with teacher forcing and decode it greedily, on a real
+#   task: turning ATIS flight queries into semantic frames;
+# - compare that generator with chapter 5's tagger on the same frames.
+
+# %% tags=["remove-cell"]
+# Colab only: install this book's package (does nothing anywhere else).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
+
+# %%
+import copy
+import dataclasses
+import statistics
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book import (
+    attention,
+    batching,
+    blocks,
+    checks,
+    classifiers,
+    data,
+    diagrams,
+    frames,
+    masks,
+    metrics,
+    plotting,
+    report,
+    runtime,
+    seq2seq,
+    training,
+)
+from transformer_book.vocab import Vocab
+
+# %% tags=["parameters"]
+device = "auto"  # "auto": cuda when available, else cpu
+profile = "auto"  # "auto": full on a GPU, quick on a CPU
+
+# %%
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 thread
+print(run)
+seeds = run.pick(quick=[0], full=[0, 1, 2])  # training runs per model
+batch_size = 64
+# the encoder-decoder (sections 5-7); steps and learning rate chosen on the dev split
+s2s_sizes = dict(
+    d_model=run.pick(quick=64, full=128),
+    n_heads=4,
+    d_ff=run.pick(quick=256, full=512),
+    n_encoder_layers=run.pick(quick=1, full=2),
+    n_decoder_layers=run.pick(quick=1, full=2),
+    dropout=run.pick(quick=0.0, full=0.1),
+)
+s2s_steps, s2s_lr = run.pick(quick=800, full=6000), run.pick(quick=8e-3, full=1e-3)
+dev_steps = run.pick(quick=(400,), full=tuple(range(500, 6000, 500)))  # + the end
+s2s_target = run.pick(quick=0.6, full=0.72)  # test exact match, asserted in section 7
+# chapter 5's tagger and intent classifier, with chapter 5's sizes and schedule
+tag_d, tag_d_ff = run.pick(quick=64, full=128), run.pick(quick=128, full=512)
+tag_dropout, p_unk = run.pick(quick=0.0, full=0.3), run.pick(quick=0.1, full=0.2)
+slot_steps, intent_steps = (
+    run.pick(quick=400, full=5000),
+    run.pick(quick=200, full=1500),
+)
+tag_lr = run.pick(quick=1e-2, full=1e-3)
+
+# %% [markdown]
+# ## 1. The causal mask
+#
+# A decoder is trained to predict token $t$ from the tokens before it. If position $t$
+# could attend to itself and to the positions after it while the whole target sits in
+# the input, the answer would be in plain view. So query $i$ may attend to key $j$ only
+# when $j \le i$:
+#
+# $$M_{ij} = \begin{cases}\text{True} & j \le i \\ \text{False} & j > i,\end{cases}
+# \qquad
+# \text{scores}_{ij} = \begin{cases}q_i \cdot k_j / \sqrt{d_k} & M_{ij} \\ -\infty & \text{otherwise.}\end{cases}$$
+#
+# After the softmax, $-\infty$ becomes a weight of exactly 0. The mask is the lower
+# triangle of a $T \times T$ matrix of ones; in this book True means *may attend*
+# (chapter 2).
+
+# %%
+causal = masks.causal_mask(5)  # (T, T) bool
+print(causal.int())
+x = torch.randn(1, 5, 8)
+weights = attention.scaled_dot_product_attention(x, x, x, mask=causal)[1]  # (1, 5, 5)
+print(
+    "weights above the diagonal are exactly 0:", bool((weights[0].triu(1) == 0).all())
+)
+print("every row still sums to 1:", torch.allclose(weights.sum(-1), torch.ones(1, 5)))
+
+# %% [markdown]
+# Why a mask, and not simply shorter inputs? Because with the mask, one pass over the
+# whole sequence computes what $T$ separate passes over the prefixes
+# $x_{\le 0}, x_{\le 1}, \dots, x_{\le T-1}$ would. Row $t$ of masked attention on the
+# full sequence equals the last row of unmasked attention on the prefix that ends at $t$:
+
+# %%
+mha = attention.MultiHeadAttention(8, 2).eval()
+whole = mha(x, mask=causal)[0]  # (1, T, 8), one pass
+prefixes = torch.cat([mha(x[:, : t + 1])[0][:, t:] for t in range(5)], dim=1)
+print(
+    "one masked pass == five passes over the prefixes:",
+    torch.allclose(whole, prefixes, atol=1e-6),
+)
+
+# %% [markdown]
+# That is what makes training a decoder cheap: every position of a target sentence is a
+# training example, and all of them are computed at once.
+#
+# ## 2. Padding, and the two masks together
+#
+# A batch holds sequences of different lengths, padded on the right to the longest
+# (chapter 5). A padding token is not a word, so no query may attend to it: the padding
+# mask hides the *keys* (columns) beyond each sequence's length. It has shape
+# $(B, 1, 1, T)$ and broadcasts over heads and queries; the causal mask $(T, T)$
+# broadcasts over the batch; together (`&`: both must allow) they give one mask per
+# sequence, $(B, 1, T, T)$.
+
+# %%
+lengths = torch.tensor([5, 3])
+padding = masks.padding_mask(lengths, 5)  # (B, 1, 1, T)
+both = causal & padding  # (T, T) & (B, 1, 1, T) -> (B, 1, T, T)
+print(padding.shape, causal.shape, "->", both.shape)
+print(both[1, 0].int())  # the sequence of length 3
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(1, 3, figsize=plotting.WIDE)
+panels = [
+    (padding[1, 0].expand(5, 5), "padding mask (length 3)"),
+    (causal, "causal mask"),
+    (both[1, 0], "both (&)"),
+]
+for ax, (m, title) in zip(axes, panels):
+    ax.imshow(m.int(), cmap="Blues", vmin=0, vmax=1.4)
+    ax.set(title=title, xlabel="key position j", ylabel="query position i")
+    ax.set_xticks(range(5)), ax.set_yticks(range(5))
+    ax.grid(False)
+fig.suptitle("Which keys each query may attend to (dark: may attend)")
+plt.show()
+
+# %% [markdown]
+# Look at the rows of the three real tokens (0, 1, 2) in the right panel: they are the
+# same as in the causal mask alone. Padding on the right lies in the *future* of every
+# real token, so the causal mask already hides it; only the padding positions' own rows
+# change, and their outputs are never used. That is why the decoder below needs only
+# the causal mask for its own input, while the *source*, read without a causal mask, needs
+# its padding mask wherever it is attended to.
+#
+# ## 3. The decoder block
+#
+# The decoder has **two inputs**: the target tokens so far, $x$ ($T$ positions), and the
+# encoder's output for the source, called the *memory* $m$ ($S$ positions). Its block
+# has three sublayers, each with a residual connection and a norm (post-norm, as in the
+# original paper; pre-norm from chapter 6 with `norm_first=True`):
+#
+# $$\begin{aligned}
+# h_1 &= \text{Norm}\big(x + \text{MaskedSelfAttention}(x)\big)\\
+# h_2 &= \text{Norm}\big(h_1 + \text{CrossAttention}(h_1, m)\big)\\
+# y &= \text{Norm}\big(h_2 + \text{FFN}(h_2)\big)
+# \end{aligned}$$
+#
+# Cross-attention is ordinary multi-head attention whose queries come from the decoder
+# and whose keys and values come from the encoder:
+#
+# $$\text{CrossAttention}(h, m) = \text{softmax}\!\Big(\frac{(h W_Q)(m W_K)^\top}{\sqrt{d_k}}\Big)\, m W_V,$$
+#
+# so its weights form a $T \times S$ matrix: each target position decides which source
+# words to read. The source's padding mask goes there, as $(B, 1, 1, S)$. The diagram
+# shows the whole encoder–decoder with the three attentions and their masks.
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Data flow of the encoder-decoder. Left: the source tokens are embedded, scaled and given positions, then pass N encoder blocks (self-attention with a padding mask, feed-forward) to become the memory of shape S by d. Right: the decoder input, the target shifted right and starting with bos, is embedded and passes N decoder blocks: masked self-attention with a lower-triangular causal mask, cross-attention whose keys and values come from the memory with a T by S padding mask, and feed-forward; a linear head and softmax then predict the next token at every position, ending with eos."}}
+diagrams.seq2seq.encoder_decoder()
+plt.show()
+
+# %% [markdown]
+# `blocks.DecoderBlock` implements the three equations; its `forward(x, memory,
+# self_mask, memory_mask)` takes both inputs and both masks. Cross-attention maps $T$
+# target positions to $T$ outputs whatever the source length $S$ is: the two sequences
+# need not be equally long.
+
+# %%
+d, H, d_ff = 16, 4, 64
+block = blocks.DecoderBlock(d, H, d_ff).eval()
+tgt_x, memory = (
+    torch.randn(2, 4, d),
+    torch.randn(2, 6, d),
+)  # T = 4 targets, S = 6 sources
+src_keep = masks.padding_mask(torch.tensor([6, 2]), 6)  # (B, 1, 1, S)
+with torch.no_grad():
+    y = block(tgt_x, memory, self_mask=masks.causal_mask(4), memory_mask=src_keep)
+    cross = block.cross_attention_weights(tgt_x, memory, masks.causal_mask(4), src_keep)
+print(
+    "output",
+    tuple(y.shape),
+    "| cross-attention weights",
+    tuple(cross.shape),
+    "(B, H, T, S)",
+)
+print("weight on the padded sources of sequence 1:", cross[1, :, :, 2:].sum().item())
+
+# %% [markdown]
+# Compared with the encoder block of chapter 3, the decoder block has one more
+# multi-head attention ($4d^2 + 4d$ parameters: four $d \times d$ projections with
+# biases) and one more LayerNorm ($2d$):
+
+# %%
+n_enc = sum(p.numel() for p in blocks.EncoderBlock(d, H, d_ff).parameters())
+n_dec = sum(p.numel() for p in block.parameters())
+print(f"encoder block {n_enc}, decoder block {n_dec}, difference {n_dec - n_enc}")
+print(f"4d² + 4d + 2d = {4 * d * d + 4 * d + 2 * d}")
+
+# %% [markdown]
+# ### Checking it against PyTorch
+#
+# `torch.nn.TransformerDecoderLayer` computes the same block. `load_torch_decoder_layer`
+# copies its weights into ours (torch keeps $W_Q, W_K, W_V$ stacked in one
+# `in_proj_weight`). One more convention to convert: torch's masks say True = *ignore*,
+# the opposite of ours, so we pass `~mask`. We compare with a causal target mask and a
+# padded source, for the post-norm and the pre-norm block.
+
+
+# %%
+def decoder_parity(norm_first):
+    """Max |ours - torch| of a DecoderBlock loaded from a random torch layer."""
+    ref = nn.TransformerDecoderLayer(
+        d, H, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
+    ours = blocks.load_torch_decoder_layer(
+        blocks.DecoderBlock(d, H, d_ff, norm_first=norm_first), ref
+    )
+    self_mask = masks.causal_mask(4)
+    mine = ours(tgt_x, memory, self_mask=self_mask, memory_mask=src_keep)
+    theirs = ref(
+        tgt_x, memory, tgt_mask=~self_mask, memory_key_padding_mask=~src_keep[:, 0, 0]
+    )
+    return (mine - theirs).abs().max().item()
+
+
+# %% tags=["nbval-ignore-output"]
+parity = {
+    name: decoder_parity(nf) for name, nf in (("post-norm", False), ("pre-norm", True))
+}
+report.glue("parity_post", parity["post-norm"], "{:.0e}")
+report.glue("parity_pre", parity["pre-norm"], "{:.0e}")
+for name, err in parity.items():
+    print(f"{name}: max |ours - torch.nn.TransformerDecoderLayer| = {err:.1e}")
+    assert err < 1e-5
+
+# %% [markdown]
+# Both agree to within {glue:text}`parity_post` (post-norm) and {glue:text}`parity_pre`
+# (pre-norm), rounding error of 32-bit floats. A stack, `blocks.Decoder`, feeds the
+# same memory to every block; with the weights of an `nn.TransformerDecoder` of three
+# layers it gives the same output too:
+
+# %% tags=["nbval-ignore-output"]
+ref_stack = nn.TransformerDecoder(
+    nn.TransformerDecoderLayer(d, H, d_ff, dropout=0.0, batch_first=True), num_layers=3
+)
+ours_stack = blocks.Decoder(3, d, H, d_ff)
+for mine, theirs in zip(ours_stack.layers, ref_stack.layers):
+    blocks.load_torch_decoder_layer(mine, theirs)
+got = ours_stack(tgt_x, memory, masks.causal_mask(4), src_keep)
+expected = ref_stack(
+    tgt_x,
+    memory,
+    tgt_mask=~masks.causal_mask(4),
+    memory_key_padding_mask=~src_keep[:, 0, 0],
+)
+stack_err = (got - expected).abs().max().item()
+print(f"3-layer stack: max |ours - torch.nn.TransformerDecoder| = {stack_err:.1e}")
+assert stack_err < 1e-5
+
+# %% [markdown]
+# ### Causality, tested
+#
+# The property that matters most is not a number: **changing the target tokens after
+# position $t$ never changes the outputs at positions $\le t$.** We change everything
+# after $t$ and compare the outputs at positions $\le t$, for a stack with and without
+# its causal mask:
+
+
+# %%
+def future_leaks(stack, t, causal_on):
+    """Do outputs at positions <= t change when the inputs after t change?"""
+    self_mask = masks.causal_mask(4) if causal_on else None
+    before = stack(tgt_x, memory, self_mask, src_keep)
+    changed = tgt_x.clone()
+    changed[:, t + 1 :] = torch.randn_like(changed[:, t + 1 :])  # positions > t
+    after = stack(changed, memory, self_mask, src_keep)
+    return not torch.allclose(before[:, : t + 1], after[:, : t + 1], atol=1e-6)
+
+
+for t in range(3):
+    leak, leak_unmasked = (future_leaks(ours_stack, t, on) for on in (True, False))
+    print(f"t={t}: past changed with causal mask: {leak}, without it: {leak_unmasked}")
+
+# %% [markdown]
+# ## 4. Decoder-only: the GPT block
+#
+# Drop the encoder and the cross-attention goes with it: there is no memory to read.
+# What remains of the decoder block is masked self-attention and a feed-forward layer.
+# So **a decoder-only (GPT) block is the encoder block of chapter 3 with a causal mask
+# and no cross-attention**: the masked self-attention of section 1, stacked. It is the
+# block of GPT and of today's large language models {cite}`radford2018gpt,brown2020gpt3`.
+# No new module is needed: `blocks.EncoderBlock` called with `mask=masks.causal_mask(T)`
+# is one, and it equals torch's encoder layer given the same mask. Chapter 9 stacks
+# such blocks into `gpt.GPT`, and chapter 14 trains it as a language model.
+
+# %%
+gpt_block = blocks.EncoderBlock(d, H, d_ff).eval()
+ref = nn.TransformerEncoderLayer(d, H, d_ff, dropout=0.0, batch_first=True).eval()
+blocks.load_torch_encoder_layer(gpt_block, ref)
+ours = gpt_block(tgt_x, mask=masks.causal_mask(4))
+theirs = ref(tgt_x, src_mask=~masks.causal_mask(4))  # torch: True = ignore
+print(
+    "EncoderBlock + causal mask == torch encoder layer + causal mask:",
+    torch.allclose(ours, theirs, atol=1e-5),
+)
+changed = torch.cat([tgt_x[:, :2], torch.randn(2, 2, d)], dim=1)  # new tokens 2 and 3
+same_past = torch.allclose(
+    gpt_block(changed, mask=masks.causal_mask(4))[:, :2], ours[:, :2]
+)
+print("positions 0 and 1 unchanged when tokens 2 and 3 change:", same_past)
+
+# %% [markdown]
+# The lecture's three families are now all in the package: encoder-only
+# (`blocks.Encoder`, BERT's shape, chapter 5), decoder-only (`blocks.Encoder` with a
+# causal mask) and encoder–decoder (`blocks.Encoder` + `blocks.Decoder`, below).
+#
+# ## 5. A real task: from a query to a semantic frame
+#
+# Chapter 5 tagged every word of an ATIS flight query with its slot. What a booking
+# system needs is the *frame* those tags describe: the intent and each slot with its
+# value. Written out as a sequence of tokens (`frames.Frame.tokens`), the intent first and
+# then every slot name followed by its words, a frame is something a decoder can
+# *write*. Slot names end in `:` because five of them (*or*, *meal*, *time*, *economy*,
+# *connect*) are also words of the queries; without the mark, a value such as *lunch
+# time* could not be read back.
+
+# %%
+train, dev, test = (data.load_atis(split) for split in ("train", "dev", "test"))
+
+
+def gold_frames(split):
+    return [
+        frames.frame_from_tags(w, t, i)
+        for w, t, i in zip(split.sentences, split.tags, split.intents)
+    ]
+
+
+train_frames, dev_frames, test_frames = (gold_frames(s) for s in (train, dev, test))
+for n in (0, 2):
+    print(" ".join(train.sentences[n]), f"\n  -> {train_frames[n]}\n")
+print("parsed back:", frames.parse_frame(str(train_frames[2])) == train_frames[2])
+
+# %%
+frame_lengths = [len(f.tokens()) for f in train_frames]
+query_lengths = [len(s) for s in train.sentences]
+print({"train": len(train), "dev": len(dev), "test": len(test)})
+print(
+    f"query length: mean {statistics.mean(query_lengths):.1f}, max {max(query_lengths)}"
+)
+print(
+    f"frame length: mean {statistics.mean(frame_lengths):.1f}, max {max(frame_lengths)}"
+)
+
+# %% [markdown]
+# The frames are scored as frames, whoever produced them: **exact match** is the fraction
+# of queries whose intent and slots are all right (the order of the slots does not
+# matter), and **slot precision, recall and F1** count (name, value) pairs over all
+# queries, as span F1 did in chapter 5 but without the word positions.
+#
+# One vocabulary serves both sides: the training queries' words and the frames' tokens,
+# plus `<bos>` and `<eos>`, which start and end every target. The model can only write
+# tokens of that vocabulary, so a test frame whose city never occurs in training cannot
+# be written exactly; that caps the exact match any such generator can reach:
+
+# %%
+base = Vocab.from_corpus(train.sentences + [f.tokens() for f in train_frames])
+vocab = Vocab(["<bos>", "<eos>", *base.itos[2:]])  # <pad> 0, <unk> 1, <bos>, <eos>
+BOS, EOS, PAD = vocab["<bos>"], vocab["<eos>"], vocab.pad_id
+print(vocab, f"bos={BOS} eos={EOS}")
+writable = [all(t in vocab for t in f.tokens()) for f in test_frames]
+print(
+    f"test frames made only of known tokens: {sum(writable)} of {len(test)}"
+    f" ({sum(writable) / len(test):.3f})"
+)
+
+# %% [markdown]
+# ## 6. Teacher forcing
+#
+# Reading one sequence and writing another is *sequence-to-sequence* learning
+# {cite}`sutskever2014sequence`, the task the transformer was built for. The model,
+# `seq2seq.Seq2Seq`, embeds the source and runs the encoder; embeds the
+# target and runs the decoder with the causal mask on its self-attention and the
+# source's padding mask on its cross-attention; and a linear head turns each decoder
+# output into scores over the vocabulary. Embeddings are scaled by $\sqrt{d}$, the
+# sinusoidal positions of chapter 4 added, and the head shares its weights with the
+# embedding table, as in the original transformer.
+#
+# It learns the probability of the target one token at a time,
+# $p(y \mid x) = \prod_t p(y_t \mid y_{<t}, x)$, by minimising the cross-entropy
+# averaged over the $N$ real target tokens of a batch (padding excluded):
+#
+# $$\mathcal{L} = -\frac{1}{N} \sum_{(x, y)\,\in\,\text{batch}}\; \sum_{t=1}^{|y|}
+# \log p(y_t \mid y_{<t}, x).$$
+#
+# During training the prefix $y_{<t}$ is the *gold* one, not the model's own guesses:
+# that is **teacher forcing** {cite}`williams1989learning`. The decoder reads the target
+# shifted right by one, `<bos>` first, and at every position is asked for the next
+# token; the last target is `<eos>`, so the model also learns when to stop. With the
+# causal mask, all positions train in one pass.
+
+# %%
+ids = vocab.encode(train_frames[0].tokens()) + [EOS]
+tgt = torch.tensor([ids])  # (1, T)
+tgt_in = seq2seq.shift_right(tgt, BOS)  # (1, T): <bos> y1 ... y_{T-1}
+print(f"{'position':>8}  {'decoder reads':<22} must predict")
+for t, (a, b) in enumerate(zip(vocab.decode(tgt_in[0]), vocab.decode(tgt[0]))):
+    print(f"{t:>8}  {a:<22} {b}")
+
+# %% [markdown]
+# Sources and targets are padded per batch, in batches of queries of similar length
+# (chapter 5); the loss skips the padded target positions.
+
+
+# %%
+class Batches:
+    """Length-grouped batches (x, y), cut to each batch's longest; a fraction p_unk of
+    the input words becomes <unk> (chapter 5)."""
+
+    def __init__(self, x, x_len, y, y_len=None, p_unk=0.0, seed=0):
+        self.x, self.x_len, self.y, self.y_len, self.p_unk = x, x_len, y, y_len, p_unk
+        self.order = batching.LengthBatches(x_len, batch_size, seed=seed)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __iter__(self):
+        for idx in self.order:
+            x = self.x[idx, : int(self.x_len[idx].max())]  # (b, S)
+            unk = (torch.rand(x.shape, generator=self.gen) < self.p_unk) & (x != PAD)
+            y = self.y[idx]
+            if self.y_len is not None:
+                y = y[:, : int(self.y_len[idx].max())]  # (b, T)
+            elif y.dim() == 2:
+                y = y[:, : x.shape[1]]  # one tag per word
+            yield x.masked_fill(unk, vocab.unk_id).to(run.device), y.to(run.device)
+
+
+src_ids, src_len = batching.pad_sequences(
+    [vocab.encode(s) for s in train.sentences], PAD
+)
+tgt_ids, tgt_len = batching.pad_sequences(
+    [vocab.encode(f.tokens()) + [EOS] for f in train_frames], PAD
+)
+print(tuple(src_ids.shape), tuple(tgt_ids.shape))
+
+# %% [markdown]
+# Greedy decoding (section 7) turns the model into frames; `s2s_frames` decodes a list
+# of queries in batches and reads each output back with `frames.parse_frame`. It is
+# also how we watch training on the dev split.
+
+
+# %%
+@torch.no_grad()
+def s2s_frames(model, sentences):
+    ids, lengths = batching.pad_sequences([vocab.encode(s) for s in sentences], PAD)
+    out = [None] * len(sentences)
+    for idx in batching.LengthBatches(lengths, 256, shuffle=False):
+        S = int(lengths[idx].max())
+        limit = min(2 * S + 2, model.cfg.max_len - 1)  # a frame is at most ~2 S long
+        written = model.greedy_decode(ids[idx, :S].to(run.device), limit)  # (b, L)
+        for i, toks in zip(idx.tolist(), model.cut_at_eos(written.cpu())):
+            out[i] = frames.parse_frame(vocab.decode(toks))
+    return out
+
+
+def dev_exact_match(model):
+    return frames.exact_match(dev_frames, s2s_frames(model, dev.sentences))
+
+
+# %% [markdown]
+# Training: AdamW with a warm-up of 100 steps and a cosine decay (`training.train`).
+# A copy of the weights is kept at a few steps along the way, to measure the dev exact
+# match of each afterwards.
+
+
+# %%
+def train_seq2seq(seed):
+    """Train one encoder-decoder; return it, its loss history and weight snapshots."""
+    runtime.seed_everything(seed)
+    cfg = seq2seq.Seq2SeqConfig(
+        len(vocab), pad_id=PAD, bos_id=BOS, eos_id=EOS, **s2s_sizes
+    )
+    model = seq2seq.Seq2Seq(cfg).to(run.device)
+    snapshots = {}  # step -> weights
+
+    def on_step(step, loss):
+        if step + 1 in dev_steps:
+            snapshots[step + 1] = copy.deepcopy(model.state_dict())
+
+    batches = Batches(src_ids, src_len, tgt_ids, tgt_len, seed=seed)
+    loss_fn = lambda m, batch: m.loss(*batch)  # teacher-forced cross-entropy
+    history = training.train(
+        model,
+        batches,
+        loss_fn,
+        s2s_steps,
+        lr=s2s_lr,
+        warmup=100,
+        decay="cosine",
+        on_step=on_step,
+    )  # ends in eval mode: no dropout while decoding
+    return model, history, snapshots
+
+
+def dev_curve(model, snapshots):
+    """(step, dev exact match) at every snapshot and at the end of training."""
+    probe = copy.deepcopy(model)
+    curve = []
+    for step, weights in snapshots.items():
+        probe.load_state_dict(weights)
+        curve.append((step, dev_exact_match(probe)))
+    return curve + [(s2s_steps, dev_exact_match(model))]
+
+
+# %%
+cfg_preview = seq2seq.Seq2SeqConfig(
+    len(vocab), pad_id=PAD, bos_id=BOS, eos_id=EOS, **s2s_sizes
+)
+print(cfg_preview)
+print(
+    f"{sum(p.numel() for p in seq2seq.Seq2Seq(cfg_preview).parameters()):,} parameters"
+)
+
+# %% tags=["nbval-ignore-output"]
+s2s_runs = {seed: train_seq2seq(seed) for seed in seeds}
+model, history, _ = s2s_runs[seeds[0]]
+print(
+    f"{len(history)} steps ({len(history) * batch_size / len(train):.1f} epochs);"
+    f" mean loss of the first 50: {statistics.mean(history[:50]):.3f},"
+    f" of the last 50: {statistics.mean(history[-50:]):.3f}"
+)
+assert statistics.mean(history[-50:]) < 0.1 * statistics.mean(history[:50])
+
+# %% tags=["nbval-ignore-output"]
+curves = {seed: dev_curve(m, snaps) for seed, (m, _, snaps) in s2s_runs.items()}
+print(
+    "dev exact match along the way:", [(s, round(em, 3)) for s, em in curves[seeds[0]]]
+)
+for curve in curves.values():
+    assert curve[-1][1] > max(0.5, curve[0][1]), "dev exact match rises"
+
+# %% tags=["hide-input"]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
+for seed, (_, hist, _) in s2s_runs.items():
+    ax1.plot(hist, label=f"seed {seed}")
+    ax2.plot(*zip(*curves[seed]), marker="o", label=f"seed {seed}")
+ax1.set(
+    yscale="log",
+    xlabel="training step",
+    ylabel="cross-entropy per target token",
+    title="Teacher-forced training loss",
+)
+ax2.set(
+    xlabel="training step",
+    ylabel="exact match (dev)",
+    ylim=(0, 1),
+    title="Greedy decoding on the dev split",
+)
+ax2.axhline(s2s_target, color="gray", linestyle=":", label="target (asserted on test)")
+ax2.legend()
+plt.show()
+
+# %% [markdown]
+# The loss falls by more than an order of magnitude, and the dev exact match (the model
+# decoding on its own, section 7) climbs with it. (Decoding the dev split costs CPU
+# time, so the quick profile probes it twice, the full profile every 500 steps.) The
+# learning rate and the number of steps were chosen on this dev split; the test split
+# is used only to report, below.
+# Note the distance between the two panels: the training loss ends close to zero, yet
+# many dev frames are still wrong. The small model fits its training frames far better
+# than it generalises; the full profile trains a larger model longer, with dropout.
+#
+# ## 7. Greedy decoding
+#
+# At test time there is no gold target to force. The model writes its own: start from
+# `<bos>`, take the most likely next token,
+#
+# $$\hat y_t = \arg\max_{v}\; p(v \mid \hat y_{<t}, x),$$
+#
+# append it to the decoder's input, and repeat until it writes `<eos>`. The encoder runs
+# once; the decoder runs once per written token, on the whole prefix so far (chapter 9's
+# KV cache avoids recomputing the prefix). Here is one test query, step by step:
+
+# %% tags=["nbval-ignore-output"]
+n = next(n for n, f in enumerate(test_frames) if len(f.slots) == 3)  # a short query
+query = test.sentences[n]
+src = torch.tensor([vocab.encode(query)], device=run.device)  # (1, S)
+with torch.no_grad():
+    memory, memory_mask = model.encode(src)  # the encoder runs once
+    written = [BOS]
+    while written[-1] != EOS and len(written) < 2 * len(query) + 2:
+        logits = model.decode(
+            torch.tensor([written], device=run.device), memory, memory_mask
+        )
+        written.append(int(logits[0, -1].argmax()))  # (V,) scores of the next token
+        print(" ".join(vocab.decode(written)))
+assert written[-1] == EOS, "decoding should stop at <eos>"
+assert written[1:] == model.greedy_decode(src)[0, : len(written) - 1].tolist()
+
+# %% [markdown]
+# `Seq2Seq.greedy_decode` does the same for a whole batch, and keeps writing `<pad>`
+# after a sequence's `<eos>` until every sequence is done (the last assertion above
+# checks it against the loop). Now all of the test split, scored as frames:
+
+
+# %% tags=["nbval-ignore-output"]
+def frame_scores(gold, pred):
+    s = frames.slot_scores(gold, pred)
+    intent = metrics.accuracy([g.intent for g in gold], [p.intent for p in pred])
+    return {
+        "exact match": frames.exact_match(gold, pred),
+        "slot P": s.precision,
+        "slot R": s.recall,
+        "slot F1": s.f1,
+        "intent acc": intent,
+    }
+
+
+s2s_test = {seed: s2s_frames(m, test.sentences) for seed, (m, _, _) in s2s_runs.items()}
+s2s_scores = {seed: frame_scores(test_frames, p) for seed, p in s2s_test.items()}
+for seed, scores in s2s_scores.items():
+    print(f"seed {seed}:", "  ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+s2s_em = statistics.mean(s["exact match"] for s in s2s_scores.values())
+s2s_f1 = statistics.mean(s["slot F1"] for s in s2s_scores.values())
+target = s2s_target
+assert s2s_em >= target, (
+    f"exact match {s2s_em:.3f} is below the {run.profile} target {target}"
+)
+print(f"test exact match {s2s_em:.4f} >= target {target} ({run.profile} profile)")
+assert s2s_f1 > s2s_em, "slots are right more often than whole frames"
+report.glue("s2s_em", s2s_em, "{:.2f}")
+report.glue("s2s_f1", s2s_f1, "{:.2f}")
+report.glue("s2s_target", f"the {run.profile} profile's target of {target}")
+print(f"mean over {len(seeds)} seed(s): exact match {s2s_em:.4f}, slot F1 {s2s_f1:.4f}")
+
+# %% [markdown]
+# The generator writes the exact frame for {glue:text}`s2s_em` of the test queries
+# (slot F1 {glue:text}`s2s_f1`), above {glue:text}`s2s_target`; more of its slots are
+# right than of its whole frames.
+#
+# Where does the decoder look while it writes? The cross-attention weights of its last
+# block, averaged over the heads, for a correctly decoded test query: one row per
+# written token, one column per source word.
+
+# %% tags=["nbval-ignore-output"]
+pred = s2s_test[seeds[0]]
+n = next(
+    n
+    for n, (g, p) in enumerate(zip(test_frames, pred))
+    if g.same_as(p) and len(g.slots) >= 3 and len(test.sentences[n]) <= 12
+)
+out_tokens = pred[n].tokens() + ["<eos>"]
+src = torch.tensor([vocab.encode(test.sentences[n])], device=run.device)
+tgt_in = torch.tensor([[BOS] + vocab.encode(pred[n].tokens())], device=run.device)
+cross = model.cross_attention_weights(src, tgt_in)[-1][0].mean(0).cpu()  # (T, S)
+print(" ".join(test.sentences[n]), f"\n  -> {pred[n]}")
+assert cross.shape == (len(out_tokens), len(test.sentences[n]))
+torch.testing.assert_close(cross.sum(-1), torch.ones(len(out_tokens)))
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
+image = ax.imshow(cross, cmap="Blues", vmin=0, vmax=1)
+ax.set_xticks(range(len(test.sentences[n])), test.sentences[n], rotation=60, ha="right")
+ax.set_yticks(range(len(out_tokens)), out_tokens)
+ax.grid(False)
+ax.set(xlabel="source word (key)", ylabel="token being written (query)")
+ax.set_title("Cross-attention, last decoder block\n(mean over heads)")
+fig.colorbar(image, label="attention weight")
+plt.show()
+
+# %% [markdown]
+# ## 8. The generator against the tagger
+#
+# Chapter 5 solved the same problem differently: a tagger labels every word with a BIO
+# tag, and a sentence classifier picks the intent. Its tags and intent give a frame
+# (`frames.frame_from_tags`), scored exactly like the generator's. We retrain both
+# models with chapter 5's sizes and schedule (AdamW with warm-up, then a fifth more steps
+# at a tenth of the rate; `<unk>` dropout on the input words; BIO Viterbi decoding).
+
+# %%
+words = Vocab.from_corpus(train.sentences)
+tag_vocab = Vocab.from_corpus(train.tags, pad_token=None, unk_token=None)
+intent_vocab = Vocab.from_corpus(
+    [[x] for x in train.intents], pad_token=None, unk_token=None
+)
+w_ids, w_len = batching.pad_sequences(
+    [words.encode(s) for s in train.sentences], words.pad_id
+)
+tag_ids, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)  # (N, T)
+intent_ids = torch.tensor([intent_vocab[x] for x in train.intents])  # (N,)
+may_start, may_follow = classifiers.bio_transitions(tag_vocab.itos)
+assert (words.pad_id, words.unk_id) == (PAD, vocab.unk_id)  # what Batches relies on
+print(f"{len(words)} words, {len(tag_vocab)} tags, {len(intent_vocab)} intents")
+
+
+# %%
+def fit(model, batches, loss_fn, steps):
+    history = training.train(model, batches, loss_fn, steps, lr=tag_lr, warmup=50)
+    return history + training.train(model, batches, loss_fn, steps // 5, lr=tag_lr / 10)
+
+
+# %%
+def train_tagger(seed):
+    """Chapter 5's slot tagger and [CLS] intent classifier; returns both."""
+    runtime.seed_everything(seed)
+    cfg = classifiers.ClassifierConfig(
+        vocab_size=len(words),
+        n_classes=len(tag_vocab),
+        d_model=tag_d,
+        n_heads=8,
+        d_ff=tag_d_ff,
+        dropout=tag_dropout,
+        pad_id=words.pad_id,
+        positions="relative",
+    )
+    tagger = classifiers.TokenClassifier(cfg).to(run.device)
+    tag_loss = lambda m, b: F.cross_entropy(
+        m(b[0]).flatten(0, 1), b[1].flatten(), ignore_index=-100
+    )
+    fit(
+        tagger,
+        Batches(w_ids, w_len, tag_ids, p_unk=p_unk, seed=seed),
+        tag_loss,
+        slot_steps,
+    )
+    cfg = dataclasses.replace(cfg, n_classes=len(intent_vocab))  # same sizes
+    intent = classifiers.SentenceClassifier(cfg).to(run.device)
+    intent_loss = lambda m, b: F.cross_entropy(m(b[0]), b[1])
+    fit(
+        intent,
+        Batches(w_ids, w_len, intent_ids, p_unk=p_unk, seed=seed),
+        intent_loss,
+        intent_steps,
+    )
+    return tagger, intent
+
+
+# %%
+@torch.no_grad()
+def tagger_frames(tagger, intent, sentences):
+    ids, lengths = words.encode_batch(sentences)  # (N, T), unknown words -> <unk>
+    ids = ids.to(run.device)
+    log_probs = tagger(ids).log_softmax(-1)  # (N, T, C)
+    best = classifiers.bio_viterbi(log_probs, lengths, may_start, may_follow).cpu()
+    intents = intent_vocab.decode(intent(ids).argmax(-1).cpu())
+    return [
+        frames.frame_from_tags(s, tag_vocab.decode(best[n, : len(s)]), intents[n])
+        for n, s in enumerate(sentences)
+    ]
+
+
+# %% tags=["nbval-ignore-output"]
+tag_test = {seed: tagger_frames(*train_tagger(seed), test.sentences) for seed in seeds}
+tag_scores = {seed: frame_scores(test_frames, p) for seed, p in tag_test.items()}
+tag_em = statistics.mean(s["exact match"] for s in tag_scores.values())
+tag_f1 = statistics.mean(s["slot F1"] for s in tag_scores.values())
+assert tag_f1 > 0.85 and tag_em > 0.6, (
+    "chapter 5's tagger reaches these in its quick run"
+)
+report.glue("tag_em", tag_em, "{:.2f}")
+report.glue("tag_f1", tag_f1, "{:.2f}")
+print(f"tagger frames: exact match {tag_em:.4f}, slot F1 {tag_f1:.4f}")
+
+
+# %% tags=["nbval-ignore-output"]
+def summary(scores, key):
+    values = [s[key] for s in scores.values()]
+    spread = f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.3f}{spread}"
+
+
+keys = list(s2s_scores[seeds[0]])
+print(
+    f"{'test split, ' + str(len(seeds)) + ' seed(s)':<26}"
+    + "".join(f"{k:>14}" for k in keys)
+)
+for name, scores in (
+    ("encoder-decoder", s2s_scores),
+    ("tagger + classifier", tag_scores),
+):
+    print(f"{name:<26}" + "".join(f"{summary(scores, k):>14}" for k in keys))
+gap = tag_em - s2s_em
+if len(seeds) > 1:  # a ranking needs the gap to stand out from the seed-to-seed spread
+    sd = max(
+        statistics.stdev(s["exact match"] for s in sc.values())
+        for sc in (s2s_scores, tag_scores)
+    )
+    verdict = (
+        "larger than twice the larger standard deviation, so the ranking holds"
+        if abs(gap) > 2 * sd
+        else "within the spread: no ranking"
+    )
+else:
+    verdict = "one run of each model: a sample, not a ranking"
+assert abs(gap) < 0.3, "the two approaches should land in the same range"
+report.glue("em_gap", gap, "{:+.2f}")
+report.glue("verdict", verdict)
+print(f"exact match, tagger - generator = {gap:+.3f}: {verdict}")
+
+# %% [markdown]
+# Both approaches land in the same range: the tagger's frames reach an exact match of
+# {glue:text}`tag_em` (slot F1 {glue:text}`tag_f1`), the generator's
+# {glue:text}`s2s_em` ({glue:text}`s2s_f1`). The tagger's exact match minus the
+# generator's is {glue:text}`em_gap`: {glue:text}`verdict`. (The quick profile trains each
+# model once; the full profile trains three seeds of each and judges the gap against
+# their spread.)
+#
+# Part of any gap is built into the two designs. The tagger *points* at words of the
+# query, so it copies an unknown city for free; the generator must *write* every value
+# from its vocabulary, and a word it never saw in training is out of its reach. How many
+# of the generator's mistakes are of that kind, and what are the others?
+
+# %% tags=["nbval-ignore-output"]
+pred, tag_pred = s2s_test[seeds[0]], tag_test[seeds[0]]
+wrong = [n for n, (g, p) in enumerate(zip(test_frames, pred)) if not g.same_as(p)]
+kinds = {
+    "hold a token outside the vocabulary": [n for n in wrong if not writable[n]],
+    "write a word that is not in the query": [
+        n
+        for n in wrong
+        if any(w not in test.sentences[n] for _, v in pred[n].slots for w in v.split())
+    ],
+    "have the wrong intent": [
+        n for n in wrong if test_frames[n].intent != pred[n].intent
+    ],
+}
+print(f"{len(wrong)} wrong frames of {len(test)}; of these,")
+for kind, ns in kinds.items():
+    print(f"  {len(ns):>4} {kind}")
+tagger_right = [n for n in wrong if test_frames[n].same_as(tag_pred[n])]
+print(f"the tagger gets {len(tagger_right)} of the {len(wrong)} right")
+assert all(n in wrong for ns in kinds.values() for n in ns)
+copied = [
+    w in test.sentences[n]
+    for n, f in enumerate(tag_pred)
+    for _, v in f.slots
+    for w in v.split()
+]
+assert all(copied), "the tagger's values are words of the query"
+n = next(n for n in wrong if writable[n] and test_frames[n].intent == pred[n].intent)
+print(
+    "\nfor example:",
+    " ".join(test.sentences[n]),
+    f"\n  gold:      {test_frames[n]}\n  generated: {pred[n]}",
+)
+
+# %% [markdown]
+# The out-of-vocabulary frames and the invented words are the generator's own kinds of
+# mistake; the tagger can make neither. The rest are slots left out, added, or given
+# the wrong name, the mistakes a tagger makes too.
+#
+# The generator has advantages the tagger lacks: its output needs no alignment with the
+# input words, so the same model could write a normalised date, a database query or a
+# translation, where the tagger can only label words that are there. Chapter 10 returns
+# to this with T5, which casts every task as writing text.
+#
+# ## Exercises
+#
+# ### Exercise 1: the decoder's self-attention mask
+#
+# *Predict first*: in a batch of right-padded targets, does adding the padding mask to
+# the causal mask change the output at any real (non-padding) position? Then write
+# `decoder_self_mask(lengths, T)`, returning the (B, 1, T, T) bool mask in which query
+# $i$ of sequence $b$ may attend to key $j$ when $j \le i$ and $j$ is a real token
+# ($j <$ `lengths[b]`). Use only torch (no `masks` functions).
+
+
+# %%
+def decoder_self_mask(lengths, T):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def decoder_self_mask(lengths, T):
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T): j <= i
+    real = torch.arange(T) < lengths[:, None]  # (B, T): key j is not padding
+    return causal & real[:, None, None, :]  # (B, 1, T, T)
+
+
+# %%
+checks.check_decoder_self_mask(decoder_self_mask)
+
+# %% [markdown]
+# ### Exercise 2: a teacher-forcing pair
+#
+# Write `teacher_forcing(ids, bos_id, eos_id)` for one target sequence `ids` (a list of
+# token ids): return the pair `(decoder_input, target)` that trains a decoder to write
+# `ids` and then stop.
+
+
+# %%
+def teacher_forcing(ids, bos_id, eos_id):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def teacher_forcing(ids, bos_id, eos_id):
+    return [bos_id, *ids], [*ids, eos_id]
+
+
+# %%
+checks.check_teacher_forcing(teacher_forcing)
+
+# %% [markdown]
+# ### Exercise 3: greedy decoding of one sequence
+#
+# Write `greedy(next_token_logits, bos_id, eos_id, max_new_tokens)`.
+# `next_token_logits(prefix)` takes the list of tokens so far (starting with `<bos>`)
+# and returns a 1-D tensor of scores over the vocabulary. Return the tokens written
+# before `<eos>`, without `<bos>` or `<eos>`, and stop after `max_new_tokens` tokens if
+# `<eos>` never comes. Try it on the trained model, for the query `src` of section 7,
+# with `lambda p: model.decode(torch.tensor([p], device=run.device),
+# *model.encode(src))[0, -1]`.
+
+
+# %%
+def greedy(next_token_logits, bos_id, eos_id, max_new_tokens):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def greedy(next_token_logits, bos_id, eos_id, max_new_tokens):
+    prefix = [bos_id]
+    for _ in range(max_new_tokens):
+        token = int(next_token_logits(prefix).argmax())
+        if token == eos_id:
+            break
+        prefix.append(token)
+    return prefix[1:]
+
+
+# %%
+checks.check_greedy(greedy)
+
+# %% [markdown]
+# ## What we added to the package
+#
+# - `transformer_book.blocks.DecoderBlock`: masked self-attention, cross-attention and
+#   feed-forward (post- or pre-norm, LayerNorm or RMSNorm), with
+#   `cross_attention_weights`; `blocks.Decoder`, a stack of them;
+#   `blocks.load_torch_decoder_layer`, which copies a `torch.nn.TransformerDecoderLayer`.
+# - `transformer_book.seq2seq`: `Seq2SeqConfig` and `Seq2Seq` (shared embeddings,
+#   sinusoidal positions, `Encoder`, `Decoder`, tied head) with the teacher-forced
+#   `loss`, `greedy_decode` that stops at `<eos>`, `cut_at_eos` and
+#   `cross_attention_weights`; `shift_right`.
+# - `transformer_book.frames`: `Frame` (linearised with `tokens()`), `frame_from_tags`,
+#   `parse_frame`, `exact_match` and `slot_scores`.
+# - `transformer_book.diagrams.seq2seq.encoder_decoder`.
+# - `transformer_book.checks`: `check_decoder_self_mask`, `check_teacher_forcing`,
+#   `check_greedy`.

@@ -1,0 +1,895 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,mystnb,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 9. Sharing heads: MHA, GQA, MQA and the KV cache
+#
+# A language model writes one token at a time, and each new token needs the keys and
+# values of every token before it. This chapter builds a small GPT, trains it on
+# Shakespeare, and then makes its decoding cheap twice over: first by keeping the keys and
+# values it has already computed (the KV cache), then by letting several query heads share
+# one key/value head, so that the cache itself shrinks. By the end you will be able to
+#
+# - explain why a causal model may keep its keys and values, and decode with a KV cache
+#   that gives exactly the tokens of decoding without one;
+# - measure how much faster cached decoding is, and how the gain grows with the length;
+# - compute the size of a cache, $2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot
+#   d_\text{head} \cdot T \cdot B$ values, for Llama-2-7B and Mistral-7B, and check it
+#   against the bytes of real tensors;
+# - build multi-query and grouped-query attention, and check them against PyTorch's
+#   `enable_gqa` and against multi-head attention with copied weights;
+# - turn a trained multi-head model into a grouped-query one by averaging heads, and
+#   measure what that costs and how much a little more training wins back.
+
+# %% tags=["remove-cell"]
+# Colab only: install this book's package (does nothing anywhere else).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
+
+# %%
+import statistics
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from transformer_book import (
+    attention,
+    benchmark,
+    blocks,
+    checks,
+    data,
+    diagrams,
+    gpt,
+    kv_cache,
+    plotting,
+    report,
+    runtime,
+    sampling,
+    training,
+    vocab,
+)
+
+# %% tags=["parameters"]
+device = "auto"  # "auto": cuda when available, else cpu
+profile = "auto"  # "auto": full on a GPU, quick on a CPU
+
+# %%
+run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # small models: 1 thread
+print(run)
+# the character-level GPT trained in section 1 (full: nanoGPT's Shakespeare model)
+d_model, n_layers, n_heads = run.pick(64, 384), run.pick(2, 6), run.pick(4, 6)
+context, batch_size, dropout = run.pick(64, 256), run.pick(32, 64), run.pick(0.0, 0.2)
+n_steps, lr = run.pick(300, 3000), run.pick(3e-3, 1e-3)
+# the speed measurement of section 5: sequences decoded at once, tokens generated
+speed_batch, speed_tokens = run.pick(1, 64), run.pick(256, 1024)
+# section 8: steps of further training after the conversion to GQA, and its seeds
+uptrain_steps, uptrain_lr, seeds = run.pick(30, 300), run.pick(1e-3, 3e-4), (0, 1, 2)
+
+# %% [markdown]
+# ## 1. A small GPT
+#
+# A decoder-only language model reads a text and predicts, at every position, the next
+# token. Chapter 3's encoder block already has everything it needs. Give it a **causal**
+# mask, so that position $t$ attends only to positions $1, \dots, t$, put the norms before
+# the sublayers (pre-norm, chapter 6), and stack it: that is GPT's block
+# {cite}`radford2019language`. `gpt.GPT` is a token embedding, learned position vectors
+# (or RoPE), a stack of `blocks.EncoderBlock` with a causal mask, a final norm, and a
+# linear layer back to the vocabulary whose weights are the embedding's.
+#
+# The text is Tiny Shakespeare, read character by character: the vocabulary is the 65
+# characters that occur in it. The last 10 % is held out to measure the model on.
+
+# %%
+text = data.load_tinyshakespeare()
+chars = vocab.Vocab(sorted(set(text)), pad_token=None, unk_token=None)
+ids = torch.tensor(chars.encode(list(text)))  # (N,): one id per character
+n_train = int(0.9 * len(ids))
+train_ids, heldout_ids = ids[:n_train], ids[n_train:]
+print(f"{len(text):,} characters, {len(chars)} distinct")
+print(f"{len(train_ids):,} to train on, {len(heldout_ids):,} held out")
+print(repr(text[:72]))
+
+# %% [markdown]
+# A training example is a window of `context` characters; the targets are the same
+# window shifted by one, so every position is a next-character prediction.
+
+
+# %%
+def windows(source, n, gen):
+    """n random windows: inputs x, targets y = x shifted by one. Shapes: (n, T) each."""
+    start = torch.randint(len(source) - context - 1, (n,), generator=gen)
+    rows = torch.stack(
+        [source[s : s + context + 1] for s in start.tolist()]
+    )  # (n, T+1)
+    return rows[:, :-1].to(run.device), rows[:, 1:].to(run.device)
+
+
+def stream(seed):
+    """An endless stream of training batches, in an order fixed by the seed."""
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        yield windows(train_ids, batch_size, gen)
+
+
+def next_char_loss(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())  # mean over B·T
+
+
+eval_gen = torch.Generator().manual_seed(1234)
+heldout = [windows(heldout_ids, batch_size, eval_gen) for _ in range(run.pick(8, 40))]
+
+
+@torch.no_grad()
+def heldout_loss(model):
+    model.eval()
+    return statistics.mean(next_char_loss(model, b).item() for b in heldout)
+
+
+x, y = heldout[0]
+print("inputs", tuple(x.shape), "targets", tuple(y.shape))
+print(repr("".join(chars.decode(x[0, :30].tolist()))))
+print(repr("".join(chars.decode(y[0, :30].tolist()))))
+
+# %% [markdown]
+# The configuration is a frozen dataclass; the model is built from it. Its blocks are
+# the encoder blocks of chapter 3, pre-norm:
+
+# %%
+config = gpt.GPTConfig(
+    vocab_size=len(chars),
+    max_len=context,
+    d_model=d_model,
+    n_layers=n_layers,
+    n_heads=n_heads,
+    dropout=dropout,
+)
+model = gpt.GPT(config).to(run.device)
+print(config)
+block = model.blocks.layers[0]
+print(f"a blocks.EncoderBlock: {isinstance(block, blocks.EncoderBlock)}")
+print(f"pre-norm: {block.norm_first}, layers: {len(model.blocks.layers)}")
+tied = model.lm_head.weight is model.tok_emb.weight
+print(f"output head shares the embedding matrix: {tied}")
+print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
+
+# %% [markdown]
+# A brief training run with the book's training loop, `training.train` (AdamW, warm-up,
+# cosine decay). Before training the model guesses uniformly, a loss of
+# $\ln 65 \approx 4.17$ nats per character.
+
+# %% tags=["nbval-ignore-output"]
+history = training.train(
+    model,
+    stream(seed=0),
+    next_char_loss,
+    steps=n_steps,
+    lr=lr,
+    warmup=n_steps // 10,
+    decay="cosine",
+    min_lr_factor=0.1,
+)
+base_loss = heldout_loss(model)
+print(f"held-out loss after {n_steps} steps: {base_loss:.3f} nats per character")
+report.glue("base_loss", base_loss, "{:.2f}")
+assert base_loss < run.pick(2.6, 1.8)  # far below the uniform guess's 4.17
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=plotting.SINGLE)
+smooth = torch.tensor(history).unfold(0, 10, 1).mean(1)  # running mean of 10 steps
+ax.plot(range(10, len(history) + 1), smooth, label="training (running mean of 10)")
+ax.axhline(base_loss, color="k", ls=":", label="held-out, at the end")
+ax.set(xlabel="step", ylabel="cross-entropy (nats per character)")
+ax.set_title("A small GPT learns Tiny Shakespeare")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## 2. Generating text, one token at a time
+#
+# To write, the model reads a prompt, turns the logits $z$ at the last position into a
+# distribution $\mathrm{softmax}(z / \tau)$, draws the next character, appends it, and
+# repeats. The temperature $\tau$ sharpens ($\tau < 1$) or flattens ($\tau > 1$) the
+# distribution; $\tau = 0$ stands for *greedy* decoding, always the most likely token.
+# Top-$k$ sampling {cite}`fan2018hierarchical` draws only among the $k$ most likely tokens,
+# top-$p$ {cite}`holtzman2020curious` among the fewest whose probability reaches $p$.
+# These are `sampling.apply_temperature`, `top_k_filter` and `top_p_filter`; here is the
+# next-character distribution after "ROMEO:\nI will" at three temperatures.
+
+# %% tags=["nbval-ignore-output"]
+prompt = torch.tensor([chars.encode(list("ROMEO:\nI will"))], device=run.device)
+with torch.no_grad():
+    z = model(prompt)[0, -1]  # (V,): logits of the next character
+entropies = []
+for tau in (0.5, 1.0, 2.0):
+    p = sampling.apply_temperature(z, tau).softmax(-1)
+    entropies.append(-(p * p.log()).sum().item())
+    top = p.topk(4)
+    shown = ", ".join(
+        f"{chars.itos[i]!r} {v:.2f}" for v, i in zip(top.values, top.indices)
+    )
+    print(f"tau = {tau}: entropy {entropies[-1]:.2f} nats; most likely: {shown}")
+assert entropies[0] < entropies[1] < entropies[2]  # a higher temperature flattens
+
+# %% [markdown]
+# `GPT.generate` runs that loop; `temperature`, `top_k` and `top_p` go to
+# `sampling.sample_next`. A sample from the model trained above (its held-out loss is
+# {glue:text}`base_loss` nats per character after a few hundred steps on a CPU, so
+# expect words more than sense; the full profile trains nanoGPT's larger model, ten
+# times longer):
+
+# %% tags=["nbval-ignore-output"]
+model.eval()
+gen = torch.Generator(device=run.device).manual_seed(0)
+out = model.generate(prompt, 200, temperature=0.8, top_k=20, generator=gen)
+sample = "".join(chars.decode(out[0].tolist()))
+print(sample)
+assert out.shape == (1, prompt.shape[1] + 200) and sample.startswith("ROMEO:")
+
+# %% [markdown]
+# Without any cache, every step feeds the whole text so far through the model again.
+# Generating $n$ tokens after a prompt of $T_0$ therefore reads
+# $\sum_{t=0}^{n-1} (T_0 + t) = n T_0 + n(n-1)/2$ tokens, quadratic in $n$, although
+# only $n$ of them are new:
+
+# %%
+T0 = prompt.shape[1]
+for n in (10, 100, 1000):
+    print(f"n = {n:4d}: tokens read without a cache {n * T0 + n * (n - 1) // 2:7,}")
+
+# %% [markdown]
+# ## 3. What repeats: the keys and values of earlier tokens
+#
+# In a causal model nothing at position $s$ depends on the tokens after it: not its
+# embedding, not its attention (the mask hides the future), so not its hidden state in
+# any layer, and not the key $k_s = h_s W_K$ and value $v_s = h_s W_V$ computed from it.
+# When token $t+1$ arrives, the keys and values of tokens $1, \dots, t$ in every layer
+# are the ones the previous step already computed. A `kv_cache.KVCache` per layer catches
+# them (the `cache=` argument, described in the next section); compare the keys after
+# reading 40 characters with the keys after reading 50:
+
+# %%
+text_ids = heldout_ids[:50][None].to(run.device)  # (1, 50)
+short, long = kv_cache.new_cache(n_layers), kv_cache.new_cache(n_layers)
+with torch.no_grad():
+    model(text_ids[:, :40], cache=short)
+    model(text_ids, cache=long)
+for layer, (a, b) in enumerate(zip(short, long)):
+    same = torch.allclose(a.keys, b.keys[:, :, :40], atol=1e-5) and torch.allclose(
+        a.values, b.values[:, :, :40], atol=1e-5
+    )
+    print(f"layer {layer}: keys {tuple(b.keys.shape)}; first 40 unchanged: {same}")
+
+# %% [markdown]
+# Only the query of the new token, and its own key and value, are new. An encoder has no
+# such luck: without the causal mask every token's state depends on every other token,
+# so from the second layer on one more word changes all the keys. The same blocks, run
+# without the mask:
+
+
+# %%
+def last_layer_keys_without_mask(n):
+    cache = kv_cache.new_cache(n_layers)
+    with torch.no_grad():
+        x = model.pos_emb(model.tok_emb(text_ids[:, :n]))  # (1, n, d_model)
+        model.blocks(x, mask=None, cache=cache)  # an encoder: every token sees all
+    return cache[-1].keys  # (1, H, n, Dh)
+
+
+a, b = last_layer_keys_without_mask(40), last_layer_keys_without_mask(50)
+print("no mask: first 40 keys unchanged:", torch.allclose(a, b[:, :, :40], atol=1e-5))
+
+# %% [markdown]
+#
+# ## 4. The KV cache
+#
+# So keep them. At step $t$ the layer computes $q_t, k_t, v_t$ for the new token only,
+# appends
+#
+# $$K_{1:t} = \begin{bmatrix} K_{1:t-1} \\ k_t \end{bmatrix}, \qquad
+# V_{1:t} = \begin{bmatrix} V_{1:t-1} \\ v_t \end{bmatrix},$$
+#
+# and attends with one query, $\mathrm{softmax}(q_t K_{1:t}^\top / \sqrt{d_k})\, V_{1:t}$
+# {cite}`pope2023inference`. One query needs no mask: every cached key is in its past.
+# The prompt is read in one pass that fills the cache (the *prefill*).
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Three decoding steps side by side. In each, the new token's key and value (k4 and v4, then k5 and v5, then k6 and v6) are appended as a highlighted bottom row to a K cache and a V cache that grow from 4 to 6 rows, and the new query attends to all cached rows. The 3 prompt rows were cached in one pass."}}
+diagrams.kv_cache.cache_growth()
+plt.show()
+
+# %% [markdown]
+# `KVCache.update(k, v)` appends and returns the whole cache; its shapes follow the
+# heads, (B, heads, T, head_dim):
+
+# %%
+cache = kv_cache.KVCache()
+for n_new in (5, 1, 1):  # a prompt of 5, then two single tokens
+    k, v = cache.update(torch.randn(1, 4, n_new, 16), torch.randn(1, 4, n_new, 16))
+    print(f"appended {n_new}: keys {tuple(k.shape)}, seq_len {cache.seq_len}")
+
+# %% [markdown]
+# `MultiHeadAttention.forward(..., cache=...)` does the rest: it computes the new tokens'
+# keys and values, appends them, and attends over everything cached. With RoPE the new
+# keys are rotated by their real positions, which start at `cache.seq_len`
+# (`RotaryEmbedding` takes that `offset`); with learned positions, `GPT.forward` adds the
+# position vectors from the offset on. Here is greedy decoding with a cache, written out:
+# the first step reads the prompt (the prefill), every later step only the newest token.
+
+# %% tags=["nbval-ignore-output"]
+n_new = run.pick(40, 200)  # the prompt and the new tokens fit in the context
+cache = kv_cache.new_cache(n_layers)  # one KVCache per layer
+ids_out, step_in, step_logits = prompt, prompt, []
+with torch.no_grad():
+    for _ in range(n_new):
+        logits = model(step_in, cache=cache)[:, -1]  # (1, V): the last position's
+        step_in = logits.argmax(-1, keepdim=True)  # (1, 1): greedy
+        ids_out = torch.cat((ids_out, step_in), dim=1)
+        step_logits.append(logits)
+print(f"cache: {cache[0].seq_len} positions in each of {len(cache)} layers")
+print(repr("".join(chars.decode(ids_out[0].tolist()))))
+assert cache[0].seq_len == T0 + n_new - 1  # the last new token was never read
+
+# %% [markdown]
+# The check that matters: the same tokens as decoding without a cache, and at every step
+# the same logits as one uncached pass over the finished text (up to float rounding).
+
+# %%
+plain = model.generate(prompt, n_new, temperature=0, use_cache=False)
+with torch.no_grad():
+    full = model(plain[:, :-1])[0, T0 - 1 :]  # (n_new, V): every step's logits at once
+cached = torch.cat(step_logits)  # (n_new, V)
+print("same tokens as decoding without a cache:", torch.equal(ids_out, plain))
+again = model.generate(prompt, n_new, temperature=0, use_cache=True)
+print("generate(use_cache=True) agrees too:", torch.equal(again, plain))
+print("step logits agree within 1e-5:", torch.allclose(cached, full, atol=1e-5, rtol=0))
+
+# %% [markdown]
+# The same holds for every kind of model this chapter builds. The tests
+# (`tests/test_gpt.py`) check learned positions and RoPE, multi-head and grouped-query
+# attention, tokens and logits, against the uncached model and Hugging Face's GPT-2.
+# The short version on small untrained models: a text fed with the cache, 5 characters
+# and then one at a time, against one uncached pass.
+
+# %%
+seq = heldout_ids[:30][None].to(run.device)  # (1, 30)
+for positions in ("learned", "rope"):
+    for n_kv in (None, 2, 1):
+        small = gpt.GPTConfig(65, 64, 32, 2, 4, n_kv_heads=n_kv, positions=positions)
+        torch.manual_seed(0)
+        m = gpt.GPT(small).to(run.device).eval()
+        cache = kv_cache.new_cache(2)
+        with torch.no_grad():
+            steps = [m(seq[:, :5], cache=cache)]
+            steps += [m(seq[:, t : t + 1], cache=cache) for t in range(5, 30)]
+            agree = torch.allclose(torch.cat(steps, 1), m(seq), atol=1e-5, rtol=0)
+        print(f"{positions:7s} n_kv_heads={str(n_kv):4s}: agree within 1e-5: {agree}")
+
+# %% [markdown]
+# ## 5. How much faster?
+#
+# Per step, the uncached model reads the whole text: at step $t$ it does $t$ times the
+# arithmetic of one token. The cached model reads one token and attends over $t$ cached
+# keys, a small part of its work at these lengths. The measurement uses a larger model,
+# nanoGPT's character-level configuration (6 layers, 6 heads, $d_\text{model} = 384$),
+# with random weights: the time of a step does not depend on what the weights are.
+# Each step is timed on its own; on a CPU the clock is this process's CPU time, which
+# other programs on a shared machine disturb less than the wall clock.
+
+# %%
+speed_config = gpt.GPTConfig(65, 2048, d_model=384, n_layers=6, n_heads=6)
+torch.manual_seed(0)
+speed_model = gpt.GPT(speed_config).to(run.device).eval()
+
+
+def clock():
+    if run.device.type == "cuda":
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return time.process_time()  # CPU seconds of this process
+
+
+def step_times(model, n_new, use_cache):
+    """Seconds of each step of greedy decoding from a one-token prompt."""
+    ids = torch.zeros(speed_batch, 1, dtype=torch.long, device=run.device)
+    cache = kv_cache.new_cache(model.config.n_layers) if use_cache else None
+    times = []
+    with torch.no_grad():
+        for _ in range(n_new):
+            start = clock()
+            step_in = ids[:, -1:] if use_cache and ids.shape[1] > 1 else ids
+            logits = model(step_in, cache=cache)
+            ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+            times.append(clock() - start)
+    return torch.tensor(times)
+
+
+print(f"speed model: {sum(p.numel() for p in speed_model.parameters()):,} parameters")
+
+# %% tags=["nbval-ignore-output"]
+step_times(speed_model, 8, use_cache=True)  # warm-up
+t_cached = step_times(speed_model, speed_tokens, use_cache=True)
+t_plain = step_times(speed_model, speed_tokens, use_cache=False)
+lengths = [n for n in (16, 32, 64, 128, 256, 512, 1024) if n <= speed_tokens]
+ratio = {n: (t_plain[:n].sum() / t_cached[:n].sum()).item() for n in lengths}
+for n in lengths:
+    print(
+        f"{n:5d} tokens: cached {t_cached[:n].sum():6.2f} s, "
+        f"uncached {t_plain[:n].sum():6.2f} s, {ratio[n]:5.1f}x faster"
+    )
+report.glue("speedup", ratio[speed_tokens], "{:.1f}")
+report.glue("last_plain_ms", 1e3 * t_plain[-1].item(), "{:.0f}")
+report.glue("all_cached_s", t_cached.sum().item(), "{:.1f}")
+if run.device.type == "cpu":  # the gain grows with the length of the text
+    assert ratio[speed_tokens] > 2 and ratio[speed_tokens] > ratio[lengths[0]]
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
+steps = torch.arange(1, speed_tokens + 1)
+axes[0].plot(steps, 1e3 * t_plain, ".", ms=2, label="without cache")
+axes[0].plot(steps, 1e3 * t_cached, ".", ms=2, label="with cache")
+axes[0].set(xlabel="step t (tokens in the text)", ylabel="ms per step")
+axes[0].set_title("Time of one decoding step")
+axes[0].legend(markerscale=5)
+axes[1].plot(lengths, [ratio[n] for n in lengths], "o-")
+axes[1].set(xscale="log", xlabel="tokens generated", ylabel="uncached / cached time")
+axes[1].set_xticks(lengths, [str(n) for n in lengths])
+axes[1].minorticks_off()
+axes[1].set_title("Speed-up of the cache")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The uncached step time climbs with $t$, the cached one stays nearly flat, so the
+# speed-up grows with the length: {glue:text}`speedup`× for the whole generation above
+# (the table gives each length). It is not $t$-fold, because a step has fixed costs
+# that do not depend on how many tokens it reads: it reads every weight matrix once,
+# and it runs the same few dozen small operations per layer. A cached step pays them
+# for a single token; an uncached step over $t$ tokens pays them once for all $t$,
+# which is why its time at $t$ is far less than $t$ cached steps (here
+# {glue:text}`last_plain_ms` ms for the last uncached step, {glue:text}`all_cached_s` s
+# for all the cached ones). A batch of sequences decoded together shares those costs, which is why servers
+# batch requests. Measured: one cached step after 128 tokens, for 1 sequence and for 16
+# decoded together.
+
+# %% tags=["nbval-ignore-output"]
+per_step = {}  # batch size -> median seconds of one cached step
+for B in (1, 16):
+    cache = kv_cache.new_cache(6)
+    tokens = torch.zeros(B, 128, dtype=torch.long, device=run.device)
+    with torch.no_grad():
+        speed_model(tokens, cache=cache)  # the cache now holds 128 positions
+        step = lambda: speed_model(tokens[:, :1], cache=cache)  # +1 position per call
+        per_step[B] = benchmark.median_time(
+            step, repeats=9, device=run.device, clock="auto"
+        )
+cost = per_step[16] / per_step[1]
+print(f"one cached step, 1 sequence: {1e3 * per_step[1]:.1f} ms")
+print(
+    f"16 sequences: {1e3 * per_step[16]:.1f} ms, {cost:.1f}x the time for 16x the work"
+)
+assert cost < 8  # far from 16x: most of a step's cost does not grow with the batch
+
+# %% [markdown]
+# ## 6. How much memory?
+#
+# The cache holds, in every layer, one key and one value vector of $d_\text{head}$
+# numbers per key/value head, per token, per sequence:
+#
+# $$\text{bytes} = 2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot d_\text{head}
+# \cdot T \cdot B \cdot \text{bytes per value}.$$
+#
+# Llama-2-7B {cite}`touvron2023llama2` has 32 layers of 32 heads of 128 features, one
+# key/value head per query head; Mistral-7B {cite}`jiang2023mistral` has the same shape
+# but 8 key/value heads. For one sequence of 4,096 tokens in 16-bit floats:
+
+# %%
+for name, n_kv in (("Llama-2-7B", 32), ("Mistral-7B", 8)):
+    size = kv_cache.kv_cache_bytes(
+        32, n_kv, 128, seq_len=4096, batch=1, bytes_per_value=2
+    )
+    per_token = kv_cache.kv_cache_bytes(32, n_kv, 128, seq_len=1)
+    print(
+        f"{name}: {size:,} bytes = {size / 2**30:.2f} GiB, "
+        f"{per_token // 1024} KiB per token"
+    )
+
+# %% [markdown]
+# Half a megabyte per token adds up. Llama-2-7B's 6,738,415,616 weights take about
+# 13.5 GB in fp16; a batch of 32 sequences of 4,096 tokens needs far more for its cache:
+
+# %%
+weights = 6_738_415_616 * 2  # bytes of Llama-2-7B's weights in fp16
+batch32 = kv_cache.kv_cache_bytes(32, 32, 128, seq_len=4096, batch=32)
+print(
+    f"weights {weights / 1e9:.1f} GB; cache of 32 sequences {batch32 / 2**30:.0f} GiB"
+)
+print(f"with Mistral's 8 key/value heads: {batch32 // 4 / 2**30:.0f} GiB")
+
+# %% [markdown]
+# Does the formula describe what the cache really holds? Fill the cache of the speed
+# model, in fp32 and in bf16, with 100 tokens for each of 3 sequences and count the bytes
+# of its tensors:
+
+# %%
+batch_ids = torch.zeros(3, 100, dtype=torch.long, device=run.device)
+for dtype in (torch.float32, torch.bfloat16):
+    cache = kv_cache.new_cache(6)
+    with torch.no_grad():
+        speed_model.to(dtype)(batch_ids, cache=cache)
+    real = kv_cache.cache_nbytes(cache)  # sum of keys.nbytes + values.nbytes
+    formula = kv_cache.kv_cache_bytes(
+        6, 6, 64, 100, batch=3, bytes_per_value=dtype.itemsize
+    )
+    print(
+        f"{dtype}: tensors hold {real:,} bytes; formula {formula:,}; "
+        f"equal: {real == formula}"
+    )
+speed_model = speed_model.float()  # back to fp32 for whoever uses it next
+
+# %% [markdown]
+# The bytes are proportional to $n_\text{kv heads}$, the one factor an architecture can
+# change without changing the model's width, depth or number of query heads. The
+# next section shows how; here is what it buys, by the formula for Llama-2-7B's shape and measured on the speed
+# model's shape with 6, 3, 2 and 1 key/value heads:
+
+# %%
+measured = {}
+for n_kv in (6, 3, 2, 1):
+    cfg = gpt.GPTConfig(65, 512, 384, 6, 6, n_kv_heads=n_kv)
+    cache = kv_cache.new_cache(6)
+    with torch.no_grad():
+        gpt.GPT(cfg).to(run.device).eval()(
+            batch_ids[:1, :1].repeat(1, 256), cache=cache
+        )
+    measured[n_kv] = kv_cache.cache_nbytes(cache)
+    assert measured[n_kv] == kv_cache.kv_cache_bytes(
+        6, n_kv, 64, 256, bytes_per_value=4
+    )
+print({k: f"{v / 2**20:.2f} MiB" for k, v in measured.items()}, "(fp32, 256 tokens)")
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
+kvs = [1, 2, 4, 8, 16, 32]
+llama = [kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30 for n in kvs]
+axes[0].plot(kvs, llama, "o-")
+axes[0].set(xlabel="key/value heads", ylabel="GiB per sequence", ylim=(0, 2.3))
+axes[0].set_xticks(kvs)
+axes[0].set_title("Llama-2-7B's shape, 4,096 tokens, fp16")
+labels = (("Llama-2-7B (MHA)", 32, (-120, 0)), ("Mistral-7B (GQA)", 8, (8, -14)))
+for name, n, offset in labels:
+    gib = kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30
+    axes[0].annotate(name, (n, gib), textcoords="offset points", xytext=offset)
+axes[1].bar([str(n) for n in measured], [b / 2**20 for b in measured.values()])
+axes[1].set(xlabel="key/value heads (of 6 query heads)", ylabel="MiB, measured")
+axes[1].set_title("Speed model, 256 tokens, fp32")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 7. Sharing key/value heads: MQA and GQA
+#
+# The cache stores keys and values, never queries. So the economy is to give several
+# query heads the same key and value projection: each query head still asks its own
+# question, but they look things up in shared keys and values. With all $H$ query heads
+# sharing one key/value head, this is **multi-query attention** (MQA)
+# {cite}`shazeer2019fast`; with $G$ groups of $H/G$ query heads each, **grouped-query
+# attention** (GQA) {cite}`ainslie2023gqa`; with $G = H$, the multi-head attention of
+# chapter 2. The cache shrinks by the factor $H/G$.
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Three panels with eight query heads q1 to q8 on top and the cached key/value heads below, each query head joined by a line to the key/value head it reads. Multi-head attention: eight key/value heads, one per query head. Grouped-query attention with 2 groups: q1 to q4 share one key/value head and q5 to q8 another. Multi-query attention: all eight query heads share a single key/value head."}}
+diagrams.kv_cache.shared_heads()
+plt.show()
+
+# %% [markdown]
+# In code, the key and value projections get $G$ heads' worth of columns instead of
+# $H$, `MultiHeadAttention(d_model, n_heads, n_kv_heads=G)`. Before attention, each
+# key/value head is repeated for the query heads of its group: query head $h$ reads
+# key/value head $\lfloor h / (H/G) \rfloor$. That is `attention.repeat_kv`:
+
+# %%
+kv = torch.arange(2.0).view(1, 2, 1, 1)  # (B, G=2, T=1, Dh=1): heads "0" and "1"
+print("query head reads kv head:", attention.repeat_kv(kv, 3).flatten().int().tolist())
+for n_kv in (6, 3, 2, 1):
+    attn = attention.MultiHeadAttention(384, 6, n_kv_heads=n_kv)
+    n_params = sum(p.numel() for p in attn.parameters())
+    print(
+        f"n_kv_heads={n_kv}: k_proj {tuple(attn.k_proj.weight.shape)}, "
+        f"{n_params:,} parameters"
+    )
+try:
+    attention.MultiHeadAttention(384, 6, n_kv_heads=4)
+except ValueError as err:
+    print("ValueError:", err)
+
+# %% [markdown]
+# Two checks that this is the same attention as elsewhere. PyTorch's fused kernel takes
+# keys and values with fewer heads when told `enable_gqa=True`; and GQA is exactly
+# multi-head attention whose key/value weights are tied within each group, so copying
+# each group's weights to all its heads (`attention.mha_from_gqa`) gives an MHA with the
+# same output.
+
+# %%
+torch.manual_seed(0)
+gqa = attention.MultiHeadAttention(64, 8, n_kv_heads=2).eval()
+x = torch.randn(2, 10, 64)
+causal = torch.ones(10, 10, dtype=torch.bool).tril()
+q = attention.split_heads(gqa.q_proj(x), 8)  # (B, 8, T, 8)
+k, v = (
+    attention.split_heads(p(x), 2) for p in (gqa.k_proj, gqa.v_proj)
+)  # (B, 2, T, 8)
+fused = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+ours = gqa(x, mask=causal)[0]
+reference = gqa.o_proj(attention.merge_heads(fused))
+print(
+    "equals SDPA(enable_gqa=True) within 1e-5:",
+    torch.allclose(ours, reference, atol=1e-5),
+)
+tiled = attention.mha_from_gqa(gqa)
+print("tiled MHA:", tiled.n_kv_heads, "key/value heads;", "same output within 1e-5:",
+      torch.allclose(tiled(x, mask=causal)[0], ours, atol=1e-5))  # fmt: skip
+
+# %% [markdown]
+# ## 8. From a trained MHA to GQA
+#
+# Training a GQA model from scratch is one option. Ainslie et al. {cite}`ainslie2023gqa`
+# start from a trained multi-head model instead: the key (and value) projection of each
+# new group is the **mean** of the projections of the heads in that group, the rest is
+# copied, and a short further training ("uptraining", 5 % of the original steps in their
+# paper) lets the model adapt. `attention.gqa_from_mha` converts one attention,
+# `gpt.gqa_from_mha` every layer of a model.
+#
+# First, what the conversion alone costs: the held-out loss of our trained model, turned
+# into GQA with half its key/value heads and into MQA, with no further training.
+
+# %% tags=["nbval-ignore-output"]
+groups = [n_heads // 2, 1]  # GQA with half the key/value heads, and MQA
+converted = {g: heldout_loss(gpt.gqa_from_mha(model, g)) for g in groups}
+print(f"{n_heads} key/value heads (the trained model): {base_loss:.3f}")
+for g in groups:
+    print(f"{g} key/value heads, just converted: {converted[g]:.3f}")
+assert base_loss < converted[groups[0]] < converted[1]  # fewer heads, more damage
+
+# %% [markdown]
+# The pooled heads are not the ones the rest of the network was trained with, and the
+# fewer there are, the more the loss rises. Ainslie et al. compare mean pooling with
+# keeping the first head of each group and with starting the shared heads from scratch,
+# and find mean pooling best after uptraining. Now the uptraining here:
+# `uptrain_steps` more steps (10 % of the original training) at a small constant learning
+# rate, for each converted model and, as the control, for the unconverted multi-head
+# model: the gap to the control measures what the conversion costs, not what the extra
+# steps would have given any model. Three seeds vary the batches seen; the model they
+# start from is the one trained above.
+
+# %% tags=["nbval-ignore-output"]
+after = {}  # key/value heads -> held-out losses after uptraining, one per seed
+for g in [n_heads, *groups]:
+    after[g] = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        student = gpt.gqa_from_mha(model, g)  # g = n_heads: an unchanged copy
+        training.train(student, stream(100 + seed), next_char_loss, uptrain_steps,
+                       lr=uptrain_lr)  # fmt: skip
+        after[g].append(heldout_loss(student))
+start = {n_heads: base_loss, **converted}
+print(f"{'kv heads':>8} | {'converted':>9} | {'after uptraining':>16} | gap to MHA")
+for g, losses in after.items():
+    mean, std = statistics.mean(losses), statistics.stdev(losses)
+    gap = mean - statistics.mean(after[n_heads])
+    print(f"{g:>8} | {start[g]:9.3f} | {mean:8.3f} ± {std:.3f} | {gap:+.3f}")
+assert all(max(after[g]) < converted[g] for g in groups)  # uptraining helped every run
+
+# %% [markdown]
+# Does the spread support the claims? The cell below measures the share of the
+# conversion's gap (to the MHA control) that uptraining closed, and ranks the three
+# models only where the differences exceed twice the largest standard deviation over
+# the seeds; the verdict is glued into the text below.
+
+# %% tags=["nbval-ignore-output"]
+mean_after = {g: statistics.mean(v) for g, v in after.items()}
+spread = max(statistics.stdev(v) for v in after.values())
+recovered = {}
+for g in groups:
+    gap_before = converted[g] - mean_after[n_heads]
+    gap_after = mean_after[g] - mean_after[n_heads]
+    recovered[g] = 1 - gap_after / gap_before
+    print(f"{g} key/value heads: gap {gap_before:.3f} -> {gap_after:.3f} "
+          f"({100 * recovered[g]:.0f} % recovered)")  # fmt: skip
+    assert recovered[g] > 0.5  # most of the gap closes
+ranked = (
+    mean_after[n_heads] + 2 * spread < mean_after[groups[0]]
+    and mean_after[groups[0]] + 2 * spread < mean_after[1]
+)
+print(f"largest std over seeds {spread:.3f}; MHA < GQA < MQA beyond it: {ranked}")
+report.glue("recovered_gqa", 100 * recovered[groups[0]], "{:.0f}")
+report.glue("recovered_mqa", 100 * recovered[1], "{:.0f}")
+report.glue(
+    "ranking",
+    "the ranking MHA < GQA < MQA holds by more than twice the seeds' spread"
+    if ranked
+    else "the three cannot be ranked: their differences are within the seeds' spread",
+)
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=plotting.SINGLE)
+# points, not bars: the losses sit far from 0, and a cut bar would exaggerate the gaps
+for x, g in enumerate(after):
+    ax.plot([x, x], [start[g], mean_after[g]], color="grey", lw=1, zorder=1)
+    ax.plot(x, start[g], "s", color=plotting.PALETTE[0], ms=8,
+            label="just converted" if x == 0 else None)  # fmt: skip
+    ax.plot([x] * len(seeds), after[g], "o", color=plotting.PALETTE[1], ms=5,
+            label="after uptraining (a dot per seed)" if x == 0 else None)  # fmt: skip
+ax.axhline(mean_after[n_heads], color="k", ls=":", lw=1, label="MHA control, mean")
+ax.set_xticks(
+    range(len(after)), [f"{g} (MHA)" if g == n_heads else str(g) for g in after]
+)
+ax.set_xlim(-0.5, len(after) - 0.5)
+ax.set(xlabel="key/value heads", ylabel="held-out loss (nats per char)")
+ax.set_title(f"MHA to GQA/MQA: {uptrain_steps} steps of uptraining, {len(seeds)} seeds")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# Uptraining for 10 % of the original steps wins back {glue:text}`recovered_gqa` % of the
+# loss that the conversion to GQA cost and {glue:text}`recovered_mqa` % for MQA, and
+# {glue:text}`ranking`. That is the paper's trade-off in small: GQA keeps close to
+# multi-head quality with a fraction of the cache, MQA saves the most memory and loses
+# the most. The saving, for this model's cache over a full context:
+
+# %%
+for g in [n_heads, *groups]:
+    size = kv_cache.kv_cache_bytes(
+        n_layers, g, d_model // n_heads, context, bytes_per_value=4
+    )
+    print(
+        f"{g} key/value heads: {size:>9,} bytes per sequence of {context} tokens (fp32)"
+    )
+
+# %% [markdown]
+# ## Summary
+#
+# - A GPT block is the pre-norm encoder block with a causal mask. Because of the mask,
+#   the keys and values of earlier tokens never change while a text grows.
+# - The KV cache keeps them: the prompt is read once, then every step reads one token
+#   and appends one key and one value per layer and key/value head. Cached decoding
+#   gives the same tokens, and logits within float rounding, as decoding without it,
+#   and is several times faster on long generations on a CPU.
+# - The cache costs $2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot d_\text{head}
+#   \cdot T \cdot B$ values: 2 GiB for one 4,096-token Llama-2-7B sequence in fp16.
+# - Multi-query and grouped-query attention share key/value heads among query heads and
+#   shrink the cache by $H / G$; GQA equals MHA with tied key/value weights.
+# - A trained MHA becomes a GQA by averaging each group's key/value heads; a short
+#   further training recovers most of the loss.
+#
+# ## Exercises
+#
+# ### Exercise 1: how many tokens fit?
+#
+# A GPU has some memory left after the weights. Write
+# `max_cached_tokens(memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value)`:
+# the largest number of tokens per sequence whose cache fits. Before running the check,
+# predict: with 1 GiB, how many tokens does Llama-2-7B fit in fp16, and how many does
+# Mistral-7B?
+
+
+# %%
+def max_cached_tokens(
+    memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value
+):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def max_cached_tokens(
+    memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value
+):
+    per_token = (
+        2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value
+    )  # K and V
+    return memory_bytes // per_token  # round down: a partial token does not fit
+
+
+# %%
+checks.check_max_cached_tokens(max_cached_tokens)
+
+# %% [markdown]
+# Your prediction against the formula:
+
+# %%
+for name, n_kv in (("Llama-2-7B", 32), ("Mistral-7B", 8)):
+    per_token = kv_cache.kv_cache_bytes(32, n_kv, 128, seq_len=1, bytes_per_value=2)
+    print(f"{name}: {2**30 // per_token:,} tokens fit in 1 GiB (fp16, one sequence)")
+
+# %% [markdown]
+# ### Exercise 2: fix the repeat
+#
+# A colleague wrote `repeat_kv` with `x.repeat(1, n_rep, 1, 1)`. The shapes are right and
+# the model runs, but its GQA no longer equals the MHA with tiled weights. Find out why
+# (print which key/value head each query head gets) and fix it.
+
+
+# %%
+def repeat_kv(x, n_rep):
+    # YOUR CODE HERE (the broken version: return x.repeat(1, n_rep, 1, 1))
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def repeat_kv(x, n_rep):
+    B, G, T, Dh = x.shape
+    # (B, G, 1, T, Dh) -> (B, G, n_rep, T, Dh) -> (B, G·n_rep, T, Dh)
+    # heads in the order kv0, kv0, kv1, kv1, ...
+    return x[:, :, None].expand(B, G, n_rep, T, Dh).reshape(B, G * n_rep, T, Dh)
+
+
+# %%
+checks.check_repeat_kv(repeat_kv)
+
+# %% [markdown]
+# ### Exercise 3: averaging heads by hand
+#
+# Write `mean_pool_heads(weight, n_heads, n_kv_heads)`: given the weight of a key (or
+# value) projection, shape $(H \cdot d_\text{head}, d_\text{model})$, whose rows
+# $h \cdot d_\text{head}, \dots, (h+1) \cdot d_\text{head} - 1$ belong to head $h$,
+# return the $(G \cdot d_\text{head}, d_\text{model})$ weight whose head $j$ is the mean
+# of the heads of group $j$. Which heads form a group? Look at `repeat_kv` again.
+
+
+# %%
+def mean_pool_heads(weight, n_heads, n_kv_heads):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+# %% tags=["solution", "hide-cell"]
+def mean_pool_heads(weight, n_heads, n_kv_heads):
+    head_dim = weight.shape[0] // n_heads
+    groups = weight.view(
+        n_kv_heads, n_heads // n_kv_heads, head_dim, -1
+    )  # (G, H/G, Dh, D)
+    return groups.mean(dim=1).reshape(n_kv_heads * head_dim, -1)  # (G·Dh, D)
+
+
+# %%
+checks.check_mean_pool_heads(mean_pool_heads)
+
+# %% [markdown]
+# ## What we added to the package
+#
+# - `transformer_book.attention`: `MultiHeadAttention(..., n_kv_heads=None)` for MHA, GQA
+#   and MQA, with a `cache=` argument; `repeat_kv`; `gqa_from_mha` (mean pooling) and
+#   `mha_from_gqa` (tiling).
+# - `transformer_book.kv_cache`: `KVCache` (`update`, `seq_len`, `nbytes`), `new_cache`,
+#   `cache_nbytes` and the size formula `kv_cache_bytes`.
+# - `transformer_book.sampling`: `apply_temperature`, `top_k_filter`, `top_p_filter`,
+#   `sample_next` (temperature 0 = greedy).
+# - `transformer_book.gpt`: `GPTConfig` (learned or rotary positions, LayerNorm or
+#   RMSNorm, activation, biases, tied embeddings, `n_kv_heads`), `GPT` with
+#   `forward(ids, cache=None)` and `generate(...)`, and `gqa_from_mha` for a whole model.
+#   Chapter 14 trains it for real.
+# - `blocks.EncoderBlock` and `blocks.Encoder` take `n_kv_heads`, `bias` and a `cache`;
+#   `positions.RotaryEmbedding` takes the position `offset` of the first new token.
+# - `transformer_book.diagrams.kv_cache`: `shared_heads`, `cache_growth`.
+# - `transformer_book.checks`: `check_max_cached_tokens`, `check_repeat_kv`,
+#   `check_mean_pool_heads`.

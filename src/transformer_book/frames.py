@@ -1,0 +1,157 @@
+"""Semantic frames: a query's intent and its slots, written as one token sequence, read
+back, and scored (chapter 07).
+
+A frame is what a slot filler is for: the form a booking system fills in. From the
+BIO tags of chapter 05 and the intent,
+
+    show me flights from boston to new york
+    O    O  O       O    B-fromloc.city_name O B-toloc.city_name I-toloc.city_name
+
+becomes the frame ``atis_flight`` with the slots ``fromloc.city_name = boston`` and
+``toloc.city_name = new york``, linearised (the intent first, then every slot in sentence
+order) as
+
+    atis_flight fromloc.city_name: boston toloc.city_name: new york
+
+A sequence-to-sequence model can *write* that sequence, token by token. The slot names
+carry a trailing ``:`` because five ATIS slot names (``or``, ``meal``, ``time``,
+``economy``, ``connect``) are also words of the queries, so without the mark a value
+such as *lunch time* could not be read back.
+
+Scores compare frames, not tag sequences, so a tagger and a generator are scored alike:
+
+- exact match: the fraction of queries whose intent and slots (as a multiset) are right;
+- slot precision, recall and F1: over all queries, a predicted (slot name, value) pair is
+  correct when the gold frame of the same query holds it (micro-averaged, like conlleval;
+  unlike span F1 the word positions do not count, only the names and the words).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .metrics import SpanScores, bio_spans
+
+__all__ = [
+    "SLOT_MARK",
+    "Frame",
+    "frame_from_tags",
+    "parse_frame",
+    "exact_match",
+    "slot_scores",
+]
+
+SLOT_MARK = ":"  # ends every slot name in a linearised frame
+
+Slot = tuple[str, str]  # (slot name, value words joined by single spaces)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """An intent and its slots, in the order they occur in the query.
+
+    Two frames mean the same when their intents are equal and their slots are equal as
+    multisets (:meth:`same_as`); ``==`` also compares the order.
+    """
+
+    intent: str
+    slots: tuple[Slot, ...] = ()
+
+    def tokens(self) -> list[str]:
+        """The linearised frame: ``[intent, name1:, value1 words..., name2:, ...]``."""
+        out = [self.intent]
+        for name, value in self.slots:
+            words = value.split()
+            if name.endswith(SLOT_MARK) or any(w.endswith(SLOT_MARK) for w in words):
+                raise ValueError(
+                    f"slot {(name, value)!r}: names and value words may not end with "
+                    f"{SLOT_MARK!r}, which marks slot names in a linearised frame"
+                )
+            out += [name + SLOT_MARK, *words]
+        return out
+
+    def same_as(self, other: Frame) -> bool:
+        """Same intent and the same slots, in any order."""
+        return self.intent == other.intent and Counter(self.slots) == Counter(
+            other.slots
+        )
+
+    def __str__(self) -> str:
+        return " ".join(self.tokens())
+
+
+def frame_from_tags(words: Sequence[str], tags: Sequence[str], intent: str) -> Frame:
+    """The frame of one BIO-tagged query: every span becomes a (name, value) slot.
+
+    Spans are read as :func:`transformer_book.metrics.bio_spans` reads them (conlleval's
+    rules), so a tagger's stray ``I-x`` opens a slot of its own, as it does for span F1.
+    """
+    if len(words) != len(tags):
+        raise ValueError(f"got {len(words)} words but {len(tags)} tags")
+    spans = bio_spans(list(tags))
+    return Frame(intent, tuple((kind, " ".join(words[a:b])) for kind, a, b in spans))
+
+
+def parse_frame(tokens: Sequence[str] | str) -> Frame:
+    """Read a linearised frame (a token list or one space-separated string) back.
+
+    The inverse of :meth:`Frame.tokens`, and lenient with what a model may write: a
+    missing intent (the first token is a slot name) reads as ``""``, a slot name with no
+    words after it gets the value ``""``, and words before the first slot name form a
+    slot named ``""``. None of these can match a gold frame, and none is dropped.
+    """
+    if isinstance(tokens, str):
+        tokens = tokens.split()
+    tokens = list(tokens)
+    intent = ""
+    if tokens and not tokens[0].endswith(SLOT_MARK):
+        intent, tokens = tokens[0], tokens[1:]
+    slots: list[tuple[str, list[str]]] = []
+    for tok in tokens:
+        if tok.endswith(SLOT_MARK):
+            slots.append((tok[: -len(SLOT_MARK)], []))
+        else:
+            if not slots:
+                slots.append(("", []))  # words with no slot name before them
+            slots[-1][1].append(tok)
+    return Frame(intent, tuple((name, " ".join(value)) for name, value in slots))
+
+
+def _check_paired(gold: Sequence[Frame], pred: Sequence[Frame], what: str) -> None:
+    if len(gold) != len(pred):
+        raise ValueError(
+            f"{what}: gold has {len(gold)} frames but pred has {len(pred)}"
+        )
+    if not gold:
+        raise ValueError(f"{what} of no frames is undefined")
+    for name, frames in (("gold", gold), ("pred", pred)):
+        bad = next((f for f in frames if not isinstance(f, Frame)), None)
+        if bad is not None:
+            raise ValueError(
+                f"{what}: {name} must hold Frame objects (use parse_frame or "
+                f"frame_from_tags), got {type(bad).__name__} {bad!r}"
+            )
+
+
+def exact_match(gold: Sequence[Frame], pred: Sequence[Frame]) -> float:
+    """Fraction of queries whose predicted frame has the gold intent and the gold slots
+    (in any order)."""
+    _check_paired(gold, pred, "exact_match")
+    return sum(g.same_as(p) for g, p in zip(gold, pred)) / len(gold)
+
+
+def slot_scores(gold: Sequence[Frame], pred: Sequence[Frame]) -> SpanScores:
+    """Slot precision, recall and F1 over a corpus (micro-averaged).
+
+    A predicted (name, value) slot is correct if the gold frame of the same query has it;
+    a slot that occurs twice must be predicted twice to be found twice.
+    """
+    _check_paired(gold, pred, "slot_scores")
+    n_gold = n_pred = n_correct = 0
+    for g, p in zip(gold, pred):
+        cg, cp = Counter(g.slots), Counter(p.slots)
+        n_gold, n_pred = n_gold + sum(cg.values()), n_pred + sum(cp.values())
+        n_correct += sum((cg & cp).values())
+    return SpanScores(n_gold=n_gold, n_pred=n_pred, n_correct=n_correct)

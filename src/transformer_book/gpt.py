@@ -1,0 +1,386 @@
+"""A decoder-only language model, GPT style (chapters 09 and 14).
+
+    ids -> token embedding (+ learned positions) -> dropout
+        -> n_layers × pre-norm EncoderBlock with a causal mask -> final norm
+        -> linear head -> logits over the vocabulary
+
+The block is :class:`transformer_book.blocks.EncoderBlock` itself: GPT's block *is* the
+pre-norm encoder block; the causal mask alone makes it a decoder. Positions are learned
+vectors (GPT-2) or RoPE inside attention (Llama); the head may share the token
+embedding's weights (``tie_embeddings``, Press & Wolf, 2017). :meth:`GPT.generate`
+decodes with a KV cache (:mod:`transformer_book.kv_cache`) or without, and picks tokens
+with :mod:`transformer_book.sampling`. Radford et al. (2019), GPT-2; the layout follows
+nanoGPT's ``model.py``, the names this book's (``q_proj``, ``up_proj``, ...).
+:func:`gpt2_config` is GPT-2's architecture and :func:`load_hf_gpt2` copies a Hugging
+Face ``GPT2LMHeadModel`` into it (chapter 14 checks the logits agree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import attention, kv_cache, masks, sampling
+from .blocks import Encoder
+from .norms import NORMS
+from .positions import LearnedPositionalEmbedding, RotaryEmbedding
+
+__all__ = [
+    "ACTIVATIONS",
+    "POSITIONS",
+    "GPTConfig",
+    "GPT",
+    "gqa_from_mha",
+    "gpt2_config",
+    "load_hf_gpt2",
+]
+
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact (erf) GELU, as nanoGPT's nn.GELU()
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+    "relu": F.relu,
+    "silu": F.silu,
+}
+POSITIONS = ("learned", "rope")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Everything that defines a :class:`GPT`'s shape.
+
+    ``n_kv_heads``: None = multi-head attention, a divisor of ``n_heads`` = grouped-query,
+    1 = multi-query. ``d_ff``: None = 4 · d_model. ``positions``: ``"learned"`` (a vector
+    per position, GPT-2) or ``"rope"`` (rotary, Llama). ``norm``: ``"layer"`` or
+    ``"rms"``. ``activation``: a key of :data:`ACTIVATIONS`. ``bias``: biases in the
+    linear layers and LayerNorms. ``tie_embeddings``: the output head reuses the token
+    embedding matrix. ``max_len`` is the context window: the most tokens the model reads.
+    """
+
+    vocab_size: int
+    max_len: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int | None = None
+    d_ff: int | None = None
+    dropout: float = 0.0
+    positions: str = "learned"
+    norm: str = "layer"
+    activation: str = "gelu"
+    bias: bool = True
+    tie_embeddings: bool = True
+    layer_norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        kv = self.n_kv_heads
+        if kv is not None and (kv < 1 or self.n_heads % kv):
+            raise ValueError(
+                f"n_kv_heads ({kv}) must divide n_heads ({self.n_heads}), or be None"
+            )
+        if self.d_ff is not None and self.d_ff < 1:
+            raise ValueError(f"d_ff must be positive or None, got {self.d_ff}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        choices = (
+            ("positions", POSITIONS),
+            ("norm", NORMS),
+            ("activation", tuple(ACTIVATIONS)),
+        )
+        for name, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"RoPE rotates feature pairs: head_dim = d_model / n_heads must be even, "
+                f"got {self.head_dim}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads (``n_heads`` for multi-head attention)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def ff_width(self) -> int:
+        return 4 * self.d_model if self.d_ff is None else self.d_ff
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer: ``forward(ids) -> logits`` and :meth:`generate`.
+
+    Shapes: ids (B, T) int64 with T <= max_len -> logits (B, T, vocab_size); logits[:, t]
+    predicts token t + 1. ``forward(ids, cache=...)`` reads ids as the tokens after the
+    ones already in ``cache`` (one :class:`~transformer_book.kv_cache.KVCache` per layer).
+    Weights start as in GPT-2: normal(0, 0.02), and the projections that write into the
+    residual stream (``o_proj``, ``down_proj``) scaled by 1/√(2·n_layers).
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = (
+            LearnedPositionalEmbedding(c.max_len, c.d_model)
+            if c.positions == "learned"
+            else None
+        )
+        rope = (
+            RotaryEmbedding(c.head_dim, base=c.rope_base)
+            if c.positions == "rope"
+            else None
+        )
+        self.dropout = nn.Dropout(c.dropout)
+        self.blocks = Encoder(
+            c.n_layers,
+            c.d_model,
+            c.n_heads,
+            c.ff_width,
+            dropout=c.dropout,
+            norm_first=True,  # pre-norm, with a final norm after the last block
+            rope=rope,
+            activation=ACTIVATIONS[c.activation],
+            layer_norm_eps=c.layer_norm_eps,
+            norm=c.norm,
+            n_kv_heads=c.n_kv_heads,
+            bias=c.bias,
+        )
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.reset_parameters()
+        if c.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight  # one (V, d_model) matrix, twice
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation (Radford et al., 2019, section 2.3; nanoGPT)."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
+        for block in self.blocks.layers:
+            nn.init.normal_(block.attn.o_proj.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.ff.down_proj.weight, mean=0.0, std=residual_std)
+
+    def forward(
+        self, ids: Tensor, cache: Sequence[kv_cache.KVCache] | None = None
+    ) -> Tensor:
+        if ids.dim() != 2 or ids.dtype.is_floating_point:
+            raise ValueError(
+                f"ids must be integer token ids of shape (B, T), got shape "
+                f"{tuple(ids.shape)} dtype {ids.dtype}"
+            )
+        T = ids.shape[1]
+        offset = 0 if cache is None else cache[0].seq_len  # tokens already read
+        if T < 1 or offset + T > self.config.max_len:
+            raise ValueError(
+                f"positions {offset}..{offset + T - 1} do not fit the context window "
+                f"max_len={self.config.max_len} (got {T} new tokens after {offset} "
+                "cached ones)"
+            )
+        x = self.tok_emb(ids)  # (B, T, d_model)
+        if self.pos_emb is not None:
+            x = self.pos_emb(x, offset=offset)  # + positions offset … offset+T-1
+        x = self.dropout(x)
+        # Causal: new token i sees the cached tokens and new tokens 0 … i. A single new
+        # token sees everything, so it needs no mask; with nothing cached, the fused
+        # kernel applies the causal mask itself (is_causal) without building it.
+        mask = None
+        if T > 1 and offset > 0:
+            mask = masks.causal_mask(T, offset + T, device=ids.device)  # (T, offset+T)
+        is_causal = T > 1 and offset == 0
+        x = self.blocks(x, mask, cache=cache, is_causal=is_causal)  # (B, T, d_model)
+        return self.lm_head(x)  # (B, T, vocab_size), after the final norm
+
+    @torch.no_grad()
+    def generate(
+        self,
+        ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Append ``max_new_tokens`` tokens to ``ids``, one at a time.
+
+        ``temperature=0`` is greedy decoding. Without a cache every step reads the last
+        ``max_len`` tokens again; with one, the prompt is read once and every later
+        step reads only the newest token, attending to the cached keys and values.
+        Past ``max_len`` tokens both read the last ``max_len`` tokens afresh, so the
+        two give the same tokens. Call ``model.eval()`` first: dropout would make every
+        step random. Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
+        """
+        if ids.dim() != 2 or ids.shape[1] < 1:
+            raise ValueError(
+                f"ids must be a non-empty prompt of shape (B, T0), got {tuple(ids.shape)}"
+            )
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        max_len = self.config.max_len
+        cache: list[kv_cache.KVCache] | None = None
+        for _ in range(max_new_tokens):
+            if cache is not None and cache[0].seq_len < max_len:
+                logits = self(ids[:, -1:], cache=cache)  # (B, 1, V): the newest token
+            else:  # first step, no cache, or a full window: read the last max_len
+                cache = kv_cache.new_cache(self.config.n_layers) if use_cache else None
+                logits = self(ids[:, -max_len:], cache=cache)  # (B, T, V)
+            next_id = sampling.sample_next(
+                logits[:, -1], temperature, top_k, top_p, generator
+            )  # (B,)
+            ids = torch.cat((ids, next_id[:, None]), dim=1)  # (B, T + 1)
+        return ids
+
+
+def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
+    """A copy of ``model`` whose every attention has ``n_kv_heads`` key/value heads,
+    each the mean of its group's (:func:`transformer_book.attention.gqa_from_mha`).
+
+    Everything else is copied unchanged; ``model`` is left alone. Ainslie et al. (2023).
+    """
+    config = dataclasses.replace(model.config, n_kv_heads=n_kv_heads)  # validates
+    ref = model.lm_head.weight
+    new = GPT(config).to(device=ref.device, dtype=ref.dtype)
+    state = {
+        k: v
+        for k, v in model.state_dict().items()
+        if ".attn.k_proj." not in k and ".attn.v_proj." not in k
+    }
+    missing = new.load_state_dict(state, strict=False).missing_keys
+    assert all(".k_proj." in k or ".v_proj." in k for k in missing), missing
+    for mine, theirs in zip(new.blocks.layers, model.blocks.layers):
+        pooled = attention.gqa_from_mha(theirs.attn, n_kv_heads)
+        mine.attn.k_proj.load_state_dict(pooled.k_proj.state_dict())
+        mine.attn.v_proj.load_state_dict(pooled.v_proj.state_dict())
+    new.train(model.training)
+    return new
+
+
+def gpt2_config(
+    vocab_size: int = 50257,
+    max_len: int = 1024,
+    d_model: int = 768,
+    n_layers: int = 12,
+    n_heads: int = 12,
+) -> GPTConfig:
+    """GPT-2's architecture: learned positions, pre-norm LayerNorm (ε = 1e-5), GELU
+    (tanh approximation), biases everywhere, the head tied to the token embedding.
+
+    The defaults are GPT-2 small, 124 M parameters (Radford et al., 2019, table 2).
+    """
+    return GPTConfig(
+        vocab_size=vocab_size,
+        max_len=max_len,
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        positions="learned",
+        norm="layer",
+        activation="gelu_tanh",
+        bias=True,
+        tie_embeddings=True,
+        layer_norm_eps=1e-5,
+    )
+
+
+@torch.no_grad()
+def load_hf_gpt2(model: GPT, hf_model: nn.Module) -> GPT:
+    """Copy the weights of a Hugging Face ``GPT2LMHeadModel`` into ``model`` (in place)
+    and return it; ``model`` must be built as GPT-2 (:func:`gpt2_config`) with the
+    same sizes.
+
+    GPT-2 stores its linear layers as ``Conv1D`` with weights (in, out), the transpose
+    of ``nn.Linear``'s, and the query, key and value projections side by side in one
+    ``c_attn`` of width 3·d_model: here they are cut apart and transposed.
+    """
+    hf = hf_model.config
+    theirs = dict(
+        vocab_size=hf.vocab_size,
+        max_len=hf.n_positions,
+        d_model=hf.n_embd,
+        n_layers=hf.n_layer,
+        n_heads=hf.n_head,
+        d_ff=hf.n_inner or 4 * hf.n_embd,
+        layer_norm_eps=hf.layer_norm_epsilon,
+    )
+    c = model.config
+    ours = dict(
+        vocab_size=c.vocab_size,
+        max_len=c.max_len,
+        d_model=c.d_model,
+        n_layers=c.n_layers,
+        n_heads=c.n_heads,
+        d_ff=c.ff_width,
+        layer_norm_eps=c.layer_norm_eps,
+    )
+    if theirs != ours:
+        raise ValueError(
+            f"model and hf_model differ in size: GPT {ours}, GPT2LMHeadModel {theirs}"
+        )
+    if hf.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(
+            "hf_model must use GPT-2's GELU (tanh approximation, 'gelu_new'), got "
+            f"activation_function={hf.activation_function!r}"
+        )
+    gpt2 = gpt2_config(c.vocab_size, c.max_len, c.d_model, c.n_layers, c.n_heads)
+    layout = ("positions", "norm", "activation", "bias", "tie_embeddings", "n_kv_heads")
+    wrong = {k: getattr(c, k) for k in layout if getattr(c, k) != getattr(gpt2, k)}
+    if wrong:
+        raise ValueError(
+            f"model is not built as GPT-2: {wrong}; build it from gpt.gpt2_config(...)"
+        )
+    sd, D = hf_model.state_dict(), c.d_model
+    model.tok_emb.weight.copy_(sd["transformer.wte.weight"])  # also the tied head
+    model.pos_emb.embedding.weight.copy_(sd["transformer.wpe.weight"])
+    for i, block in enumerate(model.blocks.layers):
+        p = f"transformer.h.{i}."
+        w, b = (
+            sd[p + "attn.c_attn.weight"],
+            sd[p + "attn.c_attn.bias"],
+        )  # (D, 3D), (3D,)
+        projections = (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj)
+        for j, proj in enumerate(projections):
+            proj.weight.copy_(
+                w[:, j * D : (j + 1) * D].T
+            )  # (D, D) of (D, 3D), transposed
+            proj.bias.copy_(b[j * D : (j + 1) * D])
+        pairs = [
+            (block.attn.o_proj, "attn.c_proj"),
+            (block.ff.up_proj, "mlp.c_fc"),
+            (block.ff.down_proj, "mlp.c_proj"),
+        ]
+        for mine, name in pairs:
+            mine.weight.copy_(
+                sd[p + name + ".weight"].T
+            )  # Conv1D (in, out) -> (out, in)
+            mine.bias.copy_(sd[p + name + ".bias"])
+        for mine, name in ((block.norm1, "ln_1"), (block.norm2, "ln_2")):
+            mine.weight.copy_(sd[p + name + ".weight"])
+            mine.bias.copy_(sd[p + name + ".bias"])
+    model.blocks.final_norm.weight.copy_(sd["transformer.ln_f.weight"])
+    model.blocks.final_norm.bias.copy_(sd["transformer.ln_f.bias"])
+    return model

@@ -1,0 +1,98 @@
+"""Choosing the next token from a language model's logits (chapters 09 and 14).
+
+A decoder outputs logits z over the vocabulary; the next token is drawn from
+``softmax(z / temperature)``, optionally restricted first to the ``top_k`` most likely
+tokens (Fan et al., 2018) or to the smallest set whose probability reaches ``top_p``
+(nucleus sampling, Holtzman et al., 2020). ``temperature=0`` means greedy decoding:
+always the most likely token. These are the primitives ``GPT.generate`` uses.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["apply_temperature", "top_k_filter", "top_p_filter", "sample_next"]
+
+
+def _check_logits(logits: Tensor) -> None:
+    if logits.dim() < 1 or not logits.dtype.is_floating_point:
+        raise ValueError(
+            "logits must be a floating-point tensor (..., vocab_size), got "
+            f"shape {tuple(logits.shape)} dtype {logits.dtype}"
+        )
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """``logits / temperature``: below 1 sharpens the distribution, above 1 flattens it.
+
+    Shapes: (..., V) -> (..., V). Greedy decoding (temperature 0) is :func:`sample_next`'s.
+    """
+    _check_logits(logits)
+    if not temperature > 0:
+        raise ValueError(
+            f"temperature must be > 0 to rescale logits, got {temperature} "
+            "(sample_next treats 0 as greedy decoding)"
+        )
+    return logits / temperature
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """Keep the ``k`` largest logits of every row, set the others to -inf.
+
+    Ties with the k-th largest value are kept. Shapes: (..., V) -> (..., V).
+    """
+    _check_logits(logits)
+    if int(k) != k or k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {k!r}")
+    k = min(int(k), logits.shape[-1])
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus filtering: keep the most likely tokens until their probability reaches
+    ``p`` (at least one token), set the others to -inf.
+
+    Shapes: (..., V) -> (..., V). Holtzman et al. (2020).
+    """
+    _check_logits(logits)
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
+    probs = sorted_logits.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs  # probability of the more likely tokens
+    drop_sorted = before >= p  # the set already reached p without this token
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Pick one token id per row: greedy when ``temperature == 0``, else sample from
+    ``softmax(filtered logits / temperature)``.
+
+    Order: temperature, then top-k, then top-p (as Hugging Face ``generate``).
+    Shapes: logits (B, V) -> ids (B,) int64.
+    """
+    _check_logits(logits)
+    if logits.dim() != 2:
+        raise ValueError(
+            f"logits must have shape (B, vocab_size), got {tuple(logits.shape)}"
+        )
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.float().softmax(dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)

@@ -1,0 +1,224 @@
+"""The encoder-decoder transformer: read a source sequence, write a target sequence
+(chapter 07).
+
+The model of Vaswani et al. (2017), section 3, at small scale:
+
+    memory = Encoder(embed(source) + positions)                        (B, S, d_model)
+    logits = head(Decoder(embed(target so far) + positions, memory))   (B, T, vocab)
+
+- One vocabulary and one embedding table serve the source and the target, and the
+  output head reuses that table (``tie_embeddings``), as in the paper's section 3.4;
+  embeddings are scaled by √d_model and the fixed sinusoidal positions added.
+- Training uses *teacher forcing* (:meth:`Seq2Seq.loss`): the decoder reads the gold
+  target shifted right by one (``<bos> y1 … y_{T-1}``) and predicts ``y1 … y_T <eos>`` at
+  every position at once; the causal mask keeps position t from reading the answer.
+- Inference has no gold target: :meth:`Seq2Seq.greedy_decode` starts from ``<bos>``,
+  appends the most likely next token, and repeats until every sequence has written
+  ``<eos>`` (or a length limit).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .blocks import Decoder, Encoder
+from .masks import causal_mask, padding_mask_from_ids
+from .positions import sinusoidal_encoding
+
+__all__ = ["Seq2SeqConfig", "Seq2Seq", "shift_right"]
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Sizes and special token ids of an encoder-decoder model.
+
+    ``max_len`` bounds the length of a source and of a decoder input (the table of
+    sinusoidal positions has that many rows).
+    """
+
+    vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    dropout: float = 0.1
+    norm_first: bool = True
+    max_len: int = 128
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    tie_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        for name, value in ids.items():
+            if not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"{name} must lie in [0, vocab_size={self.vocab_size}), got {value}"
+                )
+        if len(set(ids.values())) != 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
+        if self.max_len < 2:
+            raise ValueError(f"max_len must be at least 2, got {self.max_len}")
+
+
+def shift_right(tgt: Tensor, bos_id: int) -> Tensor:
+    """The decoder's input under teacher forcing: ``<bos>`` followed by the target minus
+    its last token, so that position t reads ``y_{<t}`` and is trained to predict ``y_t``.
+
+    Shapes: (B, T) -> (B, T).
+    """
+    if tgt.dim() != 2:
+        raise ValueError(f"tgt must have shape (B, T), got {tuple(tgt.shape)}")
+    bos = tgt.new_full((tgt.shape[0], 1), bos_id)  # (B, 1)
+    return torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T)
+
+
+class Seq2Seq(nn.Module):
+    """Embeddings, positions, :class:`~transformer_book.blocks.Encoder`,
+    :class:`~transformer_book.blocks.Decoder` and a linear head over the vocabulary.
+
+    Shapes: ``forward(src, tgt_in)``: src (B, S), tgt_in (B, T) integer ids padded with
+    ``cfg.pad_id`` -> logits (B, T, vocab_size). Vaswani et al. (2017).
+    """
+
+    def __init__(self, cfg: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)  # × √d: unit scale
+        with torch.no_grad():
+            self.embed.weight[cfg.pad_id].zero_()
+        self.register_buffer(
+            "positions", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False
+        )  # (max_len, d_model)
+        sizes = (cfg.d_model, cfg.n_heads, cfg.d_ff)
+        options = dict(dropout=cfg.dropout, norm_first=cfg.norm_first)
+        self.encoder = Encoder(cfg.n_encoder_layers, *sizes, **options)
+        self.decoder = Decoder(cfg.n_decoder_layers, *sizes, **options)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.embed.weight  # one (vocab, d_model) table
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _check_ids(self, name: str, ids: Tensor) -> None:
+        if ids.dim() != 2 or ids.dtype.is_floating_point:
+            raise ValueError(
+                f"{name} must be an integer tensor of shape (B, T), "
+                f"got {ids.dtype} {tuple(ids.shape)}"
+            )
+        if ids.shape[1] > self.cfg.max_len:
+            raise ValueError(
+                f"{name} has {ids.shape[1]} positions, more than max_len="
+                f"{self.cfg.max_len}; raise max_len in the config"
+            )
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        """Token embedding × √d_model + sinusoidal position. Shapes: (B, T) -> (B, T, D)."""
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
+        return self.dropout(x + self.positions[: ids.shape[1]])  # + (T, D)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """Run the encoder. Shapes: src (B, S) -> memory (B, S, D) and the source's
+        padding mask (B, 1, 1, S), which the decoder's cross-attention needs too."""
+        self._check_ids("src", src)
+        memory_mask = padding_mask_from_ids(src, self.cfg.pad_id)  # (B, 1, 1, S)
+        return self.encoder(self._embed(src), mask=memory_mask), memory_mask
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
+        """Run the decoder and the head. Shapes: tgt_in (B, T), memory (B, S, D),
+        memory_mask (B, 1, 1, S) -> logits (B, T, vocab_size).
+
+        The causal mask is all the target needs: with padding on the right, a padded
+        position lies in the future of every real one, so it is hidden already.
+        """
+        return self.head(self._decode_hidden(tgt_in, memory, memory_mask))  # (B, T, V)
+
+    def _decode_hidden(
+        self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor
+    ) -> Tensor:
+        """The decoder's output before the head. Shapes: -> (B, T, d_model)."""
+        self._check_ids("tgt_in", tgt_in)
+        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
+        return self.decoder(self._embed(tgt_in), memory, self_mask, memory_mask)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        memory, memory_mask = self.encode(src)
+        return self.decode(tgt_in, memory, memory_mask)  # (B, T, vocab_size)
+
+    def loss(self, src: Tensor, tgt: Tensor, label_smoothing: float = 0.0) -> Tensor:
+        """Teacher-forced cross-entropy per target token (padding ignored).
+
+        ``tgt`` holds the targets ending in ``<eos>``, right-padded with ``pad_id``; the
+        decoder reads :func:`shift_right` of it. Shapes: src (B, S), tgt (B, T) -> ().
+        """
+        self._check_ids("tgt", tgt)
+        memory, memory_mask = self.encode(src)
+        tgt_in = shift_right(tgt, self.cfg.bos_id)  # (B, T)
+        h = self._decode_hidden(tgt_in, memory, memory_mask)  # (B, T, D)
+        real = tgt != self.cfg.pad_id  # (B, T): the head skips the padded positions
+        return F.cross_entropy(
+            self.head(h[real]),  # (N, V), N real target tokens
+            tgt[real],  # (N,)
+            label_smoothing=label_smoothing,
+        )
+
+    @torch.no_grad()
+    def greedy_decode(self, src: Tensor, max_new_tokens: int | None = None) -> Tensor:
+        """Write the target one token at a time, each the argmax given the ones before.
+
+        Starts from ``<bos>``; stops when every sequence has written ``<eos>`` or after
+        ``max_new_tokens`` (default ``max_len - 1``). Call ``model.eval()`` first (dropout
+        would make the choices random). The decoder is rerun on the whole prefix at
+        every step; chapter 09's KV cache removes that repeated work.
+        Shapes: src (B, S) -> (B, L) with L <= max_new_tokens, ``<bos>`` not included;
+        positions after a sequence's ``<eos>`` hold ``pad_id``.
+        """
+        cfg = self.cfg
+        limit = cfg.max_len - 1 if max_new_tokens is None else max_new_tokens
+        if not 1 <= limit <= cfg.max_len - 1:
+            raise ValueError(
+                f"max_new_tokens must lie in [1, max_len - 1 = {cfg.max_len - 1}], "
+                f"got {max_new_tokens}"
+            )
+        memory, memory_mask = self.encode(src)
+        ys = src.new_full((src.shape[0], 1), cfg.bos_id)  # (B, 1)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
+        for _ in range(limit):
+            h = self._decode_hidden(ys, memory, memory_mask)[:, -1]  # (B, D): last only
+            logits = self.head(h)  # (B, V)
+            nxt = logits.argmax(dim=-1).masked_fill(done, cfg.pad_id)  # (B,)
+            ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, t + 1)
+            done = done | (nxt == cfg.eos_id)
+            if done.all():
+                break
+        return ys[:, 1:]  # (B, L): without <bos>
+
+    def cut_at_eos(self, ids: Tensor) -> list[list[int]]:
+        """The tokens of each row before its first ``<eos>`` (and without padding).
+
+        Shapes: (B, L) -> B lists of ints.
+        """
+        out = []
+        for row in ids.tolist():
+            if self.cfg.eos_id in row:
+                row = row[: row.index(self.cfg.eos_id)]
+            out.append([i for i in row if i != self.cfg.pad_id])
+        return out
+
+    @torch.no_grad()
+    def cross_attention_weights(self, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
+        """Every decoder block's cross-attention weights: how much each target position
+        reads from each source position. Shapes: -> n_decoder_layers × (B, H, T, S)."""
+        memory, memory_mask = self.encode(src)
+        self._check_ids("tgt_in", tgt_in)
+        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
+        return self.decoder.cross_attention_weights(
+            self._embed(tgt_in), memory, self_mask, memory_mask
+        )

@@ -1,0 +1,131 @@
+"""Span corruption, T5's pre-training objective (chapter 10).
+
+Pick about 15 % of a sequence's tokens in spans of about 3, replace each span by a
+sentinel token in the model's input, and ask the decoder to write every sentinel
+followed by the tokens it hid:
+
+    original  Thank you for inviting me to your party last week .
+    inputs    Thank you <X> me to your party <Y> week .
+    targets   <X> for inviting <Y> last
+
+Raffel et al. (2020), section 3.1.4, Figure 2, and the ``random_spans_noise_mask``
+of their code. Re-exported by :mod:`transformer_book.t5`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["noise_span_mask", "span_corruption", "merge_spans"]
+
+
+def _random_segmentation(n_items: int, n_segments: int, gen) -> list[int]:
+    """Split n_items into n_segments non-empty runs, every split equally likely."""
+    cuts = torch.randperm(n_items - 1, generator=gen)[: n_segments - 1] + 1
+    edges = [0, *sorted(cuts.tolist()), n_items]
+    return [b - a for a, b in zip(edges, edges[1:])]
+
+
+def noise_span_mask(
+    length: int,
+    noise_density: float = 0.15,
+    mean_span_length: float = 3.0,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Which tokens to corrupt: ``round(length · noise_density)`` of them (at least 1,
+    at most length - 1) in ``round(noise / mean_span_length)`` spans (at least 1, at
+    most the number of kept tokens).
+
+    The noise tokens and the kept tokens are each cut into that many non-empty runs at
+    random, then interleaved, kept run first: a sequence starts with kept tokens and
+    ends with a corrupted span. T5's ``random_spans_noise_mask`` (Raffel et al., 2020,
+    section 3.3.4; their code). Shapes: returns (length,) bool, True = corrupted.
+    """
+    if not isinstance(length, int) or length < 2:
+        raise ValueError(
+            f"length must be an integer >= 2 (one token to keep, one to corrupt), "
+            f"got {length!r}"
+        )
+    if not 0.0 < noise_density < 1.0:
+        raise ValueError(f"noise_density must be in (0, 1), got {noise_density}")
+    if not mean_span_length >= 1.0:
+        raise ValueError(f"mean_span_length must be >= 1, got {mean_span_length}")
+    n_noise = min(max(round(length * noise_density), 1), length - 1)
+    n_spans = max(round(n_noise / mean_span_length), 1)
+    n_spans = min(n_spans, length - n_noise)  # each needs a kept run before it
+    noise = _random_segmentation(n_noise, n_spans, generator)
+    kept = _random_segmentation(length - n_noise, n_spans, generator)
+    mask = torch.zeros(length, dtype=torch.bool)
+    start = 0
+    for k, n in zip(kept, noise):
+        mask[start + k : start + k + n] = True  # kept run, then noise run
+        start += k + n
+    return mask
+
+
+def span_corruption(
+    ids: Sequence[int] | Tensor,
+    noise_density: float = 0.15,
+    mean_span_length: float = 3.0,
+    sentinel_ids: Sequence[int] = (),
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """T5's denoising example: each corrupted span of ``ids`` becomes one sentinel in
+    the inputs; the targets list every sentinel followed by the span it hides.
+
+    "Thank you for inviting me" -> inputs "Thank you <X> me", targets "<X> for inviting".
+    Span i uses ``sentinel_ids[i]``. Spans as in :func:`noise_span_mask`; no eos is
+    added. :func:`merge_spans` puts the two back together. Shapes: ids (L,) ->
+    inputs (L - noise + spans,), targets (noise + spans,), int64.
+    Raffel et al. (2020), section 3.1.4 and Figure 2.
+    """
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if ids.dim() != 1:
+        raise ValueError(
+            f"ids must be one sequence of shape (L,), got {tuple(ids.shape)}"
+        )
+    mask = noise_span_mask(len(ids), noise_density, mean_span_length, generator)
+    starts = mask & ~torch.cat((mask.new_zeros(1), mask[:-1]))  # first token of a span
+    n_spans = int(starts.sum())
+    if len(sentinel_ids) < n_spans:
+        raise ValueError(
+            f"sentinel_ids has {len(sentinel_ids)} ids, but this sequence of "
+            f"{len(ids)} tokens has {n_spans} corrupted spans"
+        )
+    inputs, targets = [], []
+    span = -1
+    for tok, noisy, start in zip(ids.tolist(), mask.tolist(), starts.tolist()):
+        if start:
+            span += 1
+            inputs.append(sentinel_ids[span])
+            targets.append(sentinel_ids[span])
+        (targets if noisy else inputs).append(tok)
+    return torch.tensor(inputs, dtype=torch.long), torch.tensor(
+        targets, dtype=torch.long
+    )
+
+
+def merge_spans(
+    inputs: Sequence[int] | Tensor,
+    targets: Sequence[int] | Tensor,
+    sentinel_ids: Sequence[int],
+) -> list[int]:
+    """Undo :func:`span_corruption`: replace each sentinel in ``inputs`` by the tokens
+    that follow the same sentinel in ``targets``, up to the next sentinel. Strip an eos
+    first: it would count as part of the last span. Returns the ids as a list."""
+    sentinels = {int(s) for s in sentinel_ids}
+    spans: dict[int, list[int]] = {}
+    current = None
+    for tok in (int(t) for t in targets):
+        if tok in sentinels:
+            current = tok
+            spans[current] = []
+        elif current is not None:
+            spans[current].append(tok)
+    out: list[int] = []
+    for tok in (int(t) for t in inputs):
+        out.extend(spans.get(tok, []) if tok in sentinels else [tok])
+    return out

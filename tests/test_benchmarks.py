@@ -1,0 +1,67 @@
+"""benchmarks/: the committed nanoGPT throughput result is well formed, and the script
+that measures it runs (briefly) where nanoGPT's model is available (CI has it at
+../shared/reference/nanogpt; NANOGPT_DIR overrides)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "nanogpt_throughput.py"
+RESULT = ROOT / "benchmarks" / "results" / "nanogpt_throughput.json"
+NANOGPT = Path(os.environ.get("NANOGPT_DIR", ROOT.parent / "shared/reference/nanogpt"))
+MODELS = ("gpt.GPT", "nanoGPT")
+
+
+def check_result(result: dict) -> None:
+    """The fields chapter 14 reads, with consistent values."""
+    assert result["config"] == dict(
+        vocab_size=65, context=64, n_layers=4, n_heads=4, d_model=128, batch_size=12,
+        dropout=0.0, bias=False,
+    )  # fmt: skip
+    assert result["parameters"] == 804_096  # both models, checked equal by the script
+    for key in ("tokens_per_s", "tokens_per_cpu_s"):
+        assert set(result[key]) == set(MODELS) and all(
+            v > 0 for v in result[key].values()
+        )
+    wall = result["tokens_per_s"]
+    assert result["ratio"] == pytest.approx(wall["gpt.GPT"] / wall["nanoGPT"])
+    for clock in ("wall", "cpu"):
+        lengths = {len(result["repeats"][clock][m]) for m in MODELS}
+        assert len(lengths) == 1 and lengths.pop() >= 1
+    for key in ("torch", "python", "date", "command", "device", "nanogpt_model_sha256"):
+        assert isinstance(result[key], str) and result[key]
+    assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
+    assert result["threads"] >= 1 and result["steps_per_repeat"] >= 1
+
+
+def test_committed_result_is_well_formed():
+    check_result(json.loads(RESULT.read_text()))
+
+
+@pytest.mark.skipif(
+    not (NANOGPT / "model.py").is_file(), reason=f"no nanoGPT model.py in {NANOGPT}"
+)
+def test_the_script_measures_both_models(tmp_path):
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(SCRIPT), "--nanogpt", str(NANOGPT), "--steps", "2",
+           "--repeats", "2", "--warmup", "1", "--threads", "1", "--out", str(out)]  # fmt: skip
+    printed = subprocess.run(
+        cmd, check=True, capture_output=True, text=True, timeout=600
+    )
+    assert "ratio" in printed.stdout
+    result = json.loads(out.read_text())
+    check_result(result)
+    assert result["threads"] == 1 and result["steps_per_repeat"] == 2
+    assert len(result["repeats"]["wall"]["nanoGPT"]) == 2
+
+
+def test_a_missing_nanogpt_folder_is_named(tmp_path):
+    cmd = [sys.executable, str(SCRIPT), "--nanogpt", str(tmp_path), "--out",
+           str(tmp_path / "x.json")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and f"no nanoGPT model.py in {tmp_path}" in done.stderr

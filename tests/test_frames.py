@@ -1,0 +1,127 @@
+"""Frames (src/transformer_book/frames.py): linearise, parse back, score."""
+
+import os
+
+import pytest
+
+from transformer_book import data, frames, metrics
+from transformer_book.frames import Frame
+
+WORDS = str.split("show me flights from boston to new york at lunch time")
+TAGS = [
+    "O",
+    "O",
+    "O",
+    "O",
+    "B-fromloc.city_name",
+    "O",
+    "B-toloc.city_name",
+    "I-toloc.city_name",
+    "O",
+    "B-depart_time.period_of_day",
+    "I-depart_time.period_of_day",
+]
+GOLD = Frame(
+    "atis_flight",
+    (
+        ("fromloc.city_name", "boston"),
+        ("toloc.city_name", "new york"),
+        ("depart_time.period_of_day", "lunch time"),
+    ),
+)
+
+
+def test_frame_from_tags_and_linearisation():
+    f = frames.frame_from_tags(WORDS, TAGS, "atis_flight")
+    assert f == GOLD
+    assert str(f) == (
+        "atis_flight fromloc.city_name: boston toloc.city_name: new york "
+        "depart_time.period_of_day: lunch time"
+    )
+
+
+def test_parse_inverts_linearise():
+    assert frames.parse_frame(GOLD.tokens()) == GOLD
+    assert frames.parse_frame(str(GOLD)) == GOLD
+    # a slot name that is also a word ("time" is an ATIS slot) stays readable
+    f = Frame("atis_flight", (("time", "time"), ("meal", "lunch time")))
+    assert frames.parse_frame(f.tokens()) == f
+    assert frames.parse_frame(["atis_airline"]) == Frame("atis_airline")
+
+
+def test_parse_is_lenient_with_malformed_output():
+    f = frames.parse_frame("fromloc.city_name: boston toloc.city_name:")
+    assert f == Frame("", (("fromloc.city_name", "boston"), ("toloc.city_name", "")))
+    f = frames.parse_frame("atis_flight boston to denver toloc.city_name: denver")
+    assert f.slots == (("", "boston to denver"), ("toloc.city_name", "denver"))
+    assert frames.parse_frame([]) == Frame("")
+    assert not f.same_as(Frame("atis_flight", (("toloc.city_name", "denver"),)))
+
+
+def test_marked_words_cannot_be_linearised():
+    with pytest.raises(ValueError, match="may not end with ':'"):
+        Frame("atis_flight", (("city", "boston:"),)).tokens()
+
+
+def test_stray_inside_tag_opens_a_slot_like_conlleval():
+    tags = ["O", "I-toloc.city_name", "B-fromloc.city_name", "I-toloc.city_name"]
+    f = frames.frame_from_tags(["to", "denver", "from", "boston"], tags, "x")
+    assert f.slots == (
+        ("toloc.city_name", "denver"),
+        ("fromloc.city_name", "from"),
+        ("toloc.city_name", "boston"),
+    )
+    assert len(f.slots) == len(metrics.bio_spans(tags))
+
+
+def test_exact_match_ignores_slot_order_but_not_multiplicity():
+    swapped = Frame(GOLD.intent, GOLD.slots[::-1])
+    assert swapped != GOLD and swapped.same_as(GOLD)
+    wrong_intent = Frame("atis_airfare", GOLD.slots)
+    missing = Frame(GOLD.intent, GOLD.slots[:2])
+    doubled = Frame(GOLD.intent, GOLD.slots + GOLD.slots[:1])
+    pred = [swapped, wrong_intent, missing, doubled]
+    assert frames.exact_match([GOLD] * 4, pred) == 0.25
+
+
+def test_slot_scores_count_pairs_per_query():
+    gold = [GOLD, Frame("atis_airfare", (("city_name", "boston"),))]
+    pred = [
+        Frame("atis_airline", GOLD.slots[:2] + (("toloc.city_name", "denver"),)),
+        Frame("atis_airfare", (("city_name", "boston"), ("city_name", "boston"))),
+    ]
+    s = frames.slot_scores(gold, pred)
+    assert (s.n_gold, s.n_pred, s.n_correct) == (4, 5, 3)  # intent plays no part
+    assert s.precision == pytest.approx(3 / 5) and s.recall == pytest.approx(3 / 4)
+    assert s.f1 == pytest.approx(2 * 3 / (4 + 5))
+    # the same slot in another query does not count
+    s = frames.slot_scores([GOLD, Frame("x")], [Frame("x"), GOLD])
+    assert s.n_correct == 0
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="gold has 1 frames but pred has 2"):
+        frames.exact_match([GOLD], [GOLD, GOLD])
+    with pytest.raises(ValueError, match="no frames"):
+        frames.slot_scores([], [])
+    with pytest.raises(ValueError, match="must hold Frame objects"):
+        frames.exact_match([GOLD], [str(GOLD)])
+    with pytest.raises(ValueError, match="got 2 words but 3 tags"):
+        frames.frame_from_tags(["a", "b"], ["O", "O", "O"], "x")
+
+
+@pytest.mark.skipif(
+    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+)
+def test_every_atis_frame_round_trips():
+    for split in ("train", "dev", "test"):
+        d = data.load_atis(split)
+        gold = [
+            frames.frame_from_tags(w, t, i)
+            for w, t, i in zip(d.sentences, d.tags, d.intents)
+        ]
+        back = [frames.parse_frame(f.tokens()) for f in gold]
+        assert back == gold
+        assert frames.exact_match(gold, back) == 1.0
+        n_spans = sum(len(metrics.bio_spans(t)) for t in d.tags)
+        assert frames.slot_scores(gold, back).n_correct == n_spans

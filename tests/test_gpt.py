@@ -1,0 +1,299 @@
+"""transformer_book.gpt: the config, parity with Hugging Face GPT-2, causality, and
+cached decoding equal to uncached decoding (learned positions and RoPE, MHA and GQA)."""
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from transformer_book import gpt, kv_cache
+from transformer_book.gpt import GPT, GPTConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def small(**kwargs) -> GPTConfig:
+    base = dict(vocab_size=23, max_len=40, d_model=32, n_layers=2, n_heads=4)
+    return GPTConfig(**{**base, **kwargs})
+
+
+def model_of(config: GPTConfig, seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    model = GPT(config).eval()
+    with torch.no_grad():  # GPT-2's init is tiny; larger weights make the test sharper
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def ids_of(*shape, seed=1, vocab=23):
+    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
+
+
+VARIANTS = [
+    dict(),
+    dict(n_kv_heads=2),
+    dict(n_kv_heads=1),
+    dict(positions="rope"),
+    dict(positions="rope", n_kv_heads=2),
+    dict(positions="rope", norm="rms", activation="silu", bias=False),
+]
+
+
+def test_config_is_frozen_and_derives_sizes():
+    c = small(n_kv_heads=2)
+    assert (c.head_dim, c.kv_heads, c.ff_width) == (8, 2, 128)
+    assert small().kv_heads == 4 and small(d_ff=50).ff_width == 50
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.n_layers = 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(n_heads=5), r"d_model \(32\) must be divisible by n_heads \(5\)"),
+        (dict(n_kv_heads=3), r"n_kv_heads \(3\) must divide n_heads \(4\)"),
+        (dict(positions="alibi"), r"positions must be one of \('learned', 'rope'\)"),
+        (dict(norm="batch"), "norm must be one of"),
+        (dict(activation="tanh"), "activation must be one of"),
+        (dict(vocab_size=0), "vocab_size must be a positive integer, got 0"),
+        (dict(dropout=1.0), r"dropout must be in \[0, 1\)"),
+        (dict(d_model=36, n_heads=4, positions="rope"), "head_dim .* must be even"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        small(**kwargs)
+
+
+def test_forward_shape_and_tied_embeddings():
+    model = GPT(small())
+    logits = model(ids_of(3, 10))
+    assert logits.shape == (3, 10, 23)
+    assert model.lm_head.weight is model.tok_emb.weight
+    untied = GPT(small(tie_embeddings=False))
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(untied) - count(model) == 23 * 32
+
+
+def test_no_bias_means_no_bias_anywhere():
+    names = [n for n, _ in GPT(small(bias=False)).named_parameters()]
+    assert not [n for n in names if n.endswith("bias")]
+    assert [n for n, _ in GPT(small()).named_parameters() if n.endswith("bias")]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_causal_later_tokens_do_not_change_earlier_logits(variant):
+    model = model_of(small(**variant))
+    ids = ids_of(2, 12)
+    changed = ids.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % 23
+    a, b = model(ids), model(changed)
+    torch.testing.assert_close(a[:, :8], b[:, :8], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[:, 8:], b[:, 8:])
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_cached_step_logits_equal_uncached(variant):
+    model = model_of(small(**variant))
+    ids = ids_of(2, 30)
+    full = model(ids)  # (B, 30, V), one pass over the whole text
+    cache = kv_cache.new_cache(2)
+    steps = [model(ids[:, :6], cache=cache)]  # the prompt, then one token at a time
+    steps += [model(ids[:, t : t + 1], cache=cache) for t in range(6, 30)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    assert cache[0].seq_len == 30
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_greedy_decoding_with_cache_gives_the_same_tokens(variant):
+    model = model_of(small(**variant))
+    prompt = ids_of(2, 4)
+    cached = model.generate(prompt, 25, temperature=0, use_cache=True)
+    plain = model.generate(prompt, 25, temperature=0, use_cache=False)
+    assert cached.shape == (2, 29) and torch.equal(cached[:, :4], prompt)
+    assert torch.equal(cached, plain)
+    # greedy = the argmax of the uncached logits at every step
+    logits = model(plain[:, :-1])
+    assert torch.equal(logits[:, 3:].argmax(-1), plain[:, 4:])
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_decoding_past_the_context_window_reads_the_last_max_len(positions):
+    model = model_of(small(max_len=10, positions=positions))
+    prompt = ids_of(1, 3)
+    cached = model.generate(prompt, 20, temperature=0, use_cache=True)
+    plain = model.generate(prompt, 20, temperature=0, use_cache=False)
+    assert cached.shape == (1, 23) and torch.equal(cached, plain)
+    last = model(plain[:, -11:-1])[:, -1].argmax(-1)  # the last window of 10
+    assert torch.equal(last, plain[:, -1])
+
+
+def test_sampling_is_reproducible_with_a_generator():
+    model = model_of(small())
+    prompt = ids_of(2, 3)
+    draw = lambda seed, **kw: model.generate(
+        prompt, 15, temperature=1.0, generator=torch.Generator().manual_seed(seed), **kw
+    )
+    assert torch.equal(draw(5), draw(5))
+    assert not torch.equal(draw(5), draw(6))
+    top1 = draw(5, top_k=1)  # top-k of 1 is greedy
+    assert torch.equal(top1, model.generate(prompt, 15, temperature=0))
+
+
+def test_bad_inputs_raise():
+    model = GPT(small())
+    with pytest.raises(
+        ValueError, match=r"ids must be integer token ids of shape \(B, T\)"
+    ):
+        model(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"positions 0..40 do not fit .* max_len=40"):
+        model(ids_of(1, 41))
+    with pytest.raises(ValueError, match=r"non-empty prompt of shape \(B, T0\)"):
+        model.generate(ids_of(5), 3)
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 0"):
+        model.generate(ids_of(1, 2), -1)
+
+
+# --- Hugging Face GPT-2 ------------------------------------------------------------------
+
+
+def hf_gpt2(seed: int = 0, **kwargs):
+    """A random-weight Hugging Face GPT-2 (no download), dropout off."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    act = kwargs.pop("act", "gelu_new")
+    sizes = dict(vocab_size=23, n_positions=40, n_embd=32, n_layer=2, n_head=4)
+    hf_config = GPT2Config(
+        **{**sizes, **kwargs}, activation_function=act,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(hf_config).eval()
+
+
+def test_gpt2_config_is_gpt2_small():
+    c = gpt.gpt2_config()
+    assert (c.vocab_size, c.max_len, c.d_model, c.n_layers, c.n_heads) == (
+        50257, 1024, 768, 12, 12,
+    )  # fmt: skip
+    assert (c.activation, c.positions, c.bias, c.tie_embeddings) == (
+        "gelu_tanh", "learned", True, True,
+    )  # fmt: skip
+
+
+def test_load_hf_gpt2_at_gpt2_small_shape_agrees_within_1e_4():
+    """The chapter's claim: logits of a 12-layer, 768-wide GPT-2 (random weights, a
+    small vocabulary) agree within 1e-4 in fp32."""
+    hf = hf_gpt2(vocab_size=101, n_positions=64, n_embd=768, n_layer=12, n_head=12)
+    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(101, 64, 768, 12, 12)).eval(), hf)
+    ids = ids_of(2, 32, vocab=101)
+    with torch.no_grad():
+        ref, mine = hf(ids).logits, ours(ids)
+    torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
+    assert mine.abs().max() > 0.1  # the logits are not all near zero
+
+
+def test_load_hf_gpt2_rejects_models_built_differently():
+    hf = hf_gpt2()
+    with pytest.raises(ValueError, match="differ in size.*'n_layers': 3"):
+        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 3, 4)), hf)
+    with pytest.raises(ValueError, match="not built as GPT-2.*'activation': 'gelu'"):
+        gpt.load_hf_gpt2(GPT(small()), hf)
+    with pytest.raises(ValueError, match="activation_function='relu'"):
+        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)), hf_gpt2(act="relu"))
+
+
+def test_equals_hugging_face_gpt2_with_and_without_cache():
+
+    hf = hf_gpt2()
+    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)).eval(), hf)
+    ids = ids_of(2, 17)
+    with torch.no_grad():
+        ref = hf(ids).logits
+    torch.testing.assert_close(ours(ids), ref, atol=1e-5, rtol=0)
+    # one cached step of theirs against one of ours
+    with torch.no_grad():
+        past = hf(ids[:, :16], use_cache=True).cache  # transformers 5: `cache`
+        ref_step = hf(ids[:, 16:], cache=past).logits
+    cache = kv_cache.new_cache(2)
+    ours(ids[:, :16], cache=cache)
+    torch.testing.assert_close(
+        ours(ids[:, 16:], cache=cache), ref_step, atol=1e-5, rtol=0
+    )
+
+
+# --- converting the whole model to grouped-query attention ----------------------------------
+
+
+def test_gqa_from_mha_converts_every_layer_and_copies_the_rest():
+    model = model_of(small())
+    converted = gpt.gqa_from_mha(model, 2)
+    assert converted.config == dataclasses.replace(model.config, n_kv_heads=2)
+    assert model.config.n_kv_heads is None  # the original is unchanged
+    for mine, theirs in zip(converted.blocks.layers, model.blocks.layers):
+        assert mine.attn.k_proj.weight.shape == (16, 32)
+        w = theirs.attn.k_proj.weight.reshape(2, 2, 8, 32).mean(1).reshape(16, 32)
+        torch.testing.assert_close(mine.attn.k_proj.weight, w)
+        assert torch.equal(mine.attn.q_proj.weight, theirs.attn.q_proj.weight)
+        assert torch.equal(mine.ff.up_proj.weight, theirs.ff.up_proj.weight)
+    assert converted.lm_head.weight is converted.tok_emb.weight
+    same = gpt.gqa_from_mha(model, 4)  # one head per group: nothing changes
+    ids = ids_of(2, 9)
+    torch.testing.assert_close(same(ids), model(ids), atol=1e-6, rtol=0)
+    assert not torch.allclose(converted(ids), model(ids), atol=1e-3)
+
+
+# --- the exercise checks of chapter 14 ----------------------------------------------------
+
+
+def test_check_bits_and_perplexity():
+    import math
+
+    from transformer_book import checks
+
+    checks.check_bits_and_perplexity(lambda loss: (loss / math.log(2), math.exp(loss)))
+    wrong = [
+        (lambda loss: (loss * math.log(2), math.exp(loss)), "divide by it"),
+        (lambda loss: (loss / math.log(10), math.exp(loss)), "log10"),
+        (lambda loss: (loss / math.log(2), 2**loss), "this loss is in nats"),
+        (lambda loss: loss, "return a pair"),
+    ]
+    for fn, message in wrong:
+        with pytest.raises(checks.ExerciseError, match=message):
+            checks.check_bits_and_perplexity(fn)
+
+
+def leak(model, ids, t, change_from):
+    changed = ids.clone()
+    changed[:, change_from:] = (changed[:, change_from:] + 1) % model.config.vocab_size
+    with torch.no_grad():
+        a, b = model(ids)[:, : t + 1], model(changed)[:, : t + 1]
+    return (a - b).abs().max().item()
+
+
+def test_check_future_leak():
+    from transformer_book import checks
+
+    checks.check_future_leak(lambda m, ids, t: leak(m, ids, t, t + 1))
+    with pytest.raises(checks.ExerciseError, match="Do you change token t itself"):
+        checks.check_future_leak(lambda m, ids, t: leak(m, ids, t, t))
+    with pytest.raises(checks.ExerciseError, match="you find no change"):
+        checks.check_future_leak(lambda m, ids, t: 0.0)
+
+
+def test_check_training_days():
+    from transformer_book import checks
+
+    days = lambda n, d, g, f, u: 6 * n * d / (g * f * u) / 86400
+    checks.check_training_days(days)
+    wrong = [
+        (lambda *a: days(*a) / 3, "forward pass alone"),
+        (lambda *a: days(*a) * 86400, "in seconds"),
+        (lambda *a: days(*a) * 24, "in hours"),
+        (lambda n, d, g, f, u: days(n, d, g, f, u) * u, "divide by it"),
+    ]
+    for fn, message in wrong:
+        with pytest.raises(checks.ExerciseError, match=message):
+            checks.check_training_days(fn)

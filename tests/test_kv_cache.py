@@ -1,0 +1,253 @@
+"""transformer_book.kv_cache: the size formula, the cache's real tensors, and cached
+attention equal to attention over the whole sequence (MHA, GQA, RoPE)."""
+
+import pytest
+import torch
+
+from transformer_book import blocks, kv_cache, masks, positions
+from transformer_book.attention import MultiHeadAttention
+from transformer_book.kv_cache import KVCache, kv_cache_bytes
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# --- the size formula -------------------------------------------------------------------
+
+
+def test_llama_2_7b_and_mistral_7b_at_4096_tokens_in_fp16():
+    # Llama-2-7B: 32 layers, 32 heads of 128, one key/value head per query head
+    assert kv_cache_bytes(32, 32, 128, 4096) == 2_147_483_648  # 2 GiB
+    # Mistral-7B: the same shape with 8 key/value heads (grouped-query attention)
+    assert kv_cache_bytes(32, 8, 128, 4096) == 536_870_912  # 512 MiB
+
+
+def test_formula_written_out():
+    assert kv_cache_bytes(6, 3, 64, 100, batch=5, bytes_per_value=4) == (
+        2 * 6 * 3 * 64 * 100 * 5 * 4
+    )
+    assert kv_cache_bytes(1, 1, 1, 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(n_layers=0), "n_layers must be a positive integer, got 0"),
+        (dict(n_kv_heads=2.5), "n_kv_heads must be a positive integer, got 2.5"),
+        (dict(seq_len=-1), "seq_len must be a non-negative integer, got -1"),
+        (dict(bytes_per_value=0), "bytes_per_value must be a positive integer"),
+    ],
+)
+def test_formula_rejects_bad_sizes(kwargs, message):
+    args = dict(n_layers=2, n_kv_heads=2, head_dim=8, seq_len=4)
+    with pytest.raises(ValueError, match=message):
+        kv_cache_bytes(**{**args, **kwargs})
+
+
+# --- the cache object ---------------------------------------------------------------------
+
+
+def test_update_appends_and_returns_everything():
+    cache = KVCache()
+    assert cache.seq_len == 0 and cache.nbytes == 0 and len(cache) == 0
+    k1, v1 = rand(2, 3, 5, 4, seed=1), rand(2, 3, 5, 4, seed=2)
+    k, v = cache.update(k1, v1)
+    assert k.shape == (2, 3, 5, 4) and cache.seq_len == 5
+    k2, v2 = rand(2, 3, 1, 4, seed=3), rand(2, 3, 1, 4, seed=4)
+    k, v = cache.update(k2, v2)
+    assert k.shape == v.shape == (2, 3, 6, 4) and len(cache) == 6
+    assert torch.equal(k, torch.cat((k1, k2), dim=2))
+    assert torch.equal(v, torch.cat((v1, v2), dim=2))
+    assert cache.nbytes == kv_cache_bytes(1, 3, 4, 6, batch=2, bytes_per_value=4)
+    cache.reset()
+    assert cache.seq_len == 0 and cache.keys is None
+
+
+def test_update_rejects_mismatches():
+    cache = KVCache()
+    with pytest.raises(ValueError, match=r"k and v must have the same shape"):
+        cache.update(rand(1, 2, 3, 4), rand(1, 2, 3, 5))
+    cache.update(rand(1, 2, 3, 4), rand(1, 2, 3, 4))
+    with pytest.raises(
+        ValueError, match=r"do not match the cached ones \(1, 2, 3, 4\)"
+    ):
+        cache.update(rand(1, 3, 1, 4), rand(1, 3, 1, 4))
+    with pytest.raises(ValueError, match="n_layers must be >= 1"):
+        kv_cache.new_cache(0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
+def test_real_cache_bytes_equal_the_formula(n_kv_heads, dtype):
+    from transformer_book import gpt
+
+    config = gpt.GPTConfig(
+        vocab_size=20, max_len=32, d_model=32, n_layers=3, n_heads=4,
+        n_kv_heads=n_kv_heads,
+    )  # fmt: skip
+    model = gpt.GPT(config).to(dtype).eval()
+    cache = kv_cache.new_cache(3)
+    with torch.no_grad():
+        model(torch.randint(0, 20, (2, 7)), cache=cache)  # a prompt of 7 tokens
+        for _ in range(5):  # then 5 tokens one at a time
+            model(torch.randint(0, 20, (2, 1)), cache=cache)
+    assert all(layer.keys.dtype == dtype for layer in cache)
+    expected = kv_cache_bytes(
+        3, config.kv_heads, 8, 12, batch=2, bytes_per_value=dtype.itemsize
+    )
+    assert kv_cache.cache_nbytes(cache) == expected
+
+
+# --- cached attention equals attention over the whole sequence -----------------------------
+
+
+def test_rope_offset_rotates_as_the_later_positions():
+    rope = positions.RotaryEmbedding(8)
+    q, k = rand(1, 2, 10, 8, seed=5), rand(1, 2, 10, 8, seed=6)
+    full_q, full_k = rope(q, k)
+    part_q, part_k = rope(q[:, :, 6:], k[:, :, 6:], offset=6)
+    torch.testing.assert_close(part_q, full_q[:, :, 6:], atol=1e-6, rtol=0)
+    torch.testing.assert_close(part_k, full_k[:, :, 6:], atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        rope(q, k, offset=-1)
+
+
+def chunks_through(module, x, sizes, **kwargs):
+    """Feed x to a cached module in pieces of the given sizes; concatenate the outputs."""
+    cache, outs, start = KVCache(), [], 0
+    for n in sizes:
+        T = start + n
+        out = module(x[:, start:T], mask=masks.causal_mask(n, T), cache=cache, **kwargs)
+        outs.append(out[0] if isinstance(out, tuple) else out)
+        start = T
+    return torch.cat(outs, dim=1), cache
+
+
+@pytest.mark.parametrize("rope", [False, True])
+@pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
+def test_cached_attention_equals_full_causal_attention(n_kv_heads, rope):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(
+        32,
+        4,
+        n_kv_heads=n_kv_heads,
+        rope=positions.RotaryEmbedding(8) if rope else None,
+    ).eval()
+    x = rand(2, 12, 32, seed=7)
+    full, _ = mha(x, mask=masks.causal_mask(12))
+    pieces, cache = chunks_through(mha, x, [5, 1, 1, 3, 1, 1])
+    torch.testing.assert_close(pieces, full, atol=1e-5, rtol=0)
+    assert cache.keys.shape == (2, mha.n_kv_heads, 12, 8)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_encoder_block_equals_full_causal_block(norm_first):
+    torch.manual_seed(0)
+    block = blocks.EncoderBlock(32, 4, 64, norm_first=norm_first, n_kv_heads=2).eval()
+    x = rand(2, 9, 32, seed=8)
+    full = block(x, mask=masks.causal_mask(9))
+    pieces, _ = chunks_through(block, x, [4, 1, 1, 1, 2])
+    torch.testing.assert_close(pieces, full, atol=1e-5, rtol=0)
+
+
+def test_encoder_takes_one_cache_per_layer():
+    enc = blocks.Encoder(2, 16, 2, 32, norm_first=True).eval()
+    x = rand(1, 3, 16)
+    with pytest.raises(ValueError, match=r"one KVCache per layer \(2\), got 1"):
+        enc(x, mask=masks.causal_mask(3), cache=kv_cache.new_cache(1))
+    cache = kv_cache.new_cache(2)
+    out = enc(x, mask=masks.causal_mask(3), cache=cache)
+    torch.testing.assert_close(out, enc(x, mask=masks.causal_mask(3)))
+    assert [c.seq_len for c in cache] == [3, 3]
+
+
+# --- the exercise checks accept right answers and explain typical wrong ones -------------
+
+
+def right_max_tokens(memory, n_layers, n_kv_heads, head_dim, batch, bytes_per_value):
+    return memory // (2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value)
+
+
+def right_mean_pool(weight, n_heads, n_kv_heads):
+    Dh = weight.shape[0] // n_heads
+    groups = weight.view(n_kv_heads, n_heads // n_kv_heads, Dh, -1)
+    return groups.mean(1).reshape(n_kv_heads * Dh, -1)
+
+
+def test_checks_accept_right_answers(capsys):
+    from transformer_book import attention, checks
+
+    checks.check_max_cached_tokens(right_max_tokens)
+    checks.check_repeat_kv(attention.repeat_kv)
+    checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
+    checks.check_mean_pool_heads(right_mean_pool)
+    assert capsys.readouterr().out.count("Correct:") == 4
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda m, L, H, D, B, b: m / (2 * L * H * D * B * b), "float"),
+        (lambda m, L, H, D, B, b: m // (L * H * D * B * b), "twice the right number"),
+        (lambda m, L, H, D, B, b: m // (2 * L * H * D * b), "B times larger"),
+        (lambda m, L, H, D, B, b: -(-m // (2 * L * H * D * B * b)), "Round down"),
+        (lambda m, L, H, D, B, b: m // (2 * L * D * B * b), "expected"),
+    ],
+)
+def test_max_tokens_mistakes_are_explained(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_max_cached_tokens(wrong)
+
+
+def test_repeat_kv_mistakes_are_explained():
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match="Right shape, wrong order"):
+        checks.check_repeat_kv(lambda x, n: x.repeat(1, n, 1, 1))
+    with pytest.raises(checks.ExerciseError, match="shape"):
+        checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=2))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (  # groups of every G-th head
+            lambda w, H, G: (
+                w.view(H // G, G, w.shape[0] // H, -1).mean(0).flatten(0, 1)
+            ),
+            "interleaved",
+        ),
+        (
+            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1).sum(1).flatten(0, 1),
+            "summed",
+        ),
+        (
+            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1)[:, 0].flatten(0, 1),
+            "first head",
+        ),
+        (lambda w, H, G: w.view(H, -1, w.shape[1]).mean(1), "shape"),
+    ],
+)
+def test_mean_pool_mistakes_are_explained(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_mean_pool_heads(wrong)
+    with pytest.raises(checks.ExerciseError, match="not written yet"):
+        checks.check_mean_pool_heads(
+            lambda *a: (_ for _ in ()).throw(NotImplementedError)
+        )
+
+
+def test_checks_leave_the_global_random_state_alone():
+    from transformer_book import checks
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_mean_pool_heads(right_mean_pool)
+    checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
+    torch.testing.assert_close(torch.rand(3), expected)

@@ -1,0 +1,85 @@
+"""transformer_book.sampling: temperature, top-k and top-p equal Hugging Face's logits
+processors; greedy is the argmax; sampling follows the softmax."""
+
+import pytest
+import torch
+
+from transformer_book import sampling
+
+
+def logits_of(*shape, seed=0, scale=2.0):
+    g = torch.Generator().manual_seed(seed)
+    return scale * torch.randn(*shape, generator=g)
+
+
+def test_temperature_equals_hugging_face():
+    from transformers.generation.logits_process import TemperatureLogitsWarper
+
+    z = logits_of(3, 11)
+    for t in (0.5, 1.0, 2.0):
+        ref = TemperatureLogitsWarper(t)(None, z.clone())
+        torch.testing.assert_close(sampling.apply_temperature(z, t), ref)
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 50])
+def test_top_k_equals_hugging_face(k):
+    from transformers.generation.logits_process import TopKLogitsWarper
+
+    z = logits_of(4, 17, seed=k)
+    ref = TopKLogitsWarper(top_k=k)(None, z.clone())
+    out = sampling.top_k_filter(z, k)
+    assert torch.equal(out.isinf(), ref.isinf())
+    torch.testing.assert_close(out, ref)
+    assert ((out > float("-inf")).sum(-1) == min(k, 17)).all()
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.9, 1.0])
+def test_top_p_equals_hugging_face(p):
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    z = logits_of(6, 25, seed=int(100 * p))
+    ref = TopPLogitsWarper(top_p=p)(None, z.clone())
+    out = sampling.top_p_filter(z, p)
+    assert torch.equal(out.isinf(), ref.isinf())
+    # the kept set is the smallest that reaches p, and never empty
+    kept = out > float("-inf")
+    assert (kept.sum(-1) >= 1).all()
+    probs = z.softmax(-1)
+    assert ((probs * kept).sum(-1) >= p - 1e-6).all()
+
+
+def test_greedy_is_the_argmax_and_top_k_one_is_greedy():
+    z = logits_of(5, 9)
+    assert torch.equal(sampling.sample_next(z, temperature=0), z.argmax(-1))
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(sampling.sample_next(z, top_k=1, generator=g), z.argmax(-1))
+
+
+def test_samples_follow_the_softmax():
+    z = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).expand(20_000, 4)
+    g = torch.Generator().manual_seed(0)
+    draws = sampling.sample_next(z, temperature=1.0, generator=g)
+    freq = torch.bincount(draws, minlength=4) / 20_000
+    torch.testing.assert_close(freq, z[0].softmax(-1), atol=0.015, rtol=0)
+    cold = sampling.sample_next(z, temperature=0.25, generator=g)
+    assert (
+        cold == 0
+    ).float().mean() > 0.95  # a low temperature concentrates on the top
+    top2 = sampling.sample_next(z, top_k=2, generator=g)
+    assert set(top2.unique().tolist()) == {0, 1}
+
+
+def test_bad_inputs_raise():
+    z = logits_of(2, 5)
+    with pytest.raises(ValueError, match="temperature must be > 0 to rescale"):
+        sampling.apply_temperature(z, 0)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        sampling.sample_next(z, temperature=-1)
+    with pytest.raises(ValueError, match="top_k must be a positive integer, got 0"):
+        sampling.top_k_filter(z, 0)
+    with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\], got 1.5"):
+        sampling.top_p_filter(z, 1.5)
+    with pytest.raises(ValueError, match=r"logits must have shape \(B, vocab_size\)"):
+        sampling.sample_next(logits_of(5))
+    with pytest.raises(ValueError, match="floating-point tensor"):
+        sampling.top_k_filter(torch.arange(5), 2)

@@ -1,0 +1,314 @@
+"""The encoder-decoder model (src/transformer_book/seq2seq.py): masks, teacher forcing,
+greedy decoding."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_book import checks, seq2seq, training
+from transformer_book.seq2seq import Seq2Seq, Seq2SeqConfig
+
+PAD, BOS, EOS, V = 0, 1, 2, 13
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _model(**kwargs) -> Seq2Seq:
+    options = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=16)
+    options.update(kwargs)
+    return Seq2Seq(Seq2SeqConfig(V, **options)).eval()
+
+
+def _batch():
+    src = torch.tensor([[5, 6, 7, 8, 9], [4, 11, 12, PAD, PAD]])  # (2, 5), 2nd padded
+    tgt = torch.tensor([[7, 8, 3, EOS], [10, EOS, PAD, PAD]])  # (2, 4)
+    return src, tgt
+
+
+def test_config_rejects_bad_special_ids():
+    with pytest.raises(ValueError, match="eos_id must lie in"):
+        Seq2SeqConfig(V, eos_id=V)
+    with pytest.raises(ValueError, match="must differ"):
+        Seq2SeqConfig(V, bos_id=0)
+    with pytest.raises(ValueError, match="max_len must be at least 2"):
+        Seq2SeqConfig(V, max_len=1)
+
+
+def test_shift_right():
+    _, tgt = _batch()
+    expected = torch.tensor([[BOS, 7, 8, 3], [BOS, 10, EOS, PAD]])
+    assert torch.equal(seq2seq.shift_right(tgt, BOS), expected)
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        seq2seq.shift_right(tgt[0], BOS)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_future_target_tokens_never_change_earlier_logits(norm_first):
+    model = _model(norm_first=norm_first)
+    src, tgt = _batch()
+    tgt_in = seq2seq.shift_right(tgt, BOS)
+    logits = model(src, tgt_in)
+    assert logits.shape == (2, 4, V)
+    for t in range(3):
+        changed = tgt_in.clone()
+        changed[:, t + 1 :] = torch.randint(3, V, (2, 3 - t))
+        again = model(src, changed)
+        torch.testing.assert_close(again[:, : t + 1], logits[:, : t + 1])
+        assert not torch.allclose(again[:, t + 1 :], logits[:, t + 1 :])
+
+
+def test_padding_changes_nothing():
+    model = _model()
+    src, tgt = _batch()
+    tgt_in = seq2seq.shift_right(tgt, BOS)
+    batch = model(src, tgt_in)
+    alone = model(src[1:, :3], tgt_in[1:, :2])  # the 2nd pair without its padding
+    torch.testing.assert_close(batch[1:, :2], alone)
+    wider = torch.cat([src, torch.full((2, 3), PAD)], dim=1)  # more source padding
+    torch.testing.assert_close(model(wider, tgt_in), batch)
+
+
+def test_teacher_forced_loss():
+    model = _model()
+    src, tgt = _batch()
+    logits = model(src, seq2seq.shift_right(tgt, BOS))
+    keep = tgt != PAD
+    expected = F.cross_entropy(logits[keep], tgt[keep])  # the 6 real target tokens
+    torch.testing.assert_close(model.loss(src, tgt), expected)
+    model.loss(src, tgt).backward()
+    enc = model.encoder.layers[0].attn.q_proj.weight.grad
+    assert enc is not None and enc.abs().sum() > 0  # the loss reaches the encoder
+
+
+def test_tied_embeddings():
+    tied, untied = _model(), _model(tie_embeddings=False)
+    assert tied.head.weight is tied.embed.weight
+    assert untied.head.weight is not untied.embed.weight
+    n = sum(p.numel() for p in untied.parameters()) - sum(
+        p.numel() for p in tied.parameters()
+    )
+    assert n == V * 16
+
+
+def test_greedy_decode_takes_the_argmax_at_every_step():
+    model = _model()
+    src, _ = _batch()
+    out = model.greedy_decode(src, max_new_tokens=6)
+    assert out.shape[0] == 2 and out.shape[1] <= 6
+    for b in range(2):
+        prefix = [BOS]
+        for tok in out[b].tolist():
+            if prefix[-1] == EOS or (prefix[-1] == PAD and len(prefix) > 1):
+                assert tok == PAD  # after <eos>: padding only
+                prefix.append(tok)
+                continue
+            logits = model(src[b : b + 1], torch.tensor([prefix]))[0, -1]
+            assert tok == int(logits.argmax())
+            prefix.append(tok)
+
+
+def test_greedy_decode_stops_at_eos():
+    model = _model(tie_embeddings=False)
+    with torch.no_grad():  # the decoder's output is always v, and only <eos> likes v
+        v = torch.randn(16)
+        model.decoder.final_norm.weight.zero_()
+        model.decoder.final_norm.bias.copy_(v)
+        model.head.weight.zero_()
+        model.head.weight[EOS] = v
+    src, _ = _batch()
+    out = model.greedy_decode(src, max_new_tokens=10)
+    assert out.tolist() == [[EOS], [EOS]]  # one step, not ten
+    assert model.cut_at_eos(out) == [[], []]
+
+
+def test_cut_at_eos():
+    model = _model()
+    ids = torch.tensor([[5, 6, EOS, PAD], [7, 8, 9, 10], [EOS, PAD, PAD, PAD]])
+    assert model.cut_at_eos(ids) == [[5, 6], [7, 8, 9, 10], []]
+
+
+@pytest.fixture
+def one_thread():
+    # a tiny model: two threads bring no speed, and on a busy machine they wait on each
+    # other (this test took minutes instead of seconds)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_learns_to_copy_with_teacher_forcing(one_thread):
+    # the whole loop, on a task a working model learns in a few hundred steps
+    model = _model(d_model=32, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
+    gen = torch.Generator().manual_seed(0)
+
+    def batches():
+        while True:
+            src = torch.randint(3, V, (32, 5), generator=gen)
+            yield src, torch.cat([src, torch.full((32, 1), EOS)], dim=1)
+
+    class Batches:
+        def __iter__(self):
+            return batches()
+
+    loss_fn = lambda m, b: m.loss(*b)
+    history = training.train(
+        model, Batches(), loss_fn, 300, lr=3e-3, warmup=30, progress=False
+    )
+    assert history[-1] < history[0] / 5
+    src = torch.randint(3, V, (64, 5), generator=gen)
+    out = model.cut_at_eos(model.greedy_decode(src, max_new_tokens=8))
+    assert sum(o == s for o, s in zip(out, src.tolist())) >= 0.9 * 64
+
+
+def test_cross_attention_weights_skip_source_padding():
+    model = _model()
+    src, tgt = _batch()
+    weights = model.cross_attention_weights(src, seq2seq.shift_right(tgt, BOS))
+    assert len(weights) == 2 and weights[0].shape == (2, 2, 4, 5)  # (B, H, T, S)
+    assert (weights[-1][1, :, :, 3:] == 0).all()
+    torch.testing.assert_close(weights[-1].sum(-1), torch.ones(2, 2, 4))
+
+
+def test_bad_input_raises():
+    model = _model()
+    src, tgt = _batch()
+    with pytest.raises(ValueError, match=r"src must be an integer tensor of shape"):
+        model(src.float(), tgt)
+    with pytest.raises(ValueError, match="more than max_len=16"):
+        model(torch.ones(1, 17, dtype=torch.long), tgt[:1])
+    with pytest.raises(ValueError, match=r"max_new_tokens must lie in \[1, "):
+        model.greedy_decode(src, max_new_tokens=16)
+    with pytest.raises(ValueError, match="tgt must be an integer tensor"):
+        model.loss(src, tgt[0])
+
+
+# --- the exercise checks of chapter 07 (checks/seq2seq.py) ----------------------------
+
+
+def _right_mask(lengths, T):
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    keys = torch.arange(T) < lengths[:, None]  # (B, T)
+    return causal & keys[:, None, None, :]
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            lambda L, T: (
+                torch.ones(T, T, dtype=torch.bool).tril()
+                | (torch.arange(T) < L[:, None])[:, None, None, :]
+            ),
+            "`|`",
+        ),
+        (
+            lambda L, T: (
+                torch.ones(T, T, dtype=torch.bool).triu()
+                & (torch.arange(T) < L[:, None])[:, None, None, :]
+            ),
+            "upper",
+        ),
+        (
+            lambda L, T: (
+                torch.ones(T, T, dtype=torch.bool).tril(-1)
+                & (torch.arange(T) < L[:, None])[:, None, None, :]
+            ),
+            "diagonal",
+        ),
+        (
+            lambda L, T: (
+                torch.ones(T, T, dtype=torch.bool).tril()
+                & (torch.arange(T) < L[:, None])[:, None, :, None]
+            ),
+            "queries",
+        ),
+        (
+            lambda L, T: torch.ones(T, T, dtype=torch.bool).tril().expand(3, 1, T, T),
+            "padding is missing",
+        ),
+        (lambda L, T: _right_mask(L, T)[:, 0], r"\(B, 1, T, T\)"),
+        (lambda L, T: _right_mask(L, T).float(), "bool"),
+    ],
+)
+def test_check_decoder_self_mask(wrong, message):
+    checks.check_decoder_self_mask(_right_mask)
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_decoder_self_mask(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda ids, b, e: ([*ids, e], [b, *ids]), "swapped"),
+        (lambda ids, b, e: ([b, *ids], [b, *ids]), "same sequence"),
+        (lambda ids, b, e: ([b, *ids], list(ids)), "len"),
+        (lambda ids, b, e: ([e, *ids], [*ids, b]), "mixed up"),
+        (lambda ids, b, e: [b, *ids], "pair"),
+    ],
+)
+def test_check_teacher_forcing(wrong, message):
+    checks.check_teacher_forcing(lambda ids, b, e: ([b, *ids], [*ids, e]))
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_teacher_forcing(wrong)
+
+
+def _greedy(
+    next_token_logits,
+    bos,
+    eos,
+    max_new_tokens,
+    keep_bos=False,
+    keep_eos=False,
+    stop=True,
+    append=True,
+):
+    prefix, out = [bos], []
+    for _ in range(max_new_tokens):
+        tok = int(next_token_logits(prefix if append else [bos]).argmax())
+        if tok == eos and stop:
+            if keep_eos:
+                out.append(tok)
+            break
+        out.append(tok)
+        prefix.append(tok)
+    return [bos, *out] if keep_bos else out
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(keep_bos=True), "leave <bos> out"),
+        (dict(keep_eos=True), "stop at <eos>"),
+        (dict(stop=False), "stop at <eos>"),
+        (dict(append=False), "same prefix"),
+    ],
+)
+def test_check_greedy(kwargs, message):
+    checks.check_greedy(_greedy)
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_greedy(lambda *a: _greedy(*a, **kwargs))
+
+
+def test_check_greedy_enforces_the_limit():
+    def one_too_many(f, b, e, n):
+        return _greedy(f, b, e, n + 1)
+
+    with pytest.raises(checks.ExerciseError, match="max_new_tokens"):
+        checks.check_greedy(one_too_many)
+
+
+def test_unwritten_exercises_say_so():
+    def todo(*args):
+        raise NotImplementedError
+
+    for check in (
+        checks.check_decoder_self_mask,
+        checks.check_teacher_forcing,
+        checks.check_greedy,
+    ):
+        with pytest.raises(checks.ExerciseError, match="not written yet"):
+            check(todo)

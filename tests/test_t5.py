@@ -1,0 +1,494 @@
+"""The book's T5 (src/transformer_book/t5.py) against Hugging Face's, and span corruption
+(src/transformer_book/span_corruption.py) against the T5 paper's recipe."""
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+from transformers import T5Config as HFT5Config
+from transformers import T5ForConditionalGeneration
+
+from transformer_book import attention, blocks, params, span_corruption, t5
+from transformer_book.positions import T5RelativeBias
+
+SMALL = [  # (vocab, d_model, n_layers, n_heads, d_ff, num_buckets, max_distance)
+    (100, 32, 2, 4, 64, 32, 128),
+    (57, 48, 3, 3, 40, 8, 20),
+    (200, 64, 1, 8, 128, 16, 32),
+]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def pair(vocab, d_model, n_layers, n_heads, d_ff, num_buckets, max_distance):
+    """A random Hugging Face T5 and the book's T5 with its weights copied in."""
+    hf_config = HFT5Config(
+        vocab_size=vocab,
+        d_model=d_model,
+        d_kv=d_model // n_heads,
+        d_ff=d_ff,
+        num_layers=n_layers,
+        num_heads=n_heads,
+        relative_attention_num_buckets=num_buckets,
+        relative_attention_max_distance=max_distance,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,  # T5 starts decoding from the pad id
+    )
+    hf = T5ForConditionalGeneration(hf_config).eval()
+    config = t5.T5Config(
+        vocab_size=vocab,
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_ff=d_ff,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )
+    return hf, t5.load_hf_t5(t5.T5(config).eval(), hf)
+
+
+@pytest.mark.parametrize("config", SMALL)
+def test_logits_equal_hugging_face(config):
+    hf, model = pair(*config)
+    vocab = config[0]
+    src = torch.randint(2, vocab, (3, 23))
+    src[1, 15:] = 0  # padding: masked in both
+    src[2, 4:] = 0
+    labels = torch.randint(2, vocab, (3, 17))
+    tgt_in = t5.shift_right(labels)
+    with torch.no_grad():
+        ref = hf(
+            input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in
+        ).logits
+        mine = model(src, tgt_in)
+    assert mine.shape == (3, 17, vocab)
+    torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
+
+
+def test_long_inputs_use_the_log_buckets():
+    """Past max_distance every distance shares the last bucket: still equal."""
+    hf, model = pair(50, 32, 2, 4, 64, 8, 12)
+    src, labels = torch.randint(2, 50, (2, 70)), torch.randint(2, 50, (2, 40))
+    with torch.no_grad():
+        ref = hf(input_ids=src, labels=labels).logits
+        mine = model(src, t5.shift_right(labels))
+    torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
+
+
+def test_loss_equals_hugging_face():
+    hf, model = pair(*SMALL[0])
+    src, labels = torch.randint(2, 100, (4, 12)), torch.randint(2, 100, (4, 9))
+    with torch.no_grad():
+        ref = hf(input_ids=src, labels=labels).loss
+        logits = model(src, t5.shift_right(labels))
+    mine = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    torch.testing.assert_close(mine, ref, atol=1e-5, rtol=0)
+
+
+def test_shift_right_matches_hugging_face():
+    hf, _ = pair(*SMALL[0])
+    labels = torch.randint(2, 100, (3, 7))
+    assert torch.equal(t5.shift_right(labels), hf._shift_right(labels))
+
+
+def test_t5_choices():
+    model = t5.T5(
+        t5.T5Config(vocab_size=40, d_model=32, n_layers=3, n_heads=4, d_ff=48)
+    )
+    names = [n for n, _ in model.named_parameters()]
+    assert not any(n.endswith(".bias") for n in names)  # no biases anywhere
+    tables = [m for m in model.modules() if isinstance(m, T5RelativeBias)]
+    assert len(tables) == 2  # one relative bias per stack, shared by its layers
+    assert tables[0].bidirectional and not tables[1].bidirectional
+    attn = model.encoder.layers[0].attn
+    assert attn.scale == 1.0 and model.decoder[0].cross_attn.scale == 1.0
+    assert model.encoder.layers[0].norm_first
+    assert params.count_params(model) == params.t5_params(40, 32, 3, 48, 4, 8, 32)
+
+
+def test_relative_bias_is_shared_by_every_layer():
+    """Zeroing the bias table changes the output; the layers hold no bias of their own."""
+    model = t5.T5(
+        t5.T5Config(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    )
+    model.eval()
+    src, tgt = torch.randint(2, 40, (2, 9)), torch.randint(2, 40, (2, 6))
+    seen = []
+    for layer in model.encoder.layers:
+        layer.attn.register_forward_hook(
+            lambda mod, args, kwargs, out: seen.append(kwargs["bias"]),
+            with_kwargs=True,
+        )
+    with torch.no_grad():
+        before = model(src, tgt)
+        assert len(seen) == 2 and seen[0] is seen[1]
+        model.encoder_bias.embedding.weight.zero_()
+        assert not torch.allclose(model(src, tgt), before)
+
+
+def test_decoder_is_causal_and_padding_is_ignored():
+    model = t5.T5(
+        t5.T5Config(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    )
+    model.eval()
+    src, tgt = torch.randint(2, 40, (2, 9)), torch.randint(2, 40, (2, 8))
+    with torch.no_grad():
+        out = model(src, tgt)
+        changed = tgt.clone()
+        changed[:, 5:] = torch.randint(2, 40, (2, 3))
+        torch.testing.assert_close(model(src, changed)[:, :5], out[:, :5])
+        padded = torch.cat((src, torch.zeros(2, 4, dtype=torch.long)), dim=1)
+        torch.testing.assert_close(model(padded, tgt), out, atol=1e-5, rtol=0)
+
+
+def test_generate_is_greedy_and_stops_at_eos():
+    config = t5.T5Config(vocab_size=30, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    model = t5.T5(config).eval()
+    src = torch.randint(2, 30, (3, 10))
+    out = model.generate(src, max_new_tokens=8)
+    assert out.shape[0] == 3 and out.shape[1] <= 8
+    with torch.no_grad():
+        logits = model(src, t5.shift_right(out))
+    for b in range(3):
+        row = out[b].tolist()
+        end = row.index(config.eos_id) + 1 if config.eos_id in row else len(row)
+        assert row[:end] == logits[b, :end].argmax(-1).tolist()
+        assert all(t == config.pad_id for t in row[end:])
+
+
+def test_t5_initialisation_scales():
+    config = t5.T5Config(vocab_size=300, d_model=256, n_layers=1, n_heads=4, d_ff=1024)
+    model = t5.T5(config)
+    attn, ff = model.encoder.layers[0].attn, model.encoder.layers[0].ff
+    stds = {
+        "emb": (model.tok_emb.weight, 1.0),
+        "q": (attn.q_proj.weight, (256 * 64) ** -0.5),
+        "k": (attn.k_proj.weight, 256**-0.5),
+        "wo": (ff.down_proj.weight, 1024**-0.5),
+    }
+    for name, (w, expected) in stds.items():
+        assert abs(w.std().item() / expected - 1) < 0.05, name
+
+
+def test_load_rejects_a_different_model():
+    hf = T5ForConditionalGeneration(
+        HFT5Config(
+            vocab_size=50, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4
+        )
+    )
+    other = t5.T5(
+        t5.T5Config(vocab_size=50, d_model=32, n_layers=2, n_heads=4, d_ff=32)
+    )
+    with pytest.raises(ValueError, match=r"built differently.*'d_ff': \(64, 32\)"):
+        t5.load_hf_t5(other, hf)
+    gated = T5ForConditionalGeneration(
+        HFT5Config(
+            vocab_size=50,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+            feed_forward_proj="gated-gelu",
+        )
+    )
+    same = t5.T5(t5.T5Config(vocab_size=50, d_model=32, n_layers=2, n_heads=4, d_ff=64))
+    with pytest.raises(ValueError, match="feed_forward"):
+        t5.load_hf_t5(same, gated)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(vocab_size=0), "vocab_size must be a positive integer, got 0"),
+        (
+            dict(vocab_size=10, d_model=30, n_heads=4),
+            r"d_model \(30\) must be divisible",
+        ),
+        (dict(vocab_size=10, dropout=1.0), r"dropout must be in \[0, 1\)"),
+    ],
+)
+def test_bad_config(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        t5.T5Config(**kwargs)
+
+
+def test_bad_ids():
+    model = t5.T5(t5.T5Config(vocab_size=10, d_model=16, n_layers=1, n_heads=2, d_ff=8))
+    with pytest.raises(
+        ValueError, match=r"src must be integer token ids of shape \(B, T\)"
+    ):
+        model(torch.randint(0, 10, (5,)), torch.randint(0, 10, (1, 3)))
+    with pytest.raises(ValueError, match="tgt_in must be integer token ids"):
+        model(torch.randint(0, 10, (1, 5)), torch.rand(1, 3))
+
+
+# --- the options T5 needs from the floors below (attention.py, blocks.py) -------------
+
+
+def test_attention_scale_option():
+    """``scale=`` reaches the scores: 1.0 is T5's unscaled q·k; None stays 1/√d_head."""
+    torch.manual_seed(1)
+    x = torch.randn(2, 5, 16)
+    plain = attention.MultiHeadAttention(16, 4)
+    unscaled = attention.MultiHeadAttention(16, 4, scale=1.0)
+    unscaled.load_state_dict(plain.state_dict())
+    w_plain = plain(x, need_weights=True)[1]
+    w_unscaled = unscaled(x, need_weights=True)[1]
+    q = plain.q_proj(x).view(2, 5, 4, 4).transpose(1, 2)  # (B, H, T, Dh)
+    k = plain.k_proj(x).view(2, 5, 4, 4).transpose(1, 2)
+    torch.testing.assert_close(w_unscaled, (q @ k.transpose(-2, -1)).softmax(-1))
+    torch.testing.assert_close(w_plain, (q @ k.transpose(-2, -1) / 2.0).softmax(-1))
+    fused = unscaled(x)[0]  # the fused kernel gets the same scale
+    torch.testing.assert_close(fused, unscaled(x, need_weights=True)[0])
+    assert attention.gqa_from_mha(unscaled, 2).scale == 1.0
+    assert attention.mha_from_gqa(attention.gqa_from_mha(unscaled, 2)).scale == 1.0
+
+
+def test_encoder_passes_scale_to_every_block():
+    enc = blocks.Encoder(2, 16, 4, 32, scale=0.5)
+    assert [layer.attn.scale for layer in enc.layers] == [0.5, 0.5]
+    assert blocks.EncoderBlock(16, 4, 32).attn.scale is None
+
+
+# --- span corruption ---------------------------------------------------------------------
+
+SENTINELS = list(range(10_000, 10_400))
+SENTINEL_SET = set(SENTINELS)
+
+
+@pytest.mark.parametrize("length", [2, 3, 4, 7, 10, 20, 33, 64, 100, 512, 1000])
+def test_span_corruption_counts_and_reconstruction(length):
+    ids = torch.arange(3, 3 + length)
+    for seed in range(40):
+        gen = torch.Generator().manual_seed(seed)
+        inputs, targets = t5.span_corruption(ids, sentinel_ids=SENTINELS, generator=gen)
+        n_noise = min(max(round(length * 0.15), 1), length - 1)
+        n_spans = max(round(n_noise / 3.0), 1)
+        assert len(targets) == n_noise + n_spans
+        assert len(inputs) == length - n_noise + n_spans
+        assert t5.merge_spans(inputs, targets, SENTINELS) == ids.tolist()
+        # sentinels in order, once each, in both; each target span is non-empty
+        inputs, targets = inputs.tolist(), targets.tolist()
+        in_s = [t for t in inputs if t in SENTINEL_SET]
+        tg_s = [t for t in targets if t in SENTINEL_SET]
+        assert in_s == tg_s == SENTINELS[:n_spans]
+        assert targets[0] == SENTINELS[0]
+        pairs = zip(inputs, inputs[1:])
+        assert not any(a in SENTINEL_SET and b in SENTINEL_SET for a, b in pairs)
+        assert targets[-1] not in SENTINEL_SET
+
+
+@pytest.mark.parametrize("density, mean_span", [(0.15, 3.0), (0.5, 8.0), (0.3, 1.0)])
+def test_noise_mask_counts(density, mean_span):
+    for length in (5, 50, 128, 568):
+        gen = torch.Generator().manual_seed(length)
+        mask = t5.noise_span_mask(length, density, mean_span, gen)
+        n_noise = min(max(round(length * density), 1), length - 1)
+        starts = mask & ~torch.cat((torch.zeros(1, dtype=torch.bool), mask[:-1]))
+        assert mask.dtype == torch.bool and mask.shape == (length,)
+        assert int(mask.sum()) == n_noise
+        assert int(starts.sum()) == max(round(n_noise / mean_span), 1)
+        assert not mask[0] and mask[-1]  # kept run first, corrupted span last
+
+
+def test_t5_paper_setting():
+    """512 tokens, 15 %, spans of 3: T5's 77 corrupted tokens in 26 spans (inputs of 461,
+    targets of 103 tokens, before the eos)."""
+    inputs, targets = t5.span_corruption(
+        torch.arange(512), sentinel_ids=SENTINELS, generator=torch.Generator()
+    )
+    assert (len(inputs), len(targets)) == (512 - 77 + 26, 77 + 26)
+
+
+def test_every_segmentation_is_equally_likely():
+    """6 noise tokens in 3 spans: the C(5, 2) = 10 ways to cut them are drawn alike."""
+    gen = torch.Generator().manual_seed(0)
+    counts = Counter(
+        tuple(span_corruption._random_segmentation(6, 3, gen)) for _ in range(4000)
+    )
+    assert len(counts) == math.comb(5, 2)
+    assert all(300 < c < 500 for c in counts.values())  # 400 expected each
+    assert all(sum(k) == 6 and min(k) >= 1 for k in counts)
+
+
+def test_mean_span_length_is_as_asked():
+    gen = torch.Generator().manual_seed(0)
+    lengths = []
+    for _ in range(200):
+        mask = t5.noise_span_mask(512, 0.15, 3.0, gen).int()
+        runs = torch.diff(torch.cat((torch.zeros(1), mask, torch.zeros(1))))
+        starts, ends = (runs == 1).nonzero(), (runs == -1).nonzero()
+        lengths += (ends - starts).flatten().tolist()
+    assert abs(sum(lengths) / len(lengths) - 77 / 26) < 1e-9
+
+
+def test_span_corruption_accepts_lists_and_is_seeded():
+    ids = list(range(40))
+    a = t5.span_corruption(
+        ids, sentinel_ids=SENTINELS, generator=torch.Generator().manual_seed(3)
+    )
+    b = t5.span_corruption(
+        ids, sentinel_ids=SENTINELS, generator=torch.Generator().manual_seed(3)
+    )
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert a[0].dtype == a[1].dtype == torch.long
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: t5.span_corruption(list(range(100)), sentinel_ids=[7, 8]),
+            "sentinel_ids has 2 ids, but this sequence of 100 tokens has 5 corrupted spans",
+        ),
+        (
+            lambda: t5.span_corruption([5], sentinel_ids=SENTINELS),
+            "length must be an integer >= 2",
+        ),
+        (
+            lambda: t5.span_corruption(torch.ones(2, 5), sentinel_ids=SENTINELS),
+            r"ids must be one sequence of shape \(L,\), got \(2, 5\)",
+        ),
+        (
+            lambda: t5.noise_span_mask(10, noise_density=1.5),
+            r"noise_density must be in \(0, 1\)",
+        ),
+        (
+            lambda: t5.noise_span_mask(10, mean_span_length=0.5),
+            "mean_span_length must be >= 1",
+        ),
+    ],
+)
+def test_span_corruption_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# --- the exercise checks of chapter 10 (checks/families.py) ------------------------------
+
+
+def test_llama_reference_equals_transformers_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from transformer_book.checks.families import _LLAMAS, _llama_params
+
+    for V, d, L, ff, H, kv in _LLAMAS.values():
+        config = LlamaConfig(
+            vocab_size=V,
+            hidden_size=d,
+            num_hidden_layers=L,
+            intermediate_size=ff,
+            num_attention_heads=H,
+            num_key_value_heads=kv,
+            tie_word_embeddings=False,
+        )
+        with torch.device("meta"):
+            model = LlamaForCausalLM(config)
+        assert params.count_params(model) == _llama_params(V, d, L, ff, H, kv)
+    assert _llama_params(*_LLAMAS["Llama-2-7B"]) == 6_738_415_616
+
+
+def test_checks_accept_right_answers(capsys):
+    from transformer_book import checks
+    from transformer_book.checks.families import _llama_params
+
+    checks.check_llama_params(_llama_params)
+    checks.check_utf8_length(lambda c: len(c.encode("utf-8")))
+    checks.check_noise_span_mask(t5.noise_span_mask)
+    assert capsys.readouterr().out.count("Correct:") == 3
+
+
+def _tied(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) - V * d
+
+
+def _two_matrices(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) - L * d * ff
+
+
+def _full_kv(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, H)
+
+
+def _layer_norm(V, d, L, ff, H, kv):
+    from transformer_book.checks.families import _llama_params
+
+    return _llama_params(V, d, L, ff, H, kv) + (2 * L + 1) * d
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_tied, "output layer is not tied"),
+        (_two_matrices, "three matrices, not two"),
+        (_full_kv, "keys and values have only n_kv_heads"),
+        (_layer_norm, "RMSNorm has a γ only"),
+        (lambda *a: 7, "expected 6,738,415,616. Count, per block"),
+    ],
+)
+def test_llama_params_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_llama_params(wrong)
+
+
+def _utf8_off_by_one(ch):
+    cp = ord(ch)
+    return 1 if cp <= 0x80 else 2 if cp <= 0x800 else 3 if cp <= 0x10000 else 4
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (len, "len\\(char\\) counts characters"),
+        (_utf8_off_by_one, "off by one at a boundary"),
+        (lambda c: len(c.encode("utf-16-le")), "you count UTF-16"),
+    ],
+)
+def test_utf8_length_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_utf8_length(wrong)
+
+
+def _bernoulli(length, density, span, gen):
+    return torch.rand(length, generator=gen) < density
+
+
+def _touching(length, density, span, gen):
+    mask = torch.zeros(length, dtype=torch.bool)
+    mask[: max(round(length * density), 1)] = True  # one long span
+    return mask
+
+
+def _fixed(length, density, span, gen):
+    return t5.noise_span_mask(length, density, span, torch.Generator())
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_bernoulli, "probability noise_density gives that many only on average"),
+        (_touching, "spans touch and merge"),
+        (_fixed, "with the generator you are given"),
+        (lambda n, d, s, g: torch.zeros(n), "return a torch.bool tensor"),
+    ],
+)
+def test_noise_span_mask_mistakes(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_noise_span_mask(wrong)
