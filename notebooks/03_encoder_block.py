@@ -87,7 +87,7 @@ grad_width = run.pick(quick=64, full=256)
 n_seeds = run.pick(quick=3, full=5)
 # training deep stacks: depths, width, Adam updates
 train_depths = run.pick(quick=[2, 16], full=[2, 16, 64])
-train_width, train_steps = run.pick(quick=(16, 200), full=(32, 500))
+train_width, train_steps = run.pick(quick=(16, 100), full=(32, 500))
 print("depths:", depths, " trained at depths:", train_depths)
 
 # %% [markdown]

@@ -79,7 +79,7 @@ run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 th
 print(run)
 # cost measurements: one head of width 64 at these sequence lengths
 cost_lengths = run.pick(
-    quick=[256, 512, 1024, 2048, 4096], full=[1024, 2048, 4096, 8192, 16384]
+    quick=[128, 256, 512, 1024, 2048], full=[1024, 2048, 4096, 8192, 16384]
 )
 block_size = run.pick(quick=64, full=128)  # tile size of tiled attention
 # the local/global experiment (section 4)
@@ -147,7 +147,7 @@ report.glue("time_growth", time_growth, "{:.1f}")
 # %% [markdown]
 # The memory grows as $T^2$: a few $(T, T)$ matrices of 4-byte floats (scores, masked
 # scores, weights) plus boolean masks. At $T = 131{,}072$ a single one of them takes
-# 64 GiB (printed above), per head and per layer. The time grows about as fast, as
+# 64 GiB (printed above), per head and per layer. The time grows too, as
 # $T^{\,x}$ with $x =$ {glue:text}`time_growth` over the last doubling here: filling a
 # $(T, T)$ matrix is $T^2$ work, and at small $T$ fixed costs per call hide part of it.
 #
