@@ -771,8 +771,9 @@ if run.profile == "quick":  # the prose describes the quick edition
 # a million steps of 256 sequences on 3.3 billion words {cite}`devlin2019bert`; the
 # full profile of this chapter, on a GPU, trains a 4-layer model for 20,000 steps.
 # Chapter 12 fine-tunes the small model on sentiment and asks whether its
-# pre-training helps; `pretraining.pretrain_small` re-creates it there from the same
-# reviews and seed.
+# pre-training helps; `pretraining.pretrain_small` re-creates a model of this shape
+# there, on the reviews left after dropping every one that contains a sentence the
+# fine-tuned model is evaluated on.
 #
 # ## Exercises
 #

@@ -84,10 +84,10 @@ t_chapter = time.process_time(), time.perf_counter()  # CPU and wall time, see t
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)
 print(run)
 # Distillation on SST-2 with all-MiniLM-L6-v2 as the teacher
-n_train = run.pick(quick=512, full=16000)  # labelled SST-2 train sentences
+n_train = run.pick(quick=640, full=16000)  # labelled SST-2 train sentences
 n_dev, n_test = run.pick(quick=200, full=1000), run.pick(quick=256, full=872)
 sst_len, sst_batch = 32, run.pick(quick=16, full=32)  # max tokens, batch size
-teacher_steps, student_steps = run.pick(quick=32, full=2000), run.pick(12, 1000)
+teacher_steps, student_steps = run.pick(quick=40, full=2000), run.pick(12, 1000)
 sst_lr = run.pick(quick=2e-4, full=5e-5)  # the teacher's peak learning rate
 student_lr = 5e-5  # the students start from fine-tuned layers: a gentler rate
 student_seeds = run.pick(quick=[0, 1, 2], full=[0, 1, 2, 3, 4])
