@@ -491,9 +491,10 @@ print("top quarter, post-norm, by depth:", ", ".join(f"{v:.3f}" for v in top_pos
 # %% [markdown]
 # ## 4. Training deep stacks: learning rate and warm-up
 #
-# Now train 12-block taggers of both kinds with AdamW at each learning rate, with a
-# constant rate or with a linear warm-up over the first quarter of the steps
-# (`training.train(..., warmup=...)`), from several seeds. The seed sets the
+# Now train 12-block taggers of both kinds with AdamW, from several seeds. The full
+# profile trains each learning rate with a constant rate and with a linear warm-up over
+# the first quarter of the steps (`training.train(..., warmup=...)`); the quick profile
+# trains the setting the comparison below rests on, a large rate without warm-up. The seed sets the
 # initialisation and the order of the batches; the same seeds are used for both
 # placements. There is no gradient clipping (`clip=0`), so that nothing but the
 # placement and the schedule keeps training stable. A run *diverges* when its loss
@@ -623,7 +624,8 @@ plt.show()
 # {glue:text}`grid_more`
 #
 # Two cautions. These runs are short ({glue:text}`steps` updates); the full profile (a
-# GPU, about ten times the steps, smaller rates) gives the small rates more time.
+# GPU, about ten times the steps) adds the small rates and the warm-up, and gives them
+# time.
 # And Xiong et al. do train post-norm transformers, with a long warm-up and a small
 # rate. What we measured is that, in the same number of steps, a deep post-norm stack
 # learned nothing at a learning rate where a pre-norm one learned well; not that

@@ -237,8 +237,8 @@ assert entropies[0] < entropies[1] < entropies[2]  # a higher temperature flatte
 # `GPT.generate` runs that loop; `temperature`, `top_k` and `top_p` go to
 # `sampling.sample_next`. A sample from the model trained above (its held-out loss is
 # {glue:text}`base_loss` nats per character after {glue:text}`n_steps` steps, so in the
-# quick profile expect words more than sense; the full profile trains nanoGPT's larger
-# model, far longer):
+# quick profile expect a few real words among invented ones; the full profile trains
+# nanoGPT's larger model, far longer):
 
 # %% tags=["nbval-ignore-output"]
 model.eval()
@@ -760,8 +760,10 @@ plt.show()
 # loss that the conversion to GQA cost and {glue:text}`recovered_mqa` % for MQA. After
 # uptraining, {glue:text}`ranking`. That is the paper's trade-off in small: GQA keeps
 # close to multi-head quality with a fraction of the cache, MQA saves the most memory and
-# loses the most (in the mean over the seeds). The saving, for this model's cache over a
-# full context:
+# loses the most (in the mean over the seeds). The MHA control can end slightly above
+# where it started: uptraining restarts at a rate above the end of the original
+# schedule's decay, which first costs a little. The saving, for this model's cache over
+# a full context:
 
 # %%
 for g in [n_heads, *groups]:

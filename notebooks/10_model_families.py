@@ -655,8 +655,8 @@ report.glue("t5_acc_min", 100 * min(acc), "{:.1f}")
 report.glue("t5_base", 100 * base_acc, "{:.0f}")
 report.glue("t5_nats", mean(nats), "{:.2f}")
 report.glue("t5_base_nats", base_nats, "{:.2f}")
-assert min(acc) > base_acc  # every seed
-assert max(nats) < base_nats
+assert min(acc) > base_acc + 0.005  # every seed, by a margin: a seed at the
+assert max(nats) < base_nats - 0.03  # baseline's level fails these checks
 
 # %% [markdown]
 # Every seed recovers more hidden words ({glue:text}`t5_acc` % on average, the worst

@@ -772,8 +772,7 @@ if run.profile == "quick":  # the prose describes the quick edition
 # full profile of this chapter, on a GPU, trains a 4-layer model for 20,000 steps.
 # Chapter 12 fine-tunes the small model on sentiment and asks whether its
 # pre-training helps; `pretraining.pretrain_small` re-creates a model of this shape
-# there, on the reviews left after dropping every one that contains a sentence the
-# fine-tuned model is evaluated on.
+# from the package, so a later notebook needs no file from this one.
 #
 # ## Exercises
 #

@@ -142,17 +142,35 @@ def status_markdown() -> str:
             f"| {meta['device']} | {meta['torch']} | {meta['executed']} |"
         )
     table = "\n".join(rows)
+    over = [r.split("]")[0][3:] for r in rows if _seconds(r) > 60]
+    if over:
+        budget = (
+            "Over that budget in this edition: "
+            + ", ".join(over)
+            + " (chapters that train larger models; each says in its text where the time goes)."
+        )
+    else:
+        budget = "Every chapter of this edition is within it."
     return f"""# Execution status
 
 Every number in this book comes from executing its notebooks. This page is written by
 `python scripts/book.py execute` from what each executed notebook recorded. The edition
 you are reading was executed with the profile and on the device listed for each chapter;
 the `quick` profile is meant to finish in at most 60 seconds per chapter on two CPU cores.
+{budget}
 
 | chapter | seconds | profile | device | torch | executed |
 |---|---:|---|---|---|---|
 {table}
 """
+
+
+def _seconds(row: str) -> float:
+    """The seconds column of one status-table row (0 when the chapter was not run)."""
+    try:
+        return float(row.split("|")[2])
+    except ValueError:
+        return 0.0
 
 
 def status(_: argparse.Namespace) -> None:
