@@ -55,6 +55,15 @@ VARIANTS: dict[str, tuple[str, train.TrainConfig]] = {
         "the head untied from the embedding",
         dataclasses.replace(QUICK, tie_embeddings=False),
     ),
+    # the 60 s training budget of 2 idle cores (about 780 steps of nanoGPT's model)
+    "budget-6e-3": (
+        "750 steps at lr 6e-3, 50 warm-up steps",
+        dataclasses.replace(QUICK, steps=750, lr=6e-3, warmup=50),
+    ),
+    "budget-1e-2": (
+        "the same at lr 1e-2",
+        dataclasses.replace(QUICK, steps=750, lr=1e-2, warmup=50),
+    ),
 }
 
 
