@@ -80,16 +80,19 @@ profile = "auto"  # "auto": full on a GPU, quick on a CPU
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # see the closing note
 print(run)
-max_len = run.pick(quick=48, full=64)  # pieces per sentence (SST-2 dev: at most 55)
+max_len = run.pick(quick=32, full=64)  # pieces per training phrase
+eval_len = 64  # pieces per sentence read for features and predictions
 minilm_seeds = run.pick(quick=[0], full=[0, 1, 2])  # 22 M parameters: one seed on a CPU
 cheap_seeds = run.pick(quick=[0, 1, 2], full=[0, 1, 2, 3, 4])
-sst_steps, sst_batch = run.pick(quick=40, full=2000), run.pick(quick=16, full=32)
-sst_lr = run.pick(quick=1e-4, full=5e-5)  # 2e-4 did worse on the selection split
-big_lr = 1e-3  # ten times too large, for the forgetting experiment
-small_steps, small_lr = run.pick(quick=300, full=3000), 1e-3
+sst_steps, sst_batch = run.pick(quick=200, full=2000), run.pick(quick=16, full=32)
+sst_lr = run.pick(quick=2e-4, full=5e-5)  # 3e-4 did worse on the selection split
+big_lr = 10 * sst_lr  # ten times too large, for the forgetting experiment
+forget_steps = run.pick(quick=40, full=2000)  # updates at the large rate
+small_steps, small_lr = run.pick(quick=150, full=3000), 1e-3
 pretrain_steps = run.pick(quick=300, full=20000)
 atis_steps, qa_steps = run.pick(quick=50, full=1500), run.pick(quick=50, full=2000)
 task_batch, task_lr = run.pick(quick=16, full=32), run.pick(quick=1e-4, full=5e-5)
+qa_lr = run.pick(quick=3e-4, full=5e-5)  # a new span head: 1e-4 was slower in a trial
 qa_test_queries = run.pick(quick=100, full=None)  # None: every test query
 
 # %% [markdown]
@@ -107,7 +110,8 @@ qa_test_queries = run.pick(quick=100, full=None)  # None: every test query
 #   h_t$ and an end score $e_t = E \cdot h_t$.
 #
 # The new weights are a few hundred to a few thousand numbers; the encoder has 22
-# million, and fine-tuning trains them all.
+# million, and fine-tuning trains them too (here all but the token embeddings, for
+# reasons of cost given in section 2).
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Three copies of one pre-trained encoder. Left: a sentence, a single output layer W reads h0, the [CLS] vector, and gives P(positive). Middle: a query cut into word pieces; W reads every piece, and only the first piece of each word (den of den ##ver) carries a label, the second piece is ignored. Right: a question and a context as segments A and B; W scores every context token as a start and an end of the answer."}}
 ft_diagrams.three_heads()
@@ -156,8 +160,10 @@ print(
 )
 
 # %% [markdown]
-# Training phrases are short and dev sentences long; `max_len` pieces cut off only a
-# handful of dev sentences:
+# Training phrases are short and dev sentences long. Training cuts phrases at
+# `max_len` pieces (the cost of an update grows with the longest phrase of the batch),
+# which touches few of them; features and predictions read up to `eval_len` pieces,
+# which cuts off a handful of dev sentences:
 
 # %%
 n_pieces = [len(tok.tokenize(t)) + 2 for t in dev_texts]
@@ -168,9 +174,10 @@ print(
     "dev",
     statistics.median(n_pieces),
 )
-print(
-    f"dev sentences longer than max_len={max_len}:", sum(n > max_len for n in n_pieces)
-)
+print(f"of 5,000 train phrases, longer than max_len={max_len}:", end=" ")
+print(sum(n > max_len for n in train_pieces))
+print(f"dev sentences longer than eval_len={eval_len}:", end=" ")
+print(sum(n > eval_len for n in n_pieces))
 
 # %% [markdown]
 # The floor every model must beat is the **majority class** of the training labels:
@@ -190,11 +197,11 @@ print(f"majority class {majority}: dev accuracy {majority_acc:.4f}")
 # and choose on the selection split.
 
 # %%
-probe_pool = run.pick(quick=1200, full=20000)
+probe_pool = run.pick(quick=1000, full=20000)
 feats = {
-    "train": finetune.frozen_features(minilm, tok, train_texts[:probe_pool], max_len),
-    "choose": finetune.frozen_features(minilm, tok, choose_texts, max_len),
-    "dev": finetune.frozen_features(minilm, tok, dev_texts, max_len),
+    "train": finetune.frozen_features(minilm, tok, train_texts[:probe_pool], eval_len),
+    "choose": finetune.frozen_features(minilm, tok, choose_texts, eval_len),
+    "dev": finetune.frozen_features(minilm, tok, dev_texts, eval_len),
 }
 print({name: tuple(f["mean"].shape) for name, f in feats.items()})
 
@@ -255,13 +262,15 @@ report.glue("best_kind", best_kind)
 # - **gradient clipping** {cite}`pascanu2013difficulty`: if the gradient's norm
 #   $\lVert g\rVert$ exceeds 1, it is scaled to $g/\lVert g\rVert$.
 #
-# A fourth guard goes to the root of the problem: start from a head that already
-# knows the task. We fit it first as a linear probe on the frozen features, then
-# fine-tune everything ("LP-FT", {cite:t}`kumar2022finetuning`). The head reads the
-# features the selection split preferred above ({glue:text}`best_kind`; `pooling="mean"`
-# in `bert_heads.SequenceClassifier` for the mean, the pooled [CLS] vector otherwise),
-# and the batches hold phrases of similar length
-# (`finetune.sorted_classification_batches`), so that a batch carries little padding.
+# The head starts random, as in BERT, and reads the features the selection split
+# preferred above ({glue:text}`best_kind`; `pooling="mean"` in
+# `bert_heads.SequenceClassifier` for the mean, the pooled [CLS] vector otherwise).
+# Two savings make the updates affordable on a CPU. The batches hold phrases of similar
+# length (`finetune.sorted_classification_batches`), so that a batch carries little
+# padding. And the token embeddings stay frozen: they are half of the encoder's
+# parameters, AdamW would keep two more copies of them, and a few thousand phrases
+# cannot improve word vectors learned from a billion words; the other half, the
+# position and segment embeddings, the layers and the head, are trained.
 
 # %% tags=["hide-input"]
 steps_axis = list(range(sst_steps))
@@ -283,21 +292,19 @@ plt.show()
 
 # %%
 pooling = "mean" if best_kind == "mean" else "cls"
-kind = "mean" if pooling == "mean" else "pooled"  # what the head reads
-probe_head = torch.nn.Linear(minilm.config.d_model, 2)
-fit_acc = finetune.fit_head(probe_head, feats["train"][kind], y_pool)
-print(
-    f"head fitted on {probe_pool} frozen {kind} vectors, train accuracy {fit_acc:.2f}"
-)
+n_all = sum(p.numel() for p in minilm.parameters())
+n_tok = minilm.embeddings.token.weight.numel()
+print(f"pooling {pooling!r}; trained: {n_all - n_tok:,} of {n_all:,} parameters")
+print(f"frozen: the token embeddings, {n_tok:,} parameters")
 
 
 # %%
 def fine_tune_sst(seed, lr, steps=sst_steps):
-    """Fine-tune a fresh copy of all-MiniLM-L6-v2 with the fitted head on SST-2;
-    returns the model, the losses and the gradient norms before clipping."""
-    torch.manual_seed(seed)  # dropout
+    """Fine-tune a fresh copy of all-MiniLM-L6-v2 with a new head on SST-2; returns
+    the model, the losses and the gradient norms before clipping."""
+    torch.manual_seed(seed)  # the head and dropout
     model = bert_heads.SequenceClassifier(copy.deepcopy(minilm), 2, pooling=pooling)
-    model.classifier.load_state_dict(probe_head.state_dict())
+    model.encoder.embeddings.token.weight.requires_grad_(False)
     model = model.to(run.device)
     batches = finetune.sorted_classification_batches(
         tok, train_texts, train_labels, sst_batch, max_len, seed=seed
@@ -325,12 +332,12 @@ per_step = (time.process_time() - start) / sst_steps
 print(f"{sst_steps} updates of {sst_batch} phrases, {per_step:.2f} CPU-s per update")
 ft_dev = [
     metrics.accuracy(
-        dev_labels, finetune.predict_classes(tuned, tok, dev_texts, max_len)
+        dev_labels, finetune.predict_classes(tuned, tok, dev_texts, eval_len)
     )
 ]
 clipped = sum(n > 1.0 for n in sst_norms) / len(sst_norms)
 print(f"dev accuracy {ft_dev[0]:.3f}; clipping cut {clipped:.0%} of the updates")
-target = run.pick(quick=majority_acc + 0.1, full=0.86)  # we wanted 0.82: see below
+target = run.pick(quick=0.82, full=0.86)  # the full profile aims at 0.88
 assert ft_dev[0] >= target, ft_dev
 report.glue("ft_dev", ft_dev[0], "{:.3f}")
 report.glue("clipped", clipped, "{:.0%}")
@@ -339,24 +346,27 @@ report.glue("sst_steps", sst_steps)
 report.glue("sst_batch", sst_batch)
 
 # %% [markdown]
-# After {glue:text}`sst_steps` updates the dev accuracy is {glue:text}`ft_dev`, far
-# short of the 0.82 we wanted from the quick profile (the assertion only checks that
-# it beats the majority class by 0.1). The model has seen
-# only a few hundred phrases; the full profile trains 2,000 updates of 32 phrases and
-# repeats this over three seeds for the table below. At {glue:text}`per_step`
-# CPU-seconds per update, neither fits the quick profile's budget. The gradient
-# norms were above 1 in {glue:text}`clipped` of the updates; clipping shortened
-# those steps (the gradient-norm plot at the end of this section shows when).
+# After {glue:text}`sst_steps` updates of {glue:text}`sst_batch` phrases the dev
+# accuracy is {glue:text}`ft_dev` (asserted at least 0.82 in the quick profile), far
+# above the linear probe: the encoder has adapted to sentiment after seeing a few
+# thousand phrases, a small fraction of SST-2. The full profile trains 2,000 updates of
+# 32 phrases. The gradient norms were above 1 in {glue:text}`clipped` of the updates,
+# so clipping shortened most steps (the gradient-norm plot at the end of this section
+# shows by how much).
+#
+# One seed of a 22-million-parameter model costs {glue:text}`per_step` CPU-seconds per
+# update here, so the quick profile fine-tunes MiniLM with one seed and the full
+# profile with three (the next cell prints how many):
 
 # %% tags=["nbval-ignore-output"]
 for seed in minilm_seeds[1:]:  # only in the full profile
     model, *_ = fine_tune_sst(seed, sst_lr)
     ft_dev.append(
         metrics.accuracy(
-            dev_labels, finetune.predict_classes(model, tok, dev_texts, max_len)
+            dev_labels, finetune.predict_classes(model, tok, dev_texts, eval_len)
         )
     )
-print("fine-tuned MiniLM, dev accuracy per seed:", [f"{a:.3f}" for a in ft_dev])
+print(f"fine-tuned MiniLM, {len(minilm_seeds)} seed(s):", [f"{a:.3f}" for a in ft_dev])
 assert min(ft_dev) >= target
 
 # %% [markdown]
@@ -447,7 +457,7 @@ def row(name, accs):
 rows = {
     "majority class": [majority_acc],
     f"linear probe, frozen MiniLM ({best_kind})": probe_dev,
-    "MiniLM fine-tuned (LP-FT)": ft_dev,
+    "MiniLM fine-tuned": ft_dev,
     "small BERT, pre-trained + fine-tuned": small_dev["pre-trained"],
     "small BERT from scratch": small_dev["scratch"],
 }
@@ -459,7 +469,12 @@ separated = all(  # every seed of an arm above every seed of the next one
     min(rows[a]) > max(rows[b]) for a, b in zip(ranked, ranked[1:])
 )
 print("ranking by mean:", " > ".join(ranked), "| seeds separated:", separated)
-assert ranked[-1] == "majority class"  # the top depends on the profile: see text
+others = [a for name, accs in rows.items() if name != "MiniLM fine-tuned" for a in accs]
+ft_margin = min(ft_dev) - max(others)  # worst fine-tuned seed - best other seed
+print(f"fine-tuned MiniLM's worst seed minus the best other seed: {ft_margin:+.3f}")
+assert ranked[0] == "MiniLM fine-tuned" and ft_margin > 0
+assert ranked[-1] == "majority class"
+report.glue("ft_margin", ft_margin, "{:.3f}")
 pre_gain = (
     means["small BERT, pre-trained + fine-tuned"] - means["small BERT from scratch"]
 )
@@ -474,10 +489,12 @@ report.glue("separated", "holds" if separated else "does not hold")
 report.glue("supported", "did" if supported else "did not")
 
 # %% [markdown]
-# Ranked by mean: {glue:text}`ranking`. The cell asserts only that the majority class
-# comes last: with {glue:text}`sst_steps` updates in the quick profile, one seed of
-# fine-tuned MiniLM need not even beat the probe it started from; that every seed of each arm lies above every seed of
-# the next {glue:text}`separated` here. Our own pre-training moved the small model by
+# Ranked by mean: {glue:text}`ranking`. The cell asserts that fine-tuned MiniLM comes
+# first, with every seed of it above every seed of every other arm (by
+# {glue:text}`ft_margin` at least), and the majority class last; that every seed of each
+# arm lies above every seed of the next {glue:text}`separated` here. Fine-tuning the
+# whole pre-trained encoder beats reading its frozen features, and beats a small model
+# trained on SST-2 alone. Our own pre-training moved the small model by
 # {glue:text}`pre_gain`, and every pre-trained seed {glue:text}`supported` beat every
 # scratch seed: a few hundred updates of masked-word prediction on 8,000 reviews are a
 # thimble next to the billion-word corpora behind MiniLM.
@@ -488,13 +505,16 @@ report.glue("supported", "did" if supported else "did not")
 # from them {cite}`mccloskey1989catastrophic,howard2018ulmfit`;
 # {cite:t}`sun2019finetune`
 # saw BERT fail to converge on text classification at 4e-4. We fine-tune again at ten
-# times our rate and measure three things: accuracy on the selection split, how far the
+# times our rate, for only {glue:text}`forget_steps` updates (fewer than the
+# {glue:text}`sst_steps` at our rate, which if anything flatters the large rate),
+# and measure three things: accuracy on the selection split, how far the
 # encoder's weights moved ($\lVert\theta-\theta_0\rVert/\lVert\theta_0\rVert$), and
 # what the encoder still knows about a task it was *not* trained on: ATIS intents,
 # guessed from the nearest training query in sentence-embedding space.
 
 # %% tags=["nbval-ignore-output"]
-wild, wild_losses, wild_norms = fine_tune_sst(minilm_seeds[0], big_lr)
+wild, wild_losses, wild_norms = fine_tune_sst(minilm_seeds[0], big_lr, forget_steps)
+report.glue("forget_steps", forget_steps)
 atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
 queries = [" ".join(s) for s in atis_train.sentences[:300]]
 probes = [" ".join(s) for s in atis_test.sentences[:200]]
@@ -521,7 +541,7 @@ for name, model in (
         float("nan")
         if model is None
         else metrics.accuracy(
-            choose_labels, finetune.predict_classes(model, tok, choose_texts, max_len)
+            choose_labels, finetune.predict_classes(model, tok, choose_texts, eval_len)
         )
     )
     drift = 0.0 if model is None else finetune.weight_drift(model.encoder, minilm)
@@ -589,7 +609,7 @@ atis_dev = data.load_atis("dev")
 tag_names = sorted({t for tags in atis_train.tags for t in tags})
 tag_ids = {t: i for i, t in enumerate(tag_names)}
 tag_ex = {
-    name: finetune.tagging_examples(tok, s.sentences, s.tags, tag_ids, max_len)
+    name: finetune.tagging_examples(tok, s.sentences, s.tags, tag_ids, eval_len)
     for name, s in (("train", atis_train), ("test", atis_test))
 }
 n = next(
@@ -600,11 +620,32 @@ for i, label in zip(ex.encoding.ids, ex.labels):
     piece = tok.itos[i]
     print(f"{piece:>12}  {tag_names[label] if label >= 0 else '(ignored)'}")
 
+# %% [markdown]
+# A fresh head has to tell apart all of ATIS's tag types, and a few dozen updates from
+# a random start leave it little time to learn them. So we start from a head that
+# already knows the task. We fit it first as a linear probe
+# on the frozen encoder's first-piece vectors (`finetune.token_features`, then
+# `finetune.fit_head`), then fine-tune everything: "LP-FT" {cite}`kumar2022finetuning`.
+# The probe alone is a second baseline.
+
 # %% tags=["nbval-ignore-output"]
+tag_pool = run.pick(quick=1000, full=2000)  # training queries for the probe
+x_tok, y_tok = finetune.token_features(minilm, tok, tag_ex["train"][:tag_pool])
 torch.manual_seed(0)
-tagger = bert_heads.TokenClassifier(copy.deepcopy(minilm), len(tag_names)).to(
-    run.device
+tagger = bert_heads.TokenClassifier(copy.deepcopy(minilm), len(tag_names))
+finetune.fit_head(tagger.classifier, x_tok, y_tok)
+tagger = tagger.to(run.device)
+probe_tags = finetune.predict_tags(tagger, tok, tag_ex["test"], tag_names)
+probe_slots = metrics.span_scores(atis_test.tags, probe_tags)
+print(
+    f"{len(tag_names)} tags; probe fitted on the {len(y_tok):,} first pieces", end=" "
 )
+print(f"of {tag_pool} queries")
+print("linear probe, frozen MiniLM:", probe_slots)
+assert probe_slots.f1 > 0.5  # all-"O" scores 0
+
+# %% tags=["nbval-ignore-output"]
+tagger.encoder.embeddings.token.weight.requires_grad_(False)  # as for SST-2
 start = time.process_time()
 training.train(
     tagger,
@@ -621,18 +662,22 @@ print(
 )
 pred_tags = finetune.predict_tags(tagger, tok, tag_ex["test"], tag_names)
 slot_scores = metrics.span_scores(atis_test.tags, pred_tags)
-print("MiniLM, first-piece labels:", slot_scores)
-assert slot_scores.f1 >= run.pick(quick=0.1, full=0.9)  # all-"O" scores 0
+print("MiniLM fine-tuned from the probe (LP-FT):", slot_scores)
+ch05_f1 = 0.93  # chapter 5's one-block model from scratch, full profile
+assert slot_scores.f1 >= run.pick(quick=0.75, full=0.9)
+assert slot_scores.f1 > probe_slots.f1
+report.glue("slot_probe_f1", probe_slots.f1, "{:.3f}")
 report.glue("slot_f1", slot_scores.f1, "{:.3f}")
+report.glue("slot_gap", ch05_f1 - slot_scores.f1, "{:.2f}")
+report.glue("atis_steps", atis_steps)
 
 # %% [markdown]
-# The span F1 on the test split is {glue:text}`slot_f1` after the few dozen updates of
-# the quick profile, far below chapter 5's 0.93: a few dozen updates are not enough for
-# a fresh head over ATIS's many tag types (the full profile trains 1,500 updates of 32
-# queries). The
-# pre-trained model starts from knowing English, but ATIS is a narrow domain with many
-# rare slot types, and chapter 5's small model, with a word vocabulary made for ATIS and
-# many more updates, is a strong baseline for it.
+# The span F1 on the test split is {glue:text}`slot_probe_f1` for the probe on frozen
+# features and {glue:text}`slot_f1` after {glue:text}`atis_steps` updates of fine-tuning
+# from it, {glue:text}`slot_gap` below chapter 5's 0.93 (the full profile trains 1,500
+# updates of 32 queries). The pre-trained model starts from knowing English, but ATIS
+# is a narrow domain with many rare slot types, and chapter 5's small model, with a word
+# vocabulary made for ATIS and many more updates, is a strong baseline for it.
 
 # %% [markdown]
 # ## 4. Answer spans: extractive question answering from ATIS
@@ -677,12 +722,13 @@ print(
 # %% tags=["nbval-ignore-output"]
 torch.manual_seed(0)
 reader = bert_heads.SpanExtractor(copy.deepcopy(minilm)).to(run.device)
+reader.encoder.embeddings.token.weight.requires_grad_(False)  # as for SST-2
 training.train(
     reader,
     finetune.example_batches(qa_feats["train"], task_batch, seed=0),
     finetune.span_loss(tok),
     qa_steps,
-    lr=task_lr,
+    lr=qa_lr,
     weight_decay=0.01,
     warmup=qa_steps // 10,
     decay="linear",
@@ -694,7 +740,7 @@ print(
     {k: round(v, 3) for k, v in qa_scores.items()}, f"on {len(answers)} test questions"
 )
 assert (
-    qa_scores["f1"] >= run.pick(quick=0.1, full=0.8)
+    qa_scores["f1"] >= run.pick(quick=0.4, full=0.8)
     and qa_scores["f1"] >= qa_scores["exact_match"]
 )
 report.glue("qa_em", qa_scores["exact_match"], "{:.3f}")
@@ -790,16 +836,31 @@ checks.check_first_subword_labels(first_piece_labels)
 # %% [markdown]
 # ## How long this chapter takes
 #
-# The quick profile runs on one CPU thread. A fine-tuning update of all-MiniLM-L6-v2
-# on {glue:text}`sst_batch` SST-2 phrases took {glue:text}`per_step` CPU-seconds here,
-# so the MiniLM parts (SST-2, the forgetting run, ATIS, QA) are most of the chapter's
-# time, and it needs more than the book's 60 seconds. To cut it: only
-# {glue:text}`sst_steps` SST-2 updates, started from a head fitted on frozen features;
-# batches of phrases of similar length, so they carry little padding; one thread,
-# because on the shared machine where this edition was measured a second thread made
-# each update slower, not faster; and one seed for the fine-tuned MiniLM row of the
-# table in the quick profile (three in the full one). The price is the SST-2 accuracy
-# above: the quick profile stops well before fine-tuning has converged.
+# The quick profile runs on one CPU thread and needs more than the book's 60 seconds:
+
+# %% tags=["nbval-ignore-output"]
+chapter_cpu = time.process_time()  # CPU time of this whole run so far
+n_updates = sst_steps + forget_steps + atis_steps + qa_steps
+print(f"{chapter_cpu:.0f} CPU-s so far; {n_updates} MiniLM updates,", end=" ")
+print(f"about {per_step:.2f} CPU-s each")
+assert n_updates * per_step < chapter_cpu  # the updates are part of the total
+report.glue("chapter_cpu", chapter_cpu, "{:.0f}")
+report.glue("n_updates", n_updates)
+
+# %% [markdown]
+# This run took {glue:text}`chapter_cpu` CPU-seconds up to here. Most of it goes to
+# the {glue:text}`n_updates` updates of all-MiniLM-L6-v2 (SST-2, the forgetting run,
+# ATIS, QA), each about {glue:text}`per_step` CPU-seconds for {glue:text}`sst_batch`
+# SST-2 phrases. What we did to cut it: the token embeddings stay frozen in every
+# fine-tuning run (half of the parameters, and AdamW's two running averages of them);
+# training phrases are cut at `max_len` pieces and batched by length, so that batches
+# carry little padding; the forgetting run stops after {glue:text}`forget_steps`
+# updates; ATIS and QA train for a few dozen updates, ATIS from a head fitted on
+# frozen features; one thread, because on the shared machine where this edition was
+# measured a second thread made each update slower, not faster; and one seed for the
+# fine-tuned MiniLM row of the table in the quick profile (three in the full one).
+# The SST-2 run keeps its {glue:text}`sst_steps` updates: the quick profile must reach
+# 0.82 on the dev split.
 
 # %% [markdown]
 # ## What we added to the package
@@ -809,7 +870,8 @@ checks.check_first_subword_labels(first_piece_labels)
 #   Hugging Face's `BertFor*` heads.
 # - `transformer_book.finetune`: `classification_batches`, `classification_loss`,
 #   `sorted_classification_batches` (less padding), `predict_classes`,
-#   `frozen_features` and `fit_head` (probes, and heads fitted before fine-tuning);
+#   `frozen_features`, `token_features` and `fit_head` (probes, and heads fitted
+#   before fine-tuning);
 #   `encode_words`,
 #   `first_subword_labels`, `tagging_examples`, `tagging_loss`, `predict_tags`;
 #   `qa_features`, `span_loss`, `predict_answers`; `GradNorms` (norms before clipping),

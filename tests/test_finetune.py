@@ -183,3 +183,22 @@ def test_fit_head_learns_a_separable_task_and_folds_the_scaling():
         assert (head(x).argmax(-1) == y).float().mean().item() == acc
     with pytest.raises(ValueError, match=r"features must be \(N, 5\) with N = 3"):
         finetune.fit_head(head, x, [0, 1, 0])
+
+
+def test_token_features_are_the_encoder_vectors_at_first_pieces(tok):
+    tag_ids = {"O": 0, "B-toloc": 1, "B-time": 2}
+    sentences = [["to", "denver", "a.m."], ["from", "boston"], ["at", "5"]]
+    tags = [["O", "B-toloc", "B-time"], ["O", "B-toloc"], ["O", "B-time"]]
+    ex = finetune.tagging_examples(tok, sentences, tags, tag_ids, 16)
+    config = bert.BertConfig(
+        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=16, max_len=16
+    )
+    encoder = bert.BertModel(config)
+    x, y = finetune.token_features(encoder, tok, ex, batch_size=2)
+    assert x.shape == (7, 16) and y.tolist() == [0, 1, 2, 0, 1, 0, 2]
+    alone = tok.pad([ex[0].encoding])  # the first sentence alone, without padding
+    hidden, _ = encoder(alone["ids"], alone["token_type_ids"], alone["attention_mask"])
+    first = [t for t, label in enumerate(ex[0].labels) if label != -100]
+    torch.testing.assert_close(x[:3], hidden[0, first], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="examples is empty"):
+        finetune.token_features(encoder, tok, [])

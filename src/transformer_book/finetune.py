@@ -31,6 +31,7 @@ __all__ = [
     "fit_head",
     "predict_classes",
     "frozen_features",
+    "token_features",
     "TaggingExample",
     "tagging_examples",
     "tagging_loss",
@@ -216,6 +217,34 @@ def frozen_features(
             for j, i in enumerate(idx):
                 out[name][i] = v[j].cpu()
     return {name: torch.stack(rows) for name, rows in out.items()}
+
+
+@torch.no_grad()
+def token_features(
+    encoder: nn.Module,
+    tok: WordPiece,
+    examples: Sequence[TaggingExample],
+    batch_size: int = 64,
+) -> tuple[Tensor, Tensor]:
+    """A frozen encoder's vectors at every labelled piece of tagging ``examples`` (the
+    first piece of each word), for a token-level linear probe.
+
+    Shapes: -> features (N, D) and labels (N,), N the number of labels that are not
+    :data:`IGNORE`, in the order of ``examples`` and of the pieces inside each.
+    """
+    if not examples:
+        raise ValueError("examples is empty: there is nothing to take features from")
+    encoder.eval()
+    xs: list[Tensor] = [torch.empty(0, 0)] * len(examples)
+    ys: list[Tensor] = [torch.empty(0, dtype=torch.long)] * len(examples)
+    for idx in _by_length(examples, batch_size):
+        chunk = [examples[i] for i in idx]
+        b = _tagging_tensors(tok, chunk, _device(encoder))
+        hidden, _ = encoder(b["ids"], b["token_type_ids"], b["attention_mask"])
+        keep = b["labels"] != IGNORE  # (B, T)
+        for j, i in enumerate(idx):
+            xs[i], ys[i] = hidden[j][keep[j]].cpu(), b["labels"][j][keep[j]].cpu()
+    return torch.cat(xs), torch.cat(ys)  # (N, D), (N,)
 
 
 def fit_head(
