@@ -107,3 +107,19 @@ def test_heads_train_the_encoder_and_check_input():
         bert_heads.TokenClassifier(bert.BertModel(SMALL), 0)
     with pytest.raises(ValueError, match="integer d_model.*Linear"):
         bert_heads.SpanExtractor(torch.nn.Linear(3, 3))
+
+
+def test_sequence_classifier_mean_pooling_reads_the_real_tokens():
+    torch.manual_seed(2)
+    model = bert_heads.SequenceClassifier(bert.BertModel(SMALL), 2, pooling="mean")
+    model.eval()
+    ids, types, mask = inputs()
+    hidden, _ = model.encoder(ids, types, mask)
+    m = mask.float()[..., None]
+    want = model.classifier((hidden * m).sum(1) / m.sum(1))
+    torch.testing.assert_close(model(ids, types, mask), want, atol=1e-6, rtol=0)
+    cls = bert_heads.SequenceClassifier(model.encoder, 2)  # the default reads [CLS]
+    cls.classifier.load_state_dict(model.classifier.state_dict())
+    assert not torch.allclose(cls.eval()(ids, types, mask), want, atol=1e-3)
+    with pytest.raises(ValueError, match="pooling must be 'cls' or 'mean', got 'max'"):
+        bert_heads.SequenceClassifier(bert.BertModel(SMALL), 2, pooling="max")

@@ -148,3 +148,57 @@ def test_check_first_subword_labels():
     checks.check_first_subword_labels(finetune.first_subword_labels)
     with pytest.raises(checks.ExerciseError, match="Every piece got its word's label"):
         checks.check_first_subword_labels(lambda w, lab: [lab[i] for i in w])
+
+
+def test_sorted_classification_batches_cut_padding(tok):
+    texts = ["to", "to denver", "from boston to denver at 5", "what city ?"] * 8
+    labels = [0, 1, 0, 1] * 8  # 8, 16 and 8 texts of 3, 5 and 9 pieces
+    plain = finetune.classification_batches(tok, texts, labels, 4, 16, seed=0)
+    short = finetune.sorted_classification_batches(tok, texts, labels, 4, 16, seed=0)
+    a = [next(plain) for _ in range(8)]
+    b = [next(short) for _ in range(8)]  # one pass over the 32 texts
+    assert set(b[0]) == {"ids", "token_type_ids", "attention_mask", "labels"}
+    assert sorted(sum((x["labels"].tolist() for x in b), [])) == sorted(labels)
+
+    def pad(bs):
+        return sum((1 - x["attention_mask"]).sum().item() for x in bs)
+
+    assert pad(b) == 0 < pad(a)  # only equal lengths share a batch here
+    with pytest.raises(ValueError, match="window must be >= 1 batch, got 0"):
+        next(finetune.sorted_classification_batches(tok, texts, labels, 4, 16, 0, 0))
+    with pytest.raises(ValueError, match="batch_size=50"):
+        next(finetune.sorted_classification_batches(tok, texts, labels, 50, 16))
+
+
+def test_fit_head_learns_a_separable_task_and_folds_the_scaling():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 2, (200,), generator=g)
+    x = torch.randn(200, 5, generator=g) * torch.tensor([1.0, 10.0, 0.1, 1.0, 1.0])
+    x[:, 2] += 0.5 * (2 * y - 1)  # a small feature carries the label
+    x += 3.0  # an offset the standardisation must undo
+    head = torch.nn.Linear(5, 2)
+    acc = finetune.fit_head(head, x, y.tolist())
+    assert acc >= 0.95
+    with torch.no_grad():  # the folded weights predict on the raw features
+        assert (head(x).argmax(-1) == y).float().mean().item() == acc
+    with pytest.raises(ValueError, match=r"features must be \(N, 5\) with N = 3"):
+        finetune.fit_head(head, x, [0, 1, 0])
+
+
+def test_token_features_are_the_encoder_vectors_at_first_pieces(tok):
+    tag_ids = {"O": 0, "B-toloc": 1, "B-time": 2}
+    sentences = [["to", "denver", "a.m."], ["from", "boston"], ["at", "5"]]
+    tags = [["O", "B-toloc", "B-time"], ["O", "B-toloc"], ["O", "B-time"]]
+    ex = finetune.tagging_examples(tok, sentences, tags, tag_ids, 16)
+    config = bert.BertConfig(
+        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=16, max_len=16
+    )
+    encoder = bert.BertModel(config)
+    x, y = finetune.token_features(encoder, tok, ex, batch_size=2)
+    assert x.shape == (7, 16) and y.tolist() == [0, 1, 2, 0, 1, 0, 2]
+    alone = tok.pad([ex[0].encoding])  # the first sentence alone, without padding
+    hidden, _ = encoder(alone["ids"], alone["token_type_ids"], alone["attention_mask"])
+    first = [t for t, label in enumerate(ex[0].labels) if label != -100]
+    torch.testing.assert_close(x[:3], hidden[0, first], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="examples is empty"):
+        finetune.token_features(encoder, tok, [])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
 from torch import Tensor, nn
 
 __all__ = [
@@ -35,16 +36,28 @@ def _hidden_size(encoder: nn.Module) -> int:
 
 
 class SequenceClassifier(nn.Module):
-    """Classes from the pooled [CLS] vector: ``W dropout(tanh(W_p h_[CLS])) + b``.
+    """Classes from the pooled [CLS] vector: ``W dropout(tanh(W_p h_[CLS])) + b``, or,
+    with ``pooling="mean"``, from the mean of the real tokens' vectors.
 
     Shapes: ids, token_type_ids, attention_mask (B, T) -> logits (B, n_classes).
     Devlin et al. (2019), figure 4 (a, b); as ``BertForSequenceClassification``.
+    Mean pooling is how sentence embedders such as all-MiniLM-L6-v2 summarise a
+    sentence (Reimers & Gurevych, 2019).
     """
 
-    def __init__(self, encoder: nn.Module, n_classes: int, dropout: float = 0.1):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        n_classes: int,
+        dropout: float = 0.1,
+        pooling: str = "cls",
+    ):
         super().__init__()
         if n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        self.pooling = pooling
         self.encoder = encoder
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(_hidden_size(encoder), n_classes)
@@ -57,7 +70,12 @@ class SequenceClassifier(nn.Module):
         token_type_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
     ) -> Tensor:
-        _, pooled = self.encoder(ids, token_type_ids, attention_mask)  # (B, D)
+        hidden, pooled = self.encoder(ids, token_type_ids, attention_mask)
+        if self.pooling == "mean":  # hidden (B, T, D) -> (B, D)
+            keep = (
+                torch.ones_like(ids) if attention_mask is None else attention_mask
+            ).to(hidden.dtype)[..., None]  # (B, T, 1)
+            pooled = (hidden * keep).sum(1) / keep.sum(1)
         return self.classifier(self.dropout(pooled))  # (B, n_classes)
 
 

@@ -26,9 +26,12 @@ __all__ = [
     "encode_words",
     "first_subword_labels",
     "classification_batches",
+    "sorted_classification_batches",
     "classification_loss",
+    "fit_head",
     "predict_classes",
     "frozen_features",
+    "token_features",
     "TaggingExample",
     "tagging_examples",
     "tagging_loss",
@@ -109,6 +112,47 @@ def classification_batches(
             yield batch
 
 
+def sorted_classification_batches(
+    tok: WordPiece,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    batch_size: int,
+    max_len: int,
+    seed: int = 0,
+    window: int = 20,
+) -> Iterator[dict[str, Tensor]]:
+    """As :func:`classification_batches`, but each batch holds texts of similar
+    length, so it carries less padding: every pass shuffles, sorts by length inside
+    windows of ``window`` batches, and serves the batches in a random order.
+
+    Shapes: each batch ``ids``, ``token_type_ids``, ``attention_mask`` (B, T) and
+    ``labels`` (B,). Bucketing by length, as in Vaswani et al. (2017), section 5.1.
+    """
+    if len(texts) != len(labels) or len(texts) < batch_size:
+        raise ValueError(
+            f"need as many labels as texts and at least batch_size={batch_size} of "
+            f"them, got {len(texts)} texts and {len(labels)} labels"
+        )
+    if window < 1:
+        raise ValueError(f"window must be >= 1 batch, got {window}")
+    encs = [tok.encode(t, max_len=max_len) for t in texts]
+    rng, order = random.Random(seed), list(range(len(texts)))
+    span = window * batch_size
+    while True:
+        rng.shuffle(order)
+        for w in range(0, len(order), span):
+            order[w : w + span] = sorted(
+                order[w : w + span], key=lambda i: len(encs[i])
+            )
+        starts = list(range(0, len(order) - batch_size + 1, batch_size))
+        rng.shuffle(starts)
+        for s in starts:
+            chunk = order[s : s + batch_size]
+            batch = tok.pad([encs[i] for i in chunk])  # (B, T) each
+            batch["labels"] = torch.tensor([labels[i] for i in chunk])  # (B,)
+            yield batch
+
+
 def classification_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
     """Cross-entropy of a sentence classifier on a batch of
     :func:`classification_batches`."""
@@ -173,6 +217,73 @@ def frozen_features(
             for j, i in enumerate(idx):
                 out[name][i] = v[j].cpu()
     return {name: torch.stack(rows) for name, rows in out.items()}
+
+
+@torch.no_grad()
+def token_features(
+    encoder: nn.Module,
+    tok: WordPiece,
+    examples: Sequence[TaggingExample],
+    batch_size: int = 64,
+) -> tuple[Tensor, Tensor]:
+    """A frozen encoder's vectors at every labelled piece of tagging ``examples`` (the
+    first piece of each word), for a token-level linear probe.
+
+    Shapes: -> features (N, D) and labels (N,), N the number of labels that are not
+    :data:`IGNORE`, in the order of ``examples`` and of the pieces inside each.
+    """
+    if not examples:
+        raise ValueError("examples is empty: there is nothing to take features from")
+    encoder.eval()
+    xs: list[Tensor] = [torch.empty(0, 0)] * len(examples)
+    ys: list[Tensor] = [torch.empty(0, dtype=torch.long)] * len(examples)
+    for idx in _by_length(examples, batch_size):
+        chunk = [examples[i] for i in idx]
+        b = _tagging_tensors(tok, chunk, _device(encoder))
+        hidden, _ = encoder(b["ids"], b["token_type_ids"], b["attention_mask"])
+        keep = b["labels"] != IGNORE  # (B, T)
+        for j, i in enumerate(idx):
+            xs[i], ys[i] = hidden[j][keep[j]].cpu(), b["labels"][j][keep[j]].cpu()
+    return torch.cat(xs), torch.cat(ys)  # (N, D), (N,)
+
+
+def fit_head(
+    head: nn.Linear,
+    features: Tensor,
+    labels: Sequence[int] | Tensor,
+    weight_decay: float = 1e-2,
+    max_iter: int = 100,
+) -> float:
+    """Fit ``head`` alone as an L2-regularised logistic regression on frozen
+    ``features`` (full-batch L-BFGS on standardised features, the standardisation
+    then folded into the weights); returns its training accuracy.
+
+    Shapes: features (N, D), labels (N,); head D -> C. A linear probe (Alain &
+    Bengio, 2016); fitted before fine-tuning, it is "LP-FT" (Kumar et al., 2022).
+    """
+    y = torch.as_tensor(list(labels) if not isinstance(labels, Tensor) else labels)
+    if features.ndim != 2 or features.shape != (len(y), head.in_features):
+        raise ValueError(
+            f"features must be (N, {head.in_features}) with N = {len(y)} labels, "
+            f"got {tuple(features.shape)}"
+        )
+    x = features.detach().float().cpu()
+    mu, sd = x.mean(0), x.std(0) + 1e-6  # (D,) each
+    w = torch.zeros(x.shape[1], head.out_features, requires_grad=True)  # (D, C)
+    b = torch.zeros(head.out_features, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure() -> Tensor:
+        opt.zero_grad()
+        loss = F.cross_entropy((x - mu) / sd @ w + b, y) + weight_decay * w.pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():  # (x - mu) / sd @ w + b = x @ (w / sd) + (b - mu / sd @ w)
+        head.weight.copy_((w / sd[:, None]).T.to(head.weight))  # (C, D)
+        head.bias.copy_((b - (mu / sd) @ w).to(head.bias))
+        return (((x - mu) / sd @ w + b).argmax(-1) == y).float().mean().item()
 
 
 @dataclass
