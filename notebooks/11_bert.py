@@ -607,25 +607,22 @@ for a, b, label in pairs:
 # was written (lowest MLM loss per CPU-second); the sweep is not re-run here. The
 # full profile trains 4 layers of width 256 for 20,000 steps on a GPU
 # (its rate, 1e-3, is a usual one for that size, not tuned here). The reviews are cut
-# into word pieces once, for all seeds; `pretraining.pretrain_small`, which chapter 12
-# calls, does that and then the same two steps.
+# into word pieces once, for all seeds, and handed to `pretraining.pretrain_small`
+# (`docs=`), which draws the batches and runs the loop; chapter 12 calls it too.
 
 
 # %%
 train_docs = [pretraining.word_pieces_by_word(small_wp, t) for t in train_texts]
-config = bert.BertConfig(len(small_wp), d_model, n_layers, n_heads=4, d_ff=d_ff,
-                         max_len=64, dropout=0.0, pad_id=small_wp.pad_id)  # fmt: skip
 
 
 def pretrain(seed):
     """The small BERT of this chapter's profile, pre-trained from `seed`."""
-    batches = pretraining.pretraining_batches(
-        small_wp, train_docs, batch_size, config.max_len, seed
-    )  # the texts are cut into word pieces once, above, for all three seeds
-    model, loss, parts = pretraining.train_bert(
-        config, batches, pretrain_steps, lr, nsp=True, seed=seed, device=run.device
-    )
-    return pretraining.Pretrained(model, small_wp, loss, parts["mlm"], parts["nsp"])
+    return pretraining.pretrain_small(
+        train_texts, small_wp, d_model=d_model, n_layers=n_layers, n_heads=4,
+        d_ff=d_ff, max_len=64, batch_size=batch_size,
+        steps=pretrain_steps, lr=lr, nsp=True, seed=seed, device=run.device,
+        docs=train_docs,  # cut into word pieces once, above, for all three seeds
+    )  # fmt: skip
 
 
 # %% tags=["nbval-ignore-output"]

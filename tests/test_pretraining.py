@@ -25,6 +25,13 @@ def test_pretrain_small_learns_and_is_reproducible():
     assert a.loss == b.loss
     assert len(a.loss) == len(a.mlm_loss) == len(a.nsp_loss) == 40
     assert sum(a.mlm_loss[-10:]) / 10 < sum(a.mlm_loss[:5]) / 5 - 0.25
+    docs = [pretraining.word_pieces_by_word(tok, t) for t in texts]
+    c = pretraining.pretrain_small(texts, seed=0, docs=docs, **kwargs)  # cut once
+    assert c.loss == a.loss
+    with pytest.raises(ValueError, match="one entry per text"):
+        pretraining.pretrain_small(texts, seed=0, docs=docs[:-1], **kwargs)
+    with pytest.raises(ValueError, match="tokenizer"):
+        pretraining.pretrain_small(texts, docs=docs, steps=1)
     metrics = pretraining.pretraining_metrics(a.model, tok, texts[:256], batch_size=64)
     assert set(metrics) == {"mlm_loss", "mlm_accuracy", "nsp_accuracy"}
     assert 0.0 <= metrics["mlm_accuracy"] <= 1.0

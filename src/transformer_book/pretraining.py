@@ -193,6 +193,7 @@ def pretrain_small(
     p_mask: float = 0.15,
     seed: int = 0,
     device: str | torch.device = "cpu",
+    docs: Sequence[list[list[int]]] | None = None,
 ) -> Pretrained:
     """Pre-train a small BERT on ``texts`` with MLM (+ NSP); reproducible from ``seed``.
 
@@ -202,10 +203,22 @@ def pretrain_small(
     over the first 10 % of the steps, then linear decay; AdamW with weight decay
     0.01, as BERT. The caller's random state is left untouched: everything random
     here draws from ``seed``.
+
+    ``docs``: the texts already cut into word pieces by ``tokenizer``
+    (:func:`word_pieces_by_word`, one list per text), to cut them once when several
+    seeds pre-train on the same texts; the result is the same as without it.
     """
+    if docs is not None:
+        if tokenizer is None:
+            raise ValueError("docs were cut by a tokenizer: pass it as tokenizer=")
+        if len(docs) != len(texts):
+            raise ValueError(
+                f"docs must hold one entry per text ({len(texts)}), got {len(docs)}"
+            )
     if tokenizer is None:
         tokenizer = WordPiece.train(texts, vocab_size)
-    docs = [word_pieces_by_word(tokenizer, t) for t in texts]
+    if docs is None:
+        docs = [word_pieces_by_word(tokenizer, t) for t in texts]
     batches = pretraining_batches(
         tokenizer, docs, batch_size, max_len, seed, nsp, p_mask
     )
