@@ -97,6 +97,17 @@ def test_grad_norms_are_measured_before_clipping():
             on_step=g.on_step,
         )
     assert len(g.norms) == 3 and g.norms[0] > 1.0  # clipping to 1 happened after
+    torch.manual_seed(0)
+    fresh = torch.nn.Linear(4, 1)  # the same initial weights as `model`
+    loss_fn(fresh, None).backward()
+    total = torch.nn.utils.clip_grad_norm_(fresh.parameters(), 1.0)  # before clipping
+    assert abs(g.norms[0] - total.item()) < 1e-6 * total.item()
+
+
+def test_grad_norms_name_a_missing_gradient():
+    g = finetune.GradNorms(torch.nn.Linear(2, 1))
+    with pytest.raises(ValueError, match="no gradient was recorded"):
+        g.on_step(0, 0.0)
 
 
 def test_weight_drift_and_overlap():

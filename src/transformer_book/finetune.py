@@ -510,6 +510,11 @@ class GradNorms:
         self._handles: list = []
 
     def on_step(self, step: int, loss: float) -> None:
+        if not self._sq:
+            raise ValueError(
+                "no gradient was recorded for this step: use GradNorms as a context "
+                "manager around the training run, on a model with trainable parameters"
+            )
         self.norms.append(torch.stack(list(self._sq.values())).sum().sqrt().item())
         self._sq = {}
 
@@ -539,7 +544,10 @@ def _key(text: str) -> str:
 def without_overlap(texts: Sequence[str], held_out: Sequence[str]) -> list[str]:
     """``texts`` minus every text that contains one of ``held_out`` (compared on
     lower-case letters and digits only, so "it's" matches SST's "it 's"): no
-    evaluation sentence may be seen, even unlabelled, in pre-training."""
+    evaluation sentence may be seen, even unlabelled, in pre-training.
+
+    Conservative: a very short held-out text (a word or two) removes every text that
+    contains it, so more texts may go than there are held-out sentences."""
     keys = [k for k in map(_key, held_out) if k]
     out = []
     for t in texts:
