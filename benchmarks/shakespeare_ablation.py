@@ -37,32 +37,38 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "shakespeare_ablation.json"
 NANOGPT = train.RECIPES["nanogpt-cpu"]
 QUICK = train.RECIPES["book-quick"]
 # name -> (what changes, the recipe); each differs from the row above it in one thing
+# (``width`` in two that go together: the width and the batch, to keep a step's cost)
+SCHEDULE = dataclasses.replace(
+    NANOGPT, steps=QUICK.steps, lr=QUICK.lr, warmup=QUICK.warmup
+)
+WIDTH = dataclasses.replace(
+    SCHEDULE, d_model=QUICK.d_model, batch_size=QUICK.batch_size
+)
+RELU = dataclasses.replace(WIDTH, activation=QUICK.activation)
+# the last rung is the book's recipe: RELU must differ from it in the positions only
+assert dataclasses.replace(RELU, positions=QUICK.positions) == QUICK
 VARIANTS: dict[str, tuple[str, train.TrainConfig]] = {
     "nanogpt": ("nanoGPT's CPU recipe: 2,000 steps, lr 1e-3", NANOGPT),
     "nanogpt-short": (
-        "the same, stopped at the book's budget",
+        "the same, its schedule fitted to the book's step budget",
         dataclasses.replace(NANOGPT, steps=QUICK.steps),
     ),
-    "lr3e-3": (
-        "peak learning rate 3e-3",
-        dataclasses.replace(QUICK, positions="learned"),
+    "schedule": (
+        f"peak learning rate {QUICK.lr:g}, {QUICK.warmup} warm-up steps",
+        SCHEDULE,
     ),
-    "rope": (
-        "RoPE instead of learned positions",
-        dataclasses.replace(QUICK, positions="rope"),
+    "width": (
+        f"width {QUICK.d_model} and batches of {QUICK.batch_size}",
+        WIDTH,
+    ),
+    "relu": ("ReLU instead of GELU", RELU),
+    "book-quick": (
+        "RoPE instead of learned positions (the book's recipe)",
+        QUICK,
     ),
     "untied": (
         "the head untied from the embedding",
         dataclasses.replace(QUICK, tie_embeddings=False),
-    ),
-    # the 60 s training budget of 2 idle cores (about 780 steps of nanoGPT's model)
-    "budget-6e-3": (
-        "750 steps at lr 6e-3, 50 warm-up steps",
-        dataclasses.replace(QUICK, steps=750, lr=6e-3, warmup=50),
-    ),
-    "budget-1e-2": (
-        "the same at lr 1e-2",
-        dataclasses.replace(QUICK, steps=750, lr=1e-2, warmup=50),
     ),
 }
 

@@ -83,8 +83,19 @@ RECIPES: dict[str, TrainConfig] = {
     # with --device=cpu --block_size=64 --batch_size=12 --n_layer=4 --n_head=4
     # --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0)
     "nanogpt-cpu": TrainConfig(),
-    # chapter 14's quick profile: the same model, a faster schedule (see the chapter)
-    "book-quick": TrainConfig(steps=1500, lr=3e-3),
+    # chapter 14's quick profile (see the chapter's ablation): 40 % of the steps at a ten
+    # times higher peak rate with half the warm-up; half the width with batches of 32
+    # instead of 12 (a step costs about the same and reads 2.7 times the text); ReLU
+    # instead of GELU; RoPE instead of learned positions
+    "book-quick": TrainConfig(
+        d_model=64,
+        batch_size=32,
+        steps=800,
+        lr=1e-2,
+        warmup=50,
+        activation="relu",
+        positions="rope",
+    ),
     # chapter 14's full profile (a GPU): nanoGPT's Shakespeare model
     "book-full": TrainConfig(
         d_model=384,
