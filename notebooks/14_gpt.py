@@ -551,7 +551,9 @@ for name, m in models.items():
     cache = kv_cache.kv_cache_bytes(m["L"], m["H"], m["dh"], seq_len=m["T"])
     print(f"{name:12s} N = {m['N']:.3g}, D = {m['D']:.3g} tokens, "
           f"6ND = {6 * m['N'] * m['D']:.2e} FLOP")  # fmt: skip
-    print(f"{'':12s} fp16 weights {2 * m['N'] / 1e9:8.3f} GB, KV cache at "
+    size = 2 * m["N"]  # bytes of fp16 weights
+    weights = f"{size / 1e9:,.1f} GB" if size >= 1e9 else f"{size / 1e6:,.1f} MB"
+    print(f"{'':12s} fp16 weights {weights}, KV cache at "
           f"{m['T']} tokens {cache / 2**20:9,.2f} MiB")  # fmt: skip
 ratio = 6 * n_gpt3 * 300e9 / (6 * n_model * tokens)
 print(f"GPT-3's training took {ratio:.1e} times this chapter's compute")
