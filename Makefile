@@ -2,6 +2,7 @@
 #   make book   create .venv, install, execute every notebook, render _build/html
 #   make test   create .venv, install, lint, run all tests (package, notebooks, book
 #               build), then re-execute the edition with nbval as if on another CPU
+#   make check  lint and the fast tests only (everyday work; CONTRIBUTING.md)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -14,12 +15,21 @@ export TOKENIZERS_PARALLELISM := false
 # Training loops draw no progress bars while the pipeline or the tests run notebooks.
 export TRANSFORMER_BOOK_PROGRESS := 0
 # The edition was executed on one machine and is read and tested on others, whose CPU
-# and math library round the last bits differently. nbval re-executes it under Intel
-# MKL's compatible code path and ATen's baseline kernels: a different rounding than
-# the executing machine's, so an output that depends on the machine shows up here.
-FOREIGN_CPU ?= MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default
+# and math library round the last bits differently. nbval re-executes it with ATen, MKL
+# and oneDNN all moved off the machine's own code paths (tests/foreign_cpu.env says
+# which, tests/test_foreign_cpu.py checks that each moves), so an output that depends
+# on the machine shows up here.
+FOREIGN_CPU ?= $(shell grep -v '^\s*\(\#\|$$\)' tests/foreign_cpu.env)
+# Test processes (pytest-xdist): every chapter runs on one thread, so one notebook per
+# core keeps both cores of a 2-core machine busy. More cores: make test JOBS=4.
+JOBS ?= 2
+# ... and one thread per process: a process that takes two threads shares a core with
+# the other, and OpenMP threads waiting on each other then run many times slower.
+ONE_THREAD := OMP_NUM_THREADS=1 TRANSFORMER_BOOK_MAX_THREADS=1
+# Each phase prints its wall time (.ci/run's log shows where the minutes go).
+TIMED := scripts/timed
 
-.PHONY: book test lint execute html student clean
+.PHONY: book test check lint execute html student clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +50,23 @@ html: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
 
-test: lint
-	$(BIN)/python -m pytest
-	env $(FOREIGN_CPU) $(BIN)/python -m pytest --nbval book
+# The tests and the edition run as two pytest-xdist sessions: the tests by module (the
+# two that render the book share one build), the edition by notebook, longest
+# chapter first (its recorded seconds), so that no core idles at the end.
+test:
+	@$(TIMED) install $(MAKE) --no-print-directory $(STAMP)
+	@$(TIMED) lint $(MAKE) --no-print-directory lint
+	@$(TIMED) tests env $(ONE_THREAD) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope
+	@$(TIMED) nbval env $(ONE_THREAD) $(FOREIGN_CPU) $(BIN)/python -m pytest -n $(JOBS) \
+	    --dist loadscope --no-loadscope-reorder --nbval \
+	    $$($(BIN)/python scripts/book.py order)
+
+# Everyday work: lint and the tests without the slow tiers (markers in pyproject.toml:
+# the book build, the browser, torchrun, the grader, whole-dataset parity) and without
+# re-executing the edition. `make test` is the full gate.
+check: lint
+	env $(ONE_THREAD) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope \
+	    -m "not (book or browser or distributed or grading or dataset)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

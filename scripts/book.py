@@ -3,6 +3,7 @@
     python scripts/book.py sync                 # jupytext: notebooks/NN.py -> NN.ipynb
     python scripts/book.py execute [NN ...]     # papermill: notebooks/NN -> book/NN
     python scripts/book.py status               # book/status.md from the executed edition
+    python scripts/book.py order                # the edition, longest chapter first (nbval)
     python scripts/book.py student [--out DIR]  # notebooks without their `solution` cells
     python scripts/book.py outputs              # which outputs nbval compares, per chapter
     python scripts/book.py nbgrader --course D  # an nbgrader course: D/source/NN/NN.ipynb
@@ -10,6 +11,7 @@
 ``execute`` resolves ``device``/``profile`` ("auto" = cuda + full on a GPU, cpu + quick
 otherwise) and passes them to papermill, so the executed notebook records what it ran with.
 The committed ``book/`` is the quick profile on a CPU: ``execute --profile quick --device cpu``.
+Any other profile or device writes ``editions/PROFILE-DEVICE/`` with its own status page.
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ def execute(args: argparse.Namespace) -> None:
 
     device = resolve_device(args.device)
     profile = resolve_profile(args.profile, device)
+    # book/ holds the committed edition (quick, CPU), which nbval checks; any other run
+    # goes to an edition folder of its own, with its own status page.
+    out_dir = edition_folder(profile, device.type)
+    out_dir.mkdir(parents=True, exist_ok=True)
     # The kernels inherit this: training loops draw no progress bar into the edition.
     os.environ["TRANSFORMER_BOOK_PROGRESS"] = "0"
     for src in chapters(args.names):
@@ -92,7 +98,7 @@ def execute(args: argparse.Namespace) -> None:
             [sys.executable, "-m", "jupytext", "--sync", "--quiet", str(src)],
             check=True,
         )
-        out = BOOK / f"{src.stem}.ipynb"
+        out = out_dir / f"{src.stem}.ipynb"
         print(
             f"executing {src.stem} (profile={profile}, device={device.type})",
             flush=True,
@@ -121,14 +127,21 @@ def execute(args: argparse.Namespace) -> None:
             "executed": dt.date.today().isoformat(),
         }
         nbformat.write(nb, out)
-    status(args)
+    write_status(out_dir)
 
 
-def status_markdown() -> str:
-    """The execution-status page, from the metadata ``execute`` left in book/*.ipynb."""
+def edition_folder(profile: str, device: str) -> Path:
+    """book/ for the committed edition (quick profile on a CPU), else editions/PROFILE-DEVICE."""
+    if profile == "quick" and device == "cpu":
+        return BOOK
+    return ROOT / "editions" / f"{profile}-{device}"
+
+
+def status_markdown(folder: Path = BOOK) -> str:
+    """The execution-status page, from the metadata ``execute`` left in FOLDER/*.ipynb."""
     rows, over = [], []  # over: quick-profile chapters past the 60 s budget
     for src in chapters():
-        built = BOOK / f"{src.stem}.ipynb"
+        built = folder / f"{src.stem}.ipynb"
         meta = (
             nbformat.read(built, as_version=4).metadata.get(META_KEY)
             if built.exists()
@@ -162,9 +175,30 @@ the `quick` profile is meant to finish in at most 60 seconds per chapter on two 
 """
 
 
+def slowest_first() -> list[Path]:
+    """The executed edition's notebooks, the longest-running first (by the seconds each
+    recorded; one not executed yet counts as the slowest). nbval under pytest-xdist
+    hands out notebooks in this order, so the last one to finish is a short one."""
+
+    def seconds(built: Path) -> float:
+        meta = nbformat.read(built, as_version=4).metadata.get(META_KEY)
+        return float("inf") if meta is None else meta["seconds"]
+
+    built = [BOOK / f"{src.stem}.ipynb" for src in chapters()]
+    return sorted((b for b in built if b.exists()), key=seconds, reverse=True)
+
+
+def order(_: argparse.Namespace) -> None:
+    print(" ".join(str(p.relative_to(ROOT)) for p in slowest_first()))
+
+
+def write_status(folder: Path) -> None:
+    (folder / "status.md").write_text(status_markdown(folder))
+    print(f"wrote {folder / 'status.md'}")
+
+
 def status(_: argparse.Namespace) -> None:
-    (BOOK / "status.md").write_text(status_markdown())
-    print(f"wrote {BOOK / 'status.md'}")
+    write_status(BOOK)
 
 
 def student(args: argparse.Namespace) -> None:
@@ -321,6 +355,7 @@ def main() -> None:
     ex.add_argument("--device", default="auto")
     ex.set_defaults(func=execute)
     sub.add_parser("status").set_defaults(func=status)
+    sub.add_parser("order").set_defaults(func=order)
     sub.add_parser("outputs").set_defaults(func=outputs)
     ng = sub.add_parser("nbgrader")
     ng.add_argument("names", nargs="*", help="chapter prefixes (default: all)")

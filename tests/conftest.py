@@ -1,21 +1,43 @@
 """Shared fixtures: the book rendered once per test session."""
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory):
-    """Run ``jupyter-book build`` with warnings as errors; return (result, html folder)."""
-    out = tmp_path_factory.mktemp("book")
+    """Run ``jupyter-book build`` with warnings as errors; return (result, html folder).
+
+    Built once per test run: under pytest-xdist every worker has its own session, so
+    the first worker to ask builds into a folder they share and the others wait for it.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the folder of the whole run, not the worker's own
+        shared = tmp_path_factory.getbasetemp().parent
+    else:
+        shared = tmp_path_factory.getbasetemp()
+    out = shared / "book"
+    with FileLock(str(shared / "book.lock")):
+        if (out / "result.pickle").is_file():
+            result = pickle.loads((out / "result.pickle").read_bytes())
+        else:
+            result = _build(out)
+            (out / "result.pickle").write_bytes(pickle.dumps(result))
+    return result, out / "_build" / "html"
+
+
+def _build(out: Path) -> subprocess.CompletedProcess:
+    out.mkdir(parents=True, exist_ok=True)
     jb = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run(
+    return subprocess.run(
         [
             str(jb),
             "build",
@@ -30,4 +52,3 @@ def built_book(tmp_path_factory):
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
-    return result, out / "_build" / "html"

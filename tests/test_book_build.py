@@ -2,6 +2,10 @@
 
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -65,6 +65,7 @@ def test_every_chapter_converts_to_an_nbgrader_source(src):
     assert not any("solution" in c.metadata.get("tags", []) for c in nb.cells)
 
 
+@pytest.mark.grading
 def test_nbgrader_releases_the_stubs_and_locks_the_checks(tmp_path):
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "book.py"), "nbgrader", FIRST.stem[:2],
@@ -136,6 +137,7 @@ def _grade(path):
     return run.returncode, run.stdout + run.stderr
 
 
+@pytest.mark.grading
 def test_grader_passes_the_solution_edition(editions):
     code, out = _grade(editions["solution"])
     n = len(grade.exercises(nbformat.read(editions["solution"], 4)))
@@ -143,6 +145,7 @@ def test_grader_passes_the_solution_edition(editions):
     assert f"total: {n}/{n} exercises passed" in out
 
 
+@pytest.mark.grading
 def test_grader_fails_every_exercise_of_the_untouched_student_edition(editions):
     code, out = _grade(editions["student"])
     assert code == 1, out
@@ -151,6 +154,7 @@ def test_grader_fails_every_exercise_of_the_untouched_student_edition(editions):
     assert rows and all("is not written yet" in row for row in rows), out
 
 
+@pytest.mark.grading
 def test_grader_explains_one_wrong_answer(editions):
     code, out = _grade(editions["wrong"])
     print(out)  # the table, for the closing note

@@ -174,6 +174,15 @@ def test_every_chapter_is_in_the_toc():
         assert f"book/{src.stem}" in toc, f"{src.stem} is not listed in _toc.yml"
 
 
+def test_only_the_quick_cpu_edition_is_written_into_book():
+    """book/ is the committed edition that nbval checks; a full or GPU run must not
+    overwrite it (it would fail the next `make test`)."""
+    assert pipeline.edition_folder("quick", "cpu") == ROOT / "book"
+    for profile, device in (("full", "cuda"), ("full", "cpu"), ("quick", "cuda")):
+        folder = pipeline.edition_folder(profile, device)
+        assert folder == ROOT / "editions" / f"{profile}-{device}"
+
+
 def test_status_page_is_up_to_date():
     assert (ROOT / "book" / "status.md").read_text() == pipeline.status_markdown(), (
         "book/status.md is stale: run `python scripts/book.py status`"

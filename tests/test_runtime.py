@@ -51,3 +51,28 @@ def test_cpu_threads():
             runtime.setup("cpu", "quick", cpu_threads=0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_thread_count_is_capped_by_the_environment(monkeypatch):
+    monkeypatch.delenv(runtime.MAX_THREADS_ENV, raising=False)
+    assert (runtime.thread_count(0), runtime.thread_count(2)) == (0, 2)
+    monkeypatch.setenv(runtime.MAX_THREADS_ENV, "1")
+    assert (runtime.thread_count(0), runtime.thread_count(2)) == (1, 1)
+    monkeypatch.setenv(runtime.MAX_THREADS_ENV, "4")
+    assert runtime.thread_count(2) == 2
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv(runtime.MAX_THREADS_ENV, "1")
+        runtime.setup("cpu", "quick", cpu_threads=2)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1"])
+def test_a_bad_thread_cap_is_named(monkeypatch, bad):
+    monkeypatch.setenv(runtime.MAX_THREADS_ENV, bad)
+    with pytest.raises(ValueError, match="TRANSFORMER_BOOK_MAX_THREADS must be a positive"):
+        runtime.thread_count(1)
+    with pytest.raises(ValueError, match="threads must be 0"):
+        runtime.thread_count(-1)

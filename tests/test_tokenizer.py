@@ -65,6 +65,7 @@ CORPORA = {
 }
 
 
+@pytest.mark.dataset
 @pytest.mark.parametrize("corpus", list(CORPORA))
 def test_ids_equal_the_reference_on_every_sentence(wp, reference, corpus):
     texts = CORPORA[corpus]()

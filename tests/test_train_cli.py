@@ -66,6 +66,7 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     assert cut["val_loss"] == pytest.approx(full["val_loss"], abs=1e-6)
 
 
+@pytest.mark.distributed
 def test_torchrun_two_processes_equal_one_with_twice_the_batch(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(train.__file__).parents[1])}
     base = ["gpt", *TINY, "--steps", "10", "--log_every", "0"]

@@ -1,4 +1,5 @@
-"""transformer_book.training: the schedule, the loop, the progress bar's switch."""
+"""transformer_book.training: the schedule, the loop, the progress bar's switch, checkpoints
+and resuming (several processes: tests/test_train_cli.py runs torchrun)."""
 
 import math
 
@@ -90,13 +91,8 @@ def test_progress_switch(monkeypatch, capsys):
     assert capsys.readouterr().err == "", "no bar where the pipeline turned it off"
 
 
-# --- checkpoints and resuming; several processes (chapter 14) ---------------------------
+# --- checkpoints and resuming (chapter 14) ---------------------------------------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 from transformer_book import gpt, lm_data  # noqa: E402
 
@@ -113,24 +109,6 @@ def tiny_gpt(dropout=0.0, seed=0):
     return gpt.GPT(gpt.GPTConfig(20, 16, 32, 2, 4, dropout=dropout, bias=False))
 
 
-def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
-    """Stopped at step 5 and resumed (a new process would start from other weights)."""
-    batches = lm_data.WindowBatches(STREAM, 4, 16, seed=1)
-    full = training.train(tiny_gpt(0.1), batches, lm_data.next_token_loss, 12, **RECIPE)
-    first = training.train(tiny_gpt(0.1), batches, lm_data.next_token_loss, 12,
-                           checkpoint=tmp_path, stop_at=5, **RECIPE)  # fmt: skip
-    assert len(first) == 5 and (tmp_path / "model.safetensors").is_file()
-    torch.manual_seed(123)  # another random state, as in a new process
-    resumed_model = tiny_gpt(0.1, seed=7)
-    resumed = training.train(resumed_model, batches, lm_data.next_token_loss, 12,
-                             checkpoint=tmp_path, resume=True, **RECIPE)  # fmt: skip
-    assert len(resumed) == 12
-    torch.testing.assert_close(torch.tensor(resumed), torch.tensor(full), atol=1e-6,
-                               rtol=0)  # fmt: skip
-    step, history = training.load_checkpoint(tmp_path, tiny_gpt())
-    assert step == 12 and history == resumed
-
-
 def test_a_crash_resumes_from_the_last_periodic_checkpoint(tmp_path):
     batches = lm_data.WindowBatches(STREAM, 4, 16, seed=2)
     full = training.train(tiny_gpt(), batches, lm_data.next_token_loss, 10, **RECIPE)
@@ -143,10 +121,13 @@ def test_a_crash_resumes_from_the_last_periodic_checkpoint(tmp_path):
         training.train(tiny_gpt(), batches, lm_data.next_token_loss, 10, on_step=crash,
                        checkpoint=tmp_path, checkpoint_every=3, **RECIPE)  # fmt: skip
     assert training.load_checkpoint(tmp_path, tiny_gpt())[0] == 6  # steps 3 and 6
+    torch.manual_seed(123)  # another random state, as in a new process
     resumed = training.train(tiny_gpt(seed=5), batches, lm_data.next_token_loss, 10,
                              checkpoint=tmp_path, resume=True, **RECIPE)  # fmt: skip
     torch.testing.assert_close(torch.tensor(resumed), torch.tensor(full), atol=1e-6,
                                rtol=0)  # fmt: skip
+    step, history = training.load_checkpoint(tmp_path, tiny_gpt())
+    assert step == 10 and history == resumed
 
 
 def test_checkpoint_options_are_checked(tmp_path):
@@ -165,38 +146,3 @@ def test_matrices_only_weight_decay_spares_biases_and_gains():
     assert {p.dim() for p in groups[1]["params"]} == {1}
     n = sum(p.numel() for g in groups for p in g["params"])
     assert n == sum(p.numel() for p in model.parameters())
-
-
-WORKER = """
-import json, sys, torch
-from transformer_book import gpt, lm_data, training
-world = training.init_distributed()
-torch.set_num_threads(1)
-stream = torch.randint(0, 20, (50,), generator=torch.Generator().manual_seed(0))
-stream = stream.repeat(60)
-batch = int(sys.argv[1]) // world.world_size  # per process
-batches = lm_data.WindowBatches(stream, batch, 16, seed=1, rank=world.rank,
-                                world_size=world.world_size)
-torch.manual_seed(0)
-model = gpt.GPT(gpt.GPTConfig(20, 16, 32, 2, 4, bias=False))
-history = training.train(model, batches, lm_data.next_token_loss, 12, lr=3e-3,
-                         warmup=3, decay="cosine", progress=False)
-if world.is_main:
-    json.dump(history, open(sys.argv[2], "w"))
-"""
-
-
-def test_two_gloo_processes_follow_the_single_process_loss_curve(tmp_path):
-    """2 processes with batch b each = 1 process with batch 2b (DDP averages the
-    gradients), over 12 steps, dropout off."""
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    env = {**os.environ, "PYTHONPATH": str(Path(training.__file__).parents[1])}
-    run = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    for n, name in ((1, "one.json"), (2, "two.json")):
-        subprocess.run([*run, f"--nproc_per_node={n}", str(script), "8",
-                        str(tmp_path / name)], check=True, env=env, timeout=600)  # fmt: skip
-    one = json.loads((tmp_path / "one.json").read_text())
-    two = json.loads((tmp_path / "two.json").read_text())
-    assert len(one) == len(two) == 12 and one[-1] < one[0]
-    torch.testing.assert_close(torch.tensor(two), torch.tensor(one), atol=1e-5, rtol=0)

@@ -13,6 +13,7 @@ to the tolerances its cells assert, not bit for bit.
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ __all__ = [
     "resolve_profile",
     "seed_everything",
     "setup",
+    "thread_count",
 ]
 
 PROFILES = ("quick", "full")
@@ -81,6 +83,28 @@ class Run:
         )
 
 
+# A cap on the CPU threads any chapter or training run asks for. `make test` sets it to 1
+# while it runs one notebook per core: a chapter asking for 2 threads there would share
+# a core with the other notebook, and OpenMP threads that wait on each other then run
+# many times slower (chapter 14's training: 20x).
+MAX_THREADS_ENV = "TRANSFORMER_BOOK_MAX_THREADS"
+
+
+def thread_count(wanted: int) -> int:
+    """``wanted`` CPU threads (0: torch's default, all cores), capped by the environment
+    variable ``TRANSFORMER_BOOK_MAX_THREADS`` when it is set; 0 stays 0 without a cap."""
+    if wanted < 0:
+        raise ValueError(
+            f"threads must be 0 (torch's default) or positive, got {wanted}"
+        )
+    cap = os.environ.get(MAX_THREADS_ENV, "").strip()
+    if not cap:
+        return wanted
+    if not cap.isdigit() or int(cap) < 1:
+        raise ValueError(f"${MAX_THREADS_ENV} must be a positive integer, got {cap!r}")
+    return int(cap) if wanted == 0 else min(wanted, int(cap))
+
+
 def setup(
     device: str = "auto",
     profile: str = "auto",
@@ -101,7 +125,7 @@ def setup(
             raise ValueError(
                 f"cpu_threads must be a positive number of threads or None, got {cpu_threads}"
             )
-        torch.set_num_threads(cpu_threads)
+        torch.set_num_threads(thread_count(cpu_threads))
     seed_everything(seed)
     if style:
         from . import plotting

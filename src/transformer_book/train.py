@@ -141,8 +141,9 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
     0 also writes all but the model to ``out``/history.json). ``stop_at``: leave after
     that step, as if interrupted."""
     world = training.init_distributed()
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    threads = runtime.thread_count(config.threads)
+    if threads:
+        torch.set_num_threads(threads)
     device = _device(config, world)
     text = data.load_tinyshakespeare()
     chars = lm_data.char_vocab(text)
