@@ -852,20 +852,37 @@ gap_text = report.glue("test_gap", gap, "{:.3f}")
 spans_text = " and ".join(f"{r:.3f}" for r in test_ranges)
 ranges_text = report.glue("test_ranges", spans_text)
 print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges_text}")
-# the text below describes the quick run of this edition; a full run prints its own
-if run.profile == "quick":
-    assert verdict("test").startswith("the two ranges overlap")
-    assert gap < min(test_ranges), "the poolings differ less than seeds do"
+# A few thousandths decide these comparisons, and another CPU rounds differently: the
+# prose below quotes what this run computed rather than asserting one outcome.
+if gap < min(test_ranges):
+    gap_vs_seeds = "smaller than the spread of either pooling's seeds"
+elif gap < max(test_ranges):
+    gap_vs_seeds = "smaller than the spread of one pooling's seeds, not the other's"
+else:
+    gap_vs_seeds = "larger than the spread of either pooling's seeds"
+report.glue("gap_vs_seeds", gap_vs_seeds)
+overlap = verdict("test").startswith("the two ranges overlap")
+conclusion = (
+    "three seeds cannot tell the two poolings apart: the seed alone moves the "
+    "accuracy about as much as the choice of pooling"
+    if overlap
+    else "the ranking holds for these three seeds, though by a margin of a few "
+    "queries out of the test split"
+)
+print(f"on test, {report.glue('pooling_conclusion', conclusion)}")
 
 # %% [markdown]
 # On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
 # final report, {glue:text}`test_verdict`: the gap between the two poolings' mean test
-# accuracies, {glue:text}`test_gap`, is smaller than the spread of either pooling's seeds
-# (their ranges span {glue:text}`test_ranges`). One run per pooling, as in the
-# seed-by-seed rows above, would have measured mostly which seeds were drawn. So for
-# these small one-block models, briefly trained on ATIS intents, three seeds cannot tell
-# the two poolings apart: whatever the difference is, the seed alone moves the accuracy
-# more.
+# accuracies, {glue:text}`test_gap`, is {glue:text}`gap_vs_seeds` (their ranges span
+# {glue:text}`test_ranges`). One run per pooling, as in the seed-by-seed rows above,
+# would have measured partly which seeds were drawn. So for these small one-block
+# models, briefly trained on ATIS intents, {glue:text}`pooling_conclusion`.
+#
+# These comparisons turn on a few thousandths, and so on the last bits of the
+# arithmetic: run the notebook on another CPU and the seeds' ranges may just overlap
+# where they separated here, or the reverse. That is what "the seeds cannot settle it"
+# looks like in practice; more seeds, or a larger test split, would.
 #
 # The learning curves, averaged over the seeds (the band spans the seeds' range):
 
