@@ -575,20 +575,27 @@ def predict_tags_bio(model, sentences):
 dev_bio = predict_tags_bio(slot_model, dev.sentences)
 viterbi_f1 = metrics.span_scores(dev.tags, dev_bio).f1
 print(f"dev span F1: word by word {dev_spans.f1:.4f}, BIO Viterbi {viterbi_f1:.4f}")
-print("stray I- tags left:", sum(len(stray_inside(tags)) for tags in dev_bio))
+n_left = sum(len(stray_inside(tags)) for tags in dev_bio)
+print("stray I- tags left:", n_left)
+assert n_left == 0  # Viterbi obeys the BIO rules by construction
 print("dev queries whose tags changed:", sum(a != b for a, b in zip(dev_pred, dev_bio)))
-assert viterbi_f1 > dev_spans.f1, "on dev, Viterbi decoding wins: we keep it"
+# dev decides: the decoding with the higher dev span F1 is the one the test split sees
+use_viterbi = viterbi_f1 >= dev_spans.f1
+decode = predict_tags_bio if use_viterbi else predict_tags
+print(report.glue("decoding", "BIO Viterbi" if use_viterbi else "word by word"), "wins")
+assert abs(viterbi_f1 - dev_spans.f1) < 0.05  # a repair of a few spans, not a new model
 
 # %% [markdown]
 # ## 9. The test split, once
 #
 # Training length, learning-rate tail and decoding are now fixed, all by dev. This is the
-# final report: the model with Viterbi decoding, scored once on the test split, against
+# final report: the model with the decoding dev chose ({glue:text}`decoding`), scored
+# once on the test split, against
 # the stated target (span F1 of at least 0.90 in the quick profile, 0.95 in the full one).
 # Nothing after this cell changes the slot model.
 
 # %% tags=["nbval-ignore-output"]
-test_pred = predict_tags_bio(slot_model, test.sentences)
+test_pred = decode(slot_model, test.sentences)  # the decoding dev chose
 test_o = [["O"] * len(s) for s in test.sentences]
 slot_scores = metrics.span_scores(test.tags, test_pred)
 print(f"test token accuracy {metrics.token_accuracy(test.tags, test_pred):.4f}", end="")
@@ -811,7 +818,7 @@ for p in poolings:
 # %% [markdown]
 # Every run beats the majority baseline by more than 15 points, and none reaches the
 # ceiling set by the intents never seen in training. But runs that differ only in the
-# seed land more than a point apart on test. Summarised per pooling:
+# seed land {glue:text}`seed_spread` apart on test. Summarised per pooling:
 
 
 # %% tags=["nbval-ignore-output"]
@@ -826,7 +833,10 @@ for p in poolings:
     dev_acc, test_acc = spread(accuracy[p, "dev"]), spread(accuracy[p, "test"])
     print(f"{p:>4}  dev {dev_acc}  test {test_acc}")
 test_ranges = [max(accuracy[p, "test"]) - min(accuracy[p, "test"]) for p in poolings]
-assert max(test_ranges) > 0.01, "seeds alone move test accuracy by over a point"
+assert max(test_ranges) > 0, "seeds alone move test accuracy"
+points = 100 * max(test_ranges)  # the wider of the two poolings' ranges, in points
+print(f"seeds alone move test accuracy by up to {points:.1f} points")
+report.glue("seed_spread", f"up to {points:.1f} points")
 
 # %% [markdown]
 # Which pooling is better? The rule, computed in the next cell: a ranking only when the
@@ -976,9 +986,10 @@ for k in names:
     text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
     print(f"{names[k]:<18} {report.glue('share_' + k, text)}")
 if run.profile == "quick":  # the text describes this edition's quick run
-    for by_kind, _ in shares:  # the claim holds for every seed's model
-        assert by_kind["city"] < min(0.85, by_kind["slot"] - 0.15)
-        assert by_kind["O"] > 0.95
+    mean_kind = {k: statistics.mean(by_kind[k] for by_kind, _ in shares) for k in names}
+    assert mean_kind["city"] < min(0.9, mean_kind["slot"] - 0.1)  # cities read least
+    for by_kind, _ in shares:  # ... by every seed's model
+        assert by_kind["city"] < by_kind["slot"] and by_kind["O"] > 0.9
 
 # %% [markdown]
 # And the frequent words that *every* seed's model reads more than an even share, most
@@ -995,8 +1006,9 @@ print("read more by every model:", report.glue("most_read", ", ".join(most)))
 print("read less by every model:", report.glue("least_read", ", ".join(least)))
 tagged = [(w, t) for s, ts in zip(dev.sentences, dev.tags) for w, t in zip(s, ts)]
 dev_cities = {w for w, t in tagged if t.endswith("city_name")}
-if run.profile == "quick":  # the text describes this edition's quick run
-    assert len(least) == 5 and sum(x in dev_cities for x in least) >= 3, "mostly cities"
+n_cities = sum(x in dev_cities for x in least)
+print(report.glue("least_cities", f"{n_cities} of these {len(least)} are city names"))
+assert len(least) == 5 and n_cities >= 1, "city names among the least read words"
 
 # %% [markdown]
 # What these cells show, and what they do not. Mean pooling weighs every position the
@@ -1008,7 +1020,8 @@ if run.profile == "quick":  # the text describes this edition's quick run
 # holds: the words outside every slot get {glue:text}`share_O` times an even share, the
 # words of other slots {glue:text}`share_slot`, and city names only
 # {glue:text}`share_city`. Every seed's model reads {glue:text}`most_read` more than an
-# even share, and {glue:text}`least_read` less, mostly city names. That suits the task:
+# even share, and {glue:text}`least_read` less ({glue:text}`least_cities`). That suits
+# the task:
 # a city says where a trip goes, rarely what is being asked. Still, an
 # attention weight says where the [CLS] position reads from, not how much a word moves
 # the decision, so a large weight does not explain a prediction
