@@ -72,7 +72,9 @@ def test_thread_count_is_capped_by_the_environment(monkeypatch):
 @pytest.mark.parametrize("bad", ["0", "two", "-1"])
 def test_a_bad_thread_cap_is_named(monkeypatch, bad):
     monkeypatch.setenv(runtime.MAX_THREADS_ENV, bad)
-    with pytest.raises(ValueError, match="TRANSFORMER_BOOK_MAX_THREADS must be a positive"):
+    with pytest.raises(
+        ValueError, match="TRANSFORMER_BOOK_MAX_THREADS must be a positive"
+    ):
         runtime.thread_count(1)
     with pytest.raises(ValueError, match="threads must be 0"):
         runtime.thread_count(-1)

@@ -108,10 +108,9 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> 
 
     CPU: torch's profiler records every allocation made while ``fn`` runs (+bytes) and
     every free of those allocations (-bytes) as a memory event; the running sum of the
-    events in time order is the memory ``fn`` holds, and its maximum is the peak. (The
-    profiler does not see frees of tensors that existed before ``fn``, so they do not
-    lower the count.) CUDA: ``torch.cuda.max_memory_allocated`` above the level at the
-    start. The value ``fn`` returns is alive at the end, so it is part of the peak.
+    events in time order is the memory ``fn`` holds, and its maximum is the peak. (Frees
+    of tensors that existed before ``fn`` do not lower the count below zero.) CUDA:
+    ``torch.cuda.max_memory_allocated`` above the level at the start. The value ``fn`` returns is alive at the end, so it is part of the peak.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -135,6 +134,9 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> 
     )  # (time, +allocated or -freed bytes)
     alive = peak = 0
     for _, nbytes in events:
-        alive += nbytes
+        # The profiler sometimes reports the free of a block allocated before fn ran
+        # (when an earlier profiling session saw that address): with nothing of fn's
+        # alive such a free cannot be fn's, so the count does not go below zero.
+        alive = max(0, alive + nbytes)
         peak = max(peak, alive)
     return peak
