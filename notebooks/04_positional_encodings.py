@@ -1008,8 +1008,10 @@ plt.show()
 # reaches 0.8 at the training length; it *keeps* it when every seed keeps at least 90 %
 # of that accuracy at twice the length, and *loses* it when no seed does ("mixed"
 # otherwise). The text describes the quick profile, whose edition you are reading, and
-# the cells assert its claims for that profile; with `profile = "full"` they print the
-# full profile's own verdicts and rankings, which may differ.
+# the cells assert its claims for that profile where they hold by a clear margin; a
+# verdict that a few hundredths decide (a seed near a cut) is computed and quoted in the
+# text, not asserted. With `profile = "full"` they print the full profile's own verdicts
+# and rankings, which may differ.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -1030,9 +1032,11 @@ for task in TASKS:
         print(f"{task:11s} {name:12s}: {which}")
 assert v["learned", "copy"] == v["learned", "last marker"] == "cannot run"
 if quick:  # the claims of the prose, which describes the quick profile's edition
-    assert v["T5 bias", "copy"] == v["ALiBi", "last marker"] == "keeps it"
+    assert v["T5 bias", "copy"] == "keeps it"
     assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
-    assert v["sinusoidal", "last marker"] == "loses it"
+# seeds near the 0.8 cut decide these two; another CPU can flip them: not asserted
+alibi_marker = report.glue("alibi_marker", v["ALiBi", "last marker"])
+sin_marker = report.glue("sin_marker", v["sinusoidal", "last marker"])
 
 # %% [markdown]
 # A ranking at length 64 writes ">" only where the min–max intervals of neighbours do not
@@ -1061,13 +1065,21 @@ drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}  # L1 -> L
 if quick:  # the claims of the prose, which describes the quick profile's edition
     rivals = ("none", "sinusoidal", "ALiBi", "RoPE")
     assert all(ahead("T5 bias", s, "copy") for s in rivals)
-    assert all(ahead(s, "sinusoidal", "last marker") for s in bias_or_rotation)
+    # means over the seeds, with margins well above what another CPU moves them
+    sin_at = {L: mean_at("sinusoidal", L) for L in (L1, L2)}
+    assert all(mean_at(s, L2) > sin_at[L2] + 0.05 for s in bias_or_rotation)
+    assert sin_at[L1] - sin_at[L2] > 0.1  # sinusoidal loses much of it
     assert min(results["RoPE", "last marker"][L1]) >= 0.8
-    assert drop["RoPE"] > max(drop["T5 bias"], drop["ALiBi"]) + 0.05
+    assert drop["RoPE"] > max(drop["T5 bias"], drop["ALiBi"]) + 0.03
+    assert drop["ALiBi"] < 0.1
+alibi_32 = report.glue("alibi_marker_32", mean_at("ALiBi", L1), "{:.2f}")
+alibi_64 = report.glue("alibi_marker_64", mean_at("ALiBi", L2), "{:.2f}")
+rope_drop = report.glue("rope_drop", drop["RoPE"], "{:.2f}")
+other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.2f}")
 
 # %% [markdown]
 # Reading the results, scheme by scheme (each claim is asserted in the cells above and
-# below):
+# below, or, where a few hundredths decide it, computed there and quoted):
 #
 # - **No positions** fails the copy task: among its earlier tokens it cannot find the one
 #   three places back. On *last marker* it beats the best constant guess, since it can at
@@ -1075,23 +1087,26 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 # - **Learned** embeddings learn both tasks but have no vector for position 32 onwards;
 #   the test at length 64 cannot even run (the error above), hence n/a.
 # - **Sinusoidal** encodings are defined at every position, but the model has only ever
-#   seen positions 0–31: at length 64 it loses much of its accuracy on both tasks.
+#   seen positions 0–31: at length 64 it loses much of its accuracy on both tasks (on
+#   *last marker*, by the rule above: {glue:text}`sin_marker`).
 # - **T5's bias** learns a score per distance, and long distances fall into a bucket that
 #   training reached: on *copy* it keeps its accuracy in every seed and is ahead of every
-#   other scheme at length 64. That win depends on `max_distance` being the training
+#   other scheme at length 64. That win may depend on `max_distance` being the training
 #   length; the first control below moves it.
-# - **ALiBi** can only prefer nearer tokens. That is exactly what *last marker* needs,
-#   and it keeps it at both lengths. In this edition's small **one-layer** models it
-#   does not learn *copy*: one head cannot single out "3 back", and the small model does
-#   not find a mixture of heads that does in 80 steps. The second control below asks
-#   what one more layer changes.
+# - **ALiBi** can only prefer nearer tokens. That is exactly what *last marker* needs:
+#   its mean accuracy is {glue:text}`alibi_marker_32` at length 32 and
+#   {glue:text}`alibi_marker_64` at 64 (by the rule above: {glue:text}`alibi_marker`).
+#   In this edition's small **one-layer** models it does not learn *copy*: one head
+#   cannot single out "3 back", and the small model does not find a mixture of heads
+#   that does in 80 steps. The second control below asks what one more layer changes.
 # - **RoPE** learns both tasks, but at length 64 it loses part of its accuracy on both,
 #   although the offset the copy task needs, 3, is the same as in training. What is new
 #   are the keys 32–63 places back: rotation angles the model never saw.
 #
 # On *last marker* the three relative schemes are close at length 64 (the ranking above
 # says whether these seeds separate them); what sets RoPE apart is its larger drop from
-# length 32.
+# length 32: {glue:text}`rope_drop` in the mean, against at most
+# {glue:text}`other_drop` for the other two.
 #
 # ### The two controls
 #
@@ -1111,18 +1126,27 @@ for name, L in pairs:
     print(f"{name:17s} copy @{L}: {mean:.2f} ({lo:.2f}–{hi:.2f})")
 t5, t5_128 = (spread(results[name, "copy"][L2]) for name, _ in pairs[:2])
 assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
+# the seeds of max_dist 128 spread widely, so a few of them decide this: quoted, not
+# asserted
+t5_128_lower = t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]
+report.glue(
+    "t5_128_verdict",
+    "becomes lower and less reliable across these seeds"
+    if t5_128_lower
+    else "is not clearly lower in these seeds",
+)
 if quick:  # the claims of the prose, which describes the quick profile's edition
-    assert t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]  # lower, less reliable
     assert min(results["none", "last marker"][L1]) > chance["last marker"] + 0.2
     assert max(results["ALiBi", "copy"][L1]) < 0.3  # one small layer: no "3 back"
     assert max(results[deeper, "copy"][L1]) < 0.5  # two layers: not in 80 steps
 
 # %% [markdown]
 # T5's extrapolation on *copy* holds with `max_distance` equal to the training length,
-# and becomes lower and less reliable across seeds when `max_distance` is larger. The
-# two-layer ALiBi control does not learn *copy* within the quick profile's 80 steps, so
-# this edition cannot show the second layer at work: the one-layer failure is what it
-# shows. The full profile trains the same control wider and for 1500 steps.
+# and {glue:text}`t5_128_verdict` when `max_distance` is larger (the mean and the
+# min–max over the seeds are printed above). The two-layer ALiBi control does not learn
+# *copy* within the quick profile's 80 steps, so this edition cannot show the second
+# layer at work: the one-layer failure is what it shows. The full profile trains the
+# same control wider and for 1500 steps.
 
 # %% [markdown]
 # ### Where does the attention go?

@@ -564,9 +564,21 @@ def learned(losses):
 
 top, low = max(lrs), min(lrs)
 post_top, pre_top = final["post", top, 0], final["pre", top, 0]
-assert max(pre_top) < min(post_top)  # every pre-norm run beats every post-norm run
-assert learned(post_top) == 0  # post-norm: nothing learned at the largest rate
-assert all(v < prior_loss - 0.1 for v in pre_top)  # pre-norm: clearly learned
+# The seeds spread over a few tenths of a nat: assert on at least 2 runs, with margin.
+clearly = [sum(v < prior_loss - 0.1 for v in runs) for runs in (pre_top, post_top)]
+assert clearly[0] >= 2 and clearly[1] == 0  # pre-norm clearly learned; post-norm not
+assert sum(v < min(post_top) - 0.1 for v in pre_top) >= 2  # pre-norm beats post-norm
+n_below = sum(v < min(post_top) for v in pre_top)  # glued, not asserted (no margin)
+pre_below = f"{n_below} of the {n_seeds} pre-norm runs end"
+if n_below == n_seeds:
+    pre_below = "every pre-norm run ends"
+report.glue("pre_below", pre_below)
+report.glue("pre_clearly", clearly[0])
+post_level = "no post-norm run gets below the prior"
+if learned(post_top) > 0:  # below the prior, but by less than 0.1 (asserted)
+    post_level = f"only {learned(post_top)} of the {n_seeds} post-norm runs ended "
+    post_level += "below the prior, by less than 0.1 nats"
+report.glue("post_level", post_level)
 report.glue("top_lr", top, "{:g}")
 report.glue("pre_top", statistics.mean(pre_top), "{:.2f}")
 report.glue("post_top", min(post_top), "{:.2f}")
@@ -616,11 +628,13 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# At the largest learning rate ({glue:text}`top_lr`) and without warm-up, every
-# pre-norm run ends below every post-norm run (mean dev loss {glue:text}`pre_top`,
-# while the best post-norm run ends at {glue:text}`post_top`), and no post-norm run
-# gets below the prior: the deep post-norm stack stays stuck predicting the tag
-# frequencies (its dots sit on the prior's line), while the pre-norm stack learns.
+# At the largest learning rate ({glue:text}`top_lr`) and without warm-up,
+# {glue:text}`pre_below` below every post-norm run (mean dev loss
+# {glue:text}`pre_top`, while the best post-norm run ends at {glue:text}`post_top`), and
+# {glue:text}`post_level`: the deep post-norm stack stays stuck predicting the tag
+# frequencies (its dots sit near the prior's line), while the pre-norm stack learns
+# ({glue:text}`pre_clearly` of the {glue:text}`n_seeds` runs ended more than 0.1 nats
+# below the prior).
 # {glue:text}`grid_more`
 #
 # Two cautions. These runs are short ({glue:text}`steps` updates); the full profile (a
@@ -636,8 +650,8 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 shallow = [train_tagger(False, top, 0, s, n_layers=2) for s in range(n_seeds)]
-assert statistics.mean(shallow) < prior_loss - 0.1  # on average, the shallow one learns
-assert learned(shallow) > learned(final["post", top, 0])
+# No 12-block run got 0.1 below the prior (asserted above); a 2-block one does:
+assert min(shallow) < prior_loss - 0.1
 report.glue("shallow_learned", learned(shallow))
 report.glue("shallow_mean", statistics.mean(shallow), "{:.2f}")
 print("post-norm, 2 blocks:", ", ".join(f"{v:.3f}" for v in shallow))
@@ -646,7 +660,7 @@ print(f"prior: {prior_loss:.3f}; 12 post-norm blocks: {summary(final['post', top
 # %% [markdown]
 # {glue:text}`shallow_learned` of the {glue:text}`n_seeds` shallow runs got below the
 # prior, with a mean of {glue:text}`shallow_mean`: at this rate, the post-norm block
-# learns when the stack is shallow, so the trouble comes with depth.
+# can learn when the stack is shallow, so the trouble comes with depth.
 # {cite:t}`wang2019learning` made the same observation at scale: their deep post-norm
 # translation encoders failed to train where pre-norm ones of the same depth trained
 # well.
@@ -842,7 +856,9 @@ print(f"pre-norm + LayerNorm: {summary(ln_runs)}")
 print(f"pre-norm + RMSNorm:   {summary(rms_runs)}")
 diffs = [a - b for a, b in zip(rms_runs, ln_runs)]  # same seed, same initial weights
 print("RMSNorm - LayerNorm, seed by seed:", ", ".join(f"{v:+.3f}" for v in diffs))
-assert all(v < prior_loss - 0.1 for v in rms_runs)  # RMSNorm learns as well
+rms_clearly = sum(v < prior_loss - 0.1 for v in rms_runs)
+assert rms_clearly >= 2  # RMSNorm learns as well (at least 2 runs, as LayerNorm)
+report.glue("rms_clearly", rms_clearly)
 if all(v > 0 for v in diffs) or all(v < 0 for v in diffs):
     word = "higher" if diffs[0] > 0 else "lower"
     verdict = f"RMSNorm ended {word} than LayerNorm for every seed"
@@ -854,7 +870,9 @@ report.glue("chance", 2 * 0.5**n_seeds, "{:.2f}")
 print(verdict)
 
 # %% [markdown]
-# Both learn. Seed by seed, RMSNorm's final loss minus LayerNorm's averages
+# Both learn: {glue:text}`rms_clearly` of the {glue:text}`n_seeds` RMSNorm runs ended
+# more than 0.1 nats below the prior, against {glue:text}`pre_clearly` with LayerNorm.
+# Seed by seed, RMSNorm's final loss minus LayerNorm's averages
 # {glue:text}`rms_gap` nats, and {glue:text}`rms_verdict`. Weigh that against the
 # number of seeds: if the two norms were equally good, each seed's difference would be
 # positive or negative with even odds, and all seeds would agree in sign by chance with
@@ -873,9 +891,9 @@ print(verdict)
 #   (≈ {glue:text}`ratio_pre_24`) {cite}`xiong2020layer`. Post-norm's top blocks get
 #   larger gradients than pre-norm's for every initialisation.
 # - Trained for the same number of steps without warm-up, the 12-block pre-norm tagger
-#   learns at a large learning rate where the post-norm one learns nothing, while a
-#   2-block post-norm tagger learns there too; the full profile's table also shows
-#   what a warm-up and smaller rates change.
+#   learns at a large learning rate where no post-norm run gets 0.1 nats below the
+#   prior, while a 2-block post-norm tagger can learn there; the full profile's table
+#   also shows what a warm-up and smaller rates change.
 # - RMSNorm keeps only LayerNorm's rescaling: $d$ instead of $2d$ parameters and fewer
 #   operations (whether that is faster depends on the kernels). On our task it learned
 #   too; its final loss differed from LayerNorm's by {glue:text}`rms_gap` nats on

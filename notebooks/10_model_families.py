@@ -655,15 +655,18 @@ report.glue("t5_acc_min", 100 * min(acc), "{:.1f}")
 report.glue("t5_base", 100 * base_acc, "{:.0f}")
 report.glue("t5_nats", mean(nats), "{:.2f}")
 report.glue("t5_base_nats", base_nats, "{:.2f}")
-assert min(acc) > base_acc + 0.005  # every seed, by a margin: a seed at the
-assert max(nats) < base_nats - 0.03  # baseline's level fails these checks
+# On the mean over the seeds, with margins of a few standard errors of that mean on
+# each side: another CPU moves a single seed about as much as a change of seed does.
+assert mean(acc) > base_acc + 0.01
+assert mean(nats) < base_nats - 0.05
 
 # %% [markdown]
-# Every seed recovers more hidden words ({glue:text}`t5_acc` % on average, the worst
-# seed {glue:text}`t5_acc_min` %) than always guessing the most frequent one
-# ({glue:text}`t5_base` %), and pays fewer nats per hidden word ({glue:text}`t5_nats`)
-# than the word frequencies alone ({glue:text}`t5_base_nats`): it has begun, barely at
-# this budget, to read the context around the gap. To see
+# On average over the seeds, the model recovers more hidden words
+# ({glue:text}`t5_acc` %; the worst seed {glue:text}`t5_acc_min` %) than always
+# guessing the most frequent one ({glue:text}`t5_base` %), and pays fewer nats per
+# hidden word ({glue:text}`t5_nats`) than the word frequencies alone
+# ({glue:text}`t5_base_nats`): it has begun, barely at this budget, to read the
+# context around the gap. To see
 # what it writes on its own, decode greedily: the decoder starts from the start token,
 # writes a sentinel, the words it believes are hidden there, the next sentinel, and so
 # on, until it writes the end token.
