@@ -110,7 +110,8 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> 
     every free of those allocations (-bytes) as a memory event; the running sum of the
     events in time order is the memory ``fn`` holds, and its maximum is the peak. (Frees
     of tensors that existed before ``fn`` do not lower the count below zero.) CUDA:
-    ``torch.cuda.max_memory_allocated`` above the level at the start. The value ``fn`` returns is alive at the end, so it is part of the peak.
+    ``torch.cuda.max_memory_allocated`` above the level at the start. The value ``fn``
+    returns is alive at the end, so it is part of the peak.
     """
     device = torch.device(device)
     if device.type == "cuda":
