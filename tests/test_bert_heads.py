@@ -123,3 +123,5 @@ def test_sequence_classifier_mean_pooling_reads_the_real_tokens():
     assert not torch.allclose(cls.eval()(ids, types, mask), want, atol=1e-3)
     with pytest.raises(ValueError, match="pooling must be 'cls' or 'mean', got 'max'"):
         bert_heads.SequenceClassifier(bert.BertModel(SMALL), 2, pooling="max")
+    mask[0] = 0  # a row that is all padding: zeros pooled, a finite score (no NaN)
+    assert torch.isfinite(model(ids, types, mask)).all()

@@ -171,19 +171,6 @@ def test_bad_config_and_input():
         make_config().d_model = 8
 
 
-def test_masked_mean():
-    h = torch.arange(12.0).reshape(1, 4, 3)  # (B=1, T=4, D=3)
-    keep = torch.tensor([[True, True, False, False]])
-    torch.testing.assert_close(
-        classifiers.masked_mean(h, keep), torch.tensor([[1.5, 2.5, 3.5]])
-    )
-    assert (
-        classifiers.masked_mean(h, torch.zeros(1, 4, dtype=torch.bool)).abs().sum() == 0
-    )  # nothing kept: zeros
-    with pytest.raises(ValueError, match="keep must be a bool tensor of shape"):
-        classifiers.masked_mean(h, keep.float())
-
-
 def test_training_step_ignores_padding_targets():
     torch.manual_seed(0)
     model = TokenClassifier(make_config())

@@ -294,3 +294,26 @@ def test_check_merge_softmax_accepts_the_answer(capsys):
 def test_check_merge_softmax_explains_mistakes(wrong, message):
     with pytest.raises(checks.ExerciseError, match=message):
         checks.check_merge_softmax(wrong)
+
+
+def test_masked_mean():
+    h = torch.arange(12.0).reshape(1, 4, 3)  # (B=1, T=4, D=3)
+    keep = torch.tensor([[True, True, False, False]])
+    torch.testing.assert_close(
+        masks.masked_mean(h, keep), torch.tensor([[1.5, 2.5, 3.5]])
+    )
+    assert (
+        masks.masked_mean(h, torch.zeros(1, 4, dtype=torch.bool)).abs().sum() == 0
+    )  # nothing kept: zeros
+    with pytest.raises(ValueError, match="keep must be a bool tensor of shape"):
+        masks.masked_mean(h, keep.float())
+
+
+def test_classifiers_reexport_the_one_masked_mean():
+    from transformer_book import bert, classifiers
+
+    assert classifiers.masked_mean is masks.masked_mean
+    h = torch.arange(12.0).reshape(1, 4, 3)
+    torch.testing.assert_close(  # BERT's sentence pooling takes a 0/1 attention mask
+        bert.mean_pool(h, torch.tensor([[1, 1, 0, 0]])), torch.tensor([[1.5, 2.5, 3.5]])
+    )

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .blocks import Encoder
+from .masks import masked_mean
 from .norms import LayerNorm
 from .positions import LearnedPositionalEmbedding
 from .tokenizer import WordPiece
@@ -334,8 +335,7 @@ def fill_mask(
 
 def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
     """Average of the real tokens' vectors (padding left out): (B, T, D), (B, T) -> (B, D)."""
-    keep = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1)
-    return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+    return masked_mean(hidden, attention_mask.bool())  # (B, D)
 
 
 @torch.no_grad()

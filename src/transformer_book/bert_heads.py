@@ -16,6 +16,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from .masks import masked_mean
+
 __all__ = [
     "SequenceClassifier",
     "TokenClassifier",
@@ -72,10 +74,8 @@ class SequenceClassifier(nn.Module):
     ) -> Tensor:
         hidden, pooled = self.encoder(ids, token_type_ids, attention_mask)
         if self.pooling == "mean":  # hidden (B, T, D) -> (B, D)
-            keep = (
-                torch.ones_like(ids) if attention_mask is None else attention_mask
-            ).to(hidden.dtype)[..., None]  # (B, T, 1)
-            pooled = (hidden * keep).sum(1) / keep.sum(1)
+            keep = torch.ones_like(ids) if attention_mask is None else attention_mask
+            pooled = masked_mean(hidden, keep.bool())  # (B, D)
         return self.classifier(self.dropout(pooled))  # (B, n_classes)
 
 

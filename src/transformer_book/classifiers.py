@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from .blocks import Encoder
+from .masks import masked_mean  # re-exported: chapter 5 meets it here
 from .positions import T5RelativeBias
 
 __all__ = [
@@ -75,20 +76,6 @@ class ClassifierConfig:
             raise ValueError(
                 f"pad_id must lie in [0, vocab_size={self.vocab_size}), got {self.pad_id}"
             )
-
-
-def masked_mean(h: Tensor, keep: Tensor) -> Tensor:
-    """Average of the vectors whose ``keep`` entry is True: sum(h_t · keep_t) / sum(keep_t).
-
-    Shapes: h (B, T, D), keep (B, T) bool -> (B, D). A row with nothing kept gives zeros.
-    """
-    if keep.shape != h.shape[:2] or keep.dtype != torch.bool:
-        raise ValueError(
-            f"keep must be a bool tensor of shape {tuple(h.shape[:2])}, "
-            f"got {keep.dtype} {tuple(keep.shape)}"
-        )
-    w = keep.to(h.dtype).unsqueeze(-1)  # (B, T, 1)
-    return (h * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, D)
 
 
 class _EncoderBody(nn.Module):

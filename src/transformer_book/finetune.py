@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .masks import masked_mean
 from .squad import QAExample, best_span
 from .tokenizer import Encoding, WordPiece, basic_tokenize
 
@@ -211,8 +212,7 @@ def frozen_features(
             for k, v in tok.pad([encs[i] for i in idx]).items()
         }
         hidden, pooled = encoder(b["ids"], b["token_type_ids"], b["attention_mask"])
-        keep = b["attention_mask"].to(hidden.dtype)[..., None]  # (B, T, 1)
-        mean = (hidden * keep).sum(1) / keep.sum(1)  # (B, D)
+        mean = masked_mean(hidden, b["attention_mask"].bool())  # (B, D)
         for name, v in (("cls", hidden[:, 0]), ("pooled", pooled), ("mean", mean)):
             for j, i in enumerate(idx):
                 out[name][i] = v[j].cpu()

@@ -15,6 +15,7 @@ from torch import Tensor
 
 __all__ = [
     "causal_mask",
+    "masked_mean",
     "padding_mask",
     "padding_mask_from_ids",
     "sliding_window_mask",
@@ -155,3 +156,20 @@ def with_global_tokens(mask: Tensor, positions: Tensor | list[int]) -> Tensor:
     rows = pos - (n_keys - n_queries)  # query index of each global position
     out[..., rows[rows >= 0], :] = True  # global tokens see every key
     return out
+
+
+def masked_mean(h: Tensor, keep: Tensor) -> Tensor:
+    """Average of the vectors whose ``keep`` entry is True: sum(h_t · keep_t) / sum(keep_t).
+
+    Mean pooling over the real tokens of padded sequences: every sentence classifier and
+    sentence embedder in the book pools with this one function.
+    Shapes: h (B, T, D), keep (B, T) bool -> (B, D). A row with nothing kept gives zeros
+    (not NaN: the count is clamped at 1).
+    """
+    if keep.shape != h.shape[:2] or keep.dtype != torch.bool:
+        raise ValueError(
+            f"keep must be a bool tensor of shape {tuple(h.shape[:2])}, "
+            f"got {keep.dtype} {tuple(keep.shape)}"
+        )
+    w = keep.to(h.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (h * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, D)
