@@ -1034,9 +1034,17 @@ assert v["learned", "copy"] == v["learned", "last marker"] == "cannot run"
 if quick:  # the claims of the prose, which describes the quick profile's edition
     assert v["T5 bias", "copy"] == "keeps it"
     assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
-# seeds near the 0.8 cut decide these two; another CPU can flip them: not asserted
-alibi_marker = report.glue("alibi_marker", v["ALiBi", "last marker"])
-sin_marker = report.glue("sin_marker", v["sinusoidal", "last marker"])
+# A seed near a cut (0.8 to learn, 90 % to keep) decides these two, and another CPU can
+# flip them: the text quotes the rule's verdict as a clause, not asserted.
+RULE = {
+    "keeps it": "every seed keeps at least 90 % of its accuracy at length 64",
+    "loses it": "no seed keeps 90 % of its accuracy at length 64",
+    "mixed": "some seeds keep 90 % of their accuracy at length 64, some do not",
+    "not learned": "a seed stays below 0.8 already at length 32, so the rule does "
+    "not count the task as learned",
+}
+alibi_rule = report.glue("alibi_rule", RULE[v["ALiBi", "last marker"]])
+sin_rule = report.glue("sin_rule", RULE[v["sinusoidal", "last marker"]])
 
 # %% [markdown]
 # A ranking at length 64 writes ">" only where the min–max intervals of neighbours do not
@@ -1075,6 +1083,7 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 alibi_32 = report.glue("alibi_marker_32", mean_at("ALiBi", L1), "{:.2f}")
 alibi_64 = report.glue("alibi_marker_64", mean_at("ALiBi", L2), "{:.2f}")
 rope_drop = report.glue("rope_drop", drop["RoPE"], "{:.2f}")
+alibi_drop = report.glue("alibi_drop", drop["ALiBi"], "{:.2f}")
 other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.2f}")
 
 # %% [markdown]
@@ -1088,14 +1097,14 @@ other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.
 #   the test at length 64 cannot even run (the error above), hence n/a.
 # - **Sinusoidal** encodings are defined at every position, but the model has only ever
 #   seen positions 0–31: at length 64 it loses much of its accuracy on both tasks (on
-#   *last marker*, by the rule above: {glue:text}`sin_marker`).
+#   *last marker*, by the rule above: {glue:text}`sin_rule`).
 # - **T5's bias** learns a score per distance, and long distances fall into a bucket that
 #   training reached: on *copy* it keeps its accuracy in every seed and is ahead of every
 #   other scheme at length 64. That win may depend on `max_distance` being the training
 #   length; the first control below moves it.
 # - **ALiBi** can only prefer nearer tokens. That is exactly what *last marker* needs:
 #   its mean accuracy is {glue:text}`alibi_marker_32` at length 32 and
-#   {glue:text}`alibi_marker_64` at 64 (by the rule above: {glue:text}`alibi_marker`).
+#   {glue:text}`alibi_marker_64` at 64 (by the rule above: {glue:text}`alibi_rule`).
 #   In this edition's small **one-layer** models it does not learn *copy*: one head
 #   cannot single out "3 back", and the small model does not find a mixture of heads
 #   that does in 80 steps. The second control below asks what one more layer changes.
@@ -1210,7 +1219,7 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 # The edition you are reading runs the quick profile: one layer, $d_{model} = 32$,
 # 80 steps, 3 seeds, 128 test sequences per length, sized so that the chapter stays
 # within the quick profile's budget of about a minute on two CPU cores. That is enough
-# to see the failure modes above, which are large and the same in every seed. It cannot
+# to see the large failure modes above; those on *copy* hold in every seed. It cannot
 # show:
 #
 # - **small differences**: with 3 seeds, a ranking is stated only where the min–max
@@ -1226,7 +1235,8 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 #
 # The pattern behind these verdicts: a scheme carries over to longer inputs when
 # everything the longer input shows it was seen in training (T5's capped buckets) or is
-# handled by a fixed rule (ALiBi's penalty). Being relative is not enough: RoPE is
+# handled by a fixed rule (ALiBi's penalty, whose mean accuracy on *last marker* drops
+# by {glue:text}`alibi_drop` from length 32 to 64). Being relative is not enough: RoPE is
 # relative too, and meets rotation angles it never saw.
 #
 # ## Exercises

@@ -97,7 +97,7 @@ s2s_steps, s2s_lr = run.pick(quick=500, full=6000), run.pick(quick=8e-3, full=1e
 s2s_warmup = run.pick(quick=50, full=100)  # quick: steps set by the CPU budget
 dev_steps = run.pick(quick=(250,), full=tuple(range(500, 6000, 500)))  # + the end
 # test exact match, asserted in section 7. The quick run is one seed, whose score
-# moves by a few points between CPUs (0.634 here, 0.597 on another): 0.5 leaves room.
+# moves by a few points between CPUs (0.634 and 0.597 on two of them): 0.5 leaves room.
 s2s_target = run.pick(quick=0.5, full=0.72)
 # chapter 5's tagger and intent classifier, with chapter 5's sizes and schedule; the
 # quick profile gives the tagger half of chapter 5's quick steps (a CPU budget)

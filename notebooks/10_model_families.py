@@ -650,9 +650,9 @@ print(f"T5, {len(seeds)} seeds: accuracy {mean(acc):.3f} ± {std(acc):.3f}, "
       f"cross-entropy {mean(nats):.2f} ± {std(nats):.2f} nats")  # fmt: skip
 print(f"always {words.itos[most_frequent]!r}: accuracy {base_acc:.3f}; "
       f"unigram: cross-entropy {base_nats:.2f} nats")  # fmt: skip
-report.glue("t5_acc", 100 * mean(acc), "{:.0f}")
+report.glue("t5_acc", 100 * mean(acc), "{:.1f}")
 report.glue("t5_acc_min", 100 * min(acc), "{:.1f}")
-report.glue("t5_base", 100 * base_acc, "{:.0f}")
+report.glue("t5_base", 100 * base_acc, "{:.1f}")
 report.glue("t5_nats", mean(nats), "{:.2f}")
 report.glue("t5_base_nats", base_nats, "{:.2f}")
 # On the mean over the seeds, with margins of a few standard errors of that mean on
