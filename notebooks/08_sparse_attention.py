@@ -422,6 +422,39 @@ report.glue(
     "mixed_share", n_scores["local + global"] / n_scores["global + global"], "{:.0%}"
 )
 
+# %% [markdown]
+# At $T = 32$ a window of 8 saves little. At long contexts a local layer costs about
+# $wT$ scores against a global layer's $T^2/2$, so a mix of $n_\text{local}$ local and
+# $n_\text{global}$ global layers costs, as a share of all-global,
+#
+# $$\frac{n_\text{local}\,(wT - w(w-1)/2) + n_\text{global}\,T(T+1)/2}
+#        {(n_\text{local} + n_\text{global})\,T(T+1)/2}
+#   \;\xrightarrow{T \to \infty}\; \frac{n_\text{global}}{n_\text{local} +
+#   n_\text{global}}:$$
+#
+# the local layers become free, and the global ones are what is left. With a window of
+# 4,096:
+
+
+# %%
+def mix_share(T, w, n_local, n_global):
+    """Scores of n_local windowed + n_global causal layers / all of them causal."""
+    full = window_scores(T, T)
+    return (n_local * window_scores(T, w) + n_global * full) / (
+        (n_local + n_global) * full
+    )
+
+
+print("        T   1 local : 1 global   5 local : 1 global")
+for T in (4096, 32_768, 131_072, 1_048_576):
+    one, five = mix_share(T, 4096, 1, 1), mix_share(T, 4096, 5, 1)
+    print(f"{T:9,d} {one:16.0%} {five:20.0%}")
+print(f"{'limit':>9s} {1 / 2:16.0%} {1 / 6:20.0%}")  # n_global / (n_local + n_global)
+long_one = mix_share(131_072, 4096, 1, 1)
+report.glue("long_one", long_one, "{:.0%}")
+report.glue("long_five", mix_share(131_072, 4096, 5, 1), "{:.0%}")
+assert 0.5 < long_one < 0.55 and mix_share(10**9, 4096, 5, 1) - 1 / 6 < 1e-4
+
 
 class CopyModel(nn.Module):
     """Embedding, a Stack of this pattern, two read-outs. (B, T) -> (B, T, 2, V)."""
@@ -533,8 +566,10 @@ plt.show()
 #   predicted: no amount of training can fetch a token the mask never lets through.
 # - Replacing one local layer by a global one puts the far token in reach, and the far
 #   accuracy jumps on every seed, at {glue:text}`mixed_share` of the scores of two
-#   global layers here (and a much smaller share at long contexts, where the window is
-#   a tiny part of $T$).
+#   global layers here. At long contexts that share falls only towards one half, the
+#   fraction of layers that are global ({glue:text}`long_one` at $T$ = 131,072 with a
+#   4,096 window, in the table above); five local layers per global one bring it
+#   towards one sixth ({glue:text}`long_five` there). The global layers set the cost.
 # - Seeds vary (the min-max columns): on this short training budget a seed can learn
 #   the far copy only in part. The comparison we assert is the one the spread supports:
 #   every seed of the models with a global layer beats every seed of the all-local model
