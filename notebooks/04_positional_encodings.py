@@ -1138,6 +1138,8 @@ assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
 # the seeds of max_dist 128 spread widely, so a few of them decide this: quoted, not
 # asserted
 t5_128_lower = t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]
+if quick:  # the mean itself drops by far more than another CPU moves it (0.1 here)
+    assert t5_128[0] < t5[0]
 report.glue(
     "t5_128_verdict",
     "becomes lower and less reliable across these seeds"
