@@ -38,6 +38,59 @@ def test_bad_schedule_named():
         training.train(nn.Linear(1, 1), [None], lambda m, b: None, steps=0)
 
 
+def test_cooldown_ends_the_schedule_at_a_fraction_of_the_rate():
+    f = [training.lr_factor(s, 12, warmup=2, cooldown=2) for s in range(12)]
+    assert f[:2] == [0.5, 1.0] and f[2:10] == [1.0] * 8 and f[10:] == [0.1, 0.1]
+    g = [
+        training.lr_factor(
+            s, 12, decay="linear", min_factor=0.2, cooldown=2, cooldown_factor=0.05
+        )
+        for s in range(12)
+    ]
+    assert math.isclose(g[9], 0.2) and g[10:] == [0.05, 0.05], (
+        "the decay ends where the cool-down begins"
+    )
+    with pytest.raises(ValueError, match="cooldown must be in \\[0, steps=5\\), got 5"):
+        training.lr_factor(0, 5, cooldown=5)
+
+
+def test_to_device_moves_tensors_in_containers_and_leaves_the_rest():
+    from typing import NamedTuple
+
+    class Pair(NamedTuple):
+        a: torch.Tensor
+        b: list
+
+    batch = {
+        "x": torch.ones(2, dtype=torch.float64),
+        "rows": [Pair(torch.ones(1), [1])],
+    }
+    moved = training.to_device(batch, "meta")
+    assert moved["x"].device.type == "meta" and moved["x"].dtype == torch.float64
+    pair = moved["rows"][0]
+    assert isinstance(pair, Pair) and pair.a.device.type == "meta" and pair.b == [1]
+    assert training.to_device("text", "meta") == "text"
+
+
+def test_train_moves_batches_to_the_models_device(monkeypatch):
+    seen = []
+
+    def loss_fn(model, batch):
+        seen.append(batch.dtype)
+        return model(batch).sum()
+
+    model = nn.Linear(2, 1).double()  # float64 stands in for another device's tensors
+    with pytest.raises(TypeError, match="model must be an nn.Module, got str"):
+        training.train("model", [torch.ones(1, 2)], loss_fn, steps=1)
+    calls = []
+    real = training.to_device
+    monkeypatch.setattr(
+        training, "to_device", lambda b, d: calls.append(d) or real(b, d)
+    )
+    training.train(model, [torch.ones(1, 2, dtype=torch.float64)], loss_fn, steps=2)
+    assert calls == [torch.device("cpu")] * 2 and seen == [torch.float64] * 2
+
+
 def regression_problem():
     torch.manual_seed(0)
     x = torch.randn(64, 3)

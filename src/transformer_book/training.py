@@ -43,6 +43,7 @@ __all__ = [
     "progress_enabled",
     "save_checkpoint",
     "load_checkpoint",
+    "to_device",
     "train",
 ]
 
@@ -65,15 +66,24 @@ def lr_factor(
     warmup: int = 0,
     decay: str = "constant",
     min_factor: float = 0.0,
+    cooldown: int = 0,
+    cooldown_factor: float = 0.1,
 ) -> float:
     """The learning rate of update ``step`` (0-based) as a fraction of the peak rate.
 
     Linear warm-up from ``1/warmup`` to 1 over the first ``warmup`` updates, then
     ``decay``: ``"constant"`` (stay at 1), ``"linear"`` or ``"cosine"`` (fall to
-    ``min_factor`` at the last update).
+    ``min_factor`` at the last update before the cool-down). ``cooldown``: the last
+    that many of the ``steps`` updates run at ``cooldown_factor`` of the peak rate, so
+    that the weights settle instead of hopping around a minimum.
     """
     if decay not in SCHEDULES:
         raise ValueError(f"decay must be one of {SCHEDULES}, got {decay!r}")
+    if not 0 <= cooldown < steps:
+        raise ValueError(f"cooldown must be in [0, steps={steps}), got {cooldown}")
+    if step >= steps - cooldown:
+        return cooldown_factor
+    steps -= cooldown  # the schedule proper ends where the cool-down begins
     if step < warmup:
         return (step + 1) / warmup
     if decay == "constant" or steps <= warmup + 1:
@@ -86,6 +96,21 @@ def lr_factor(
     else:
         shape = 0.5 * (1.0 + math.cos(math.pi * done))
     return min_factor + (1.0 - min_factor) * shape
+
+
+def to_device(batch, device: torch.device | str):
+    """``batch`` with every tensor in it (also inside tuples, lists and dicts) moved to
+    ``device``; anything else (token lists, example records) is returned as it is."""
+    if isinstance(batch, Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        moved = [to_device(v, device) for v in batch]
+        if hasattr(batch, "_fields"):  # a NamedTuple
+            return type(batch)(*moved)
+        return type(batch)(moved)
+    return batch
 
 
 @dataclass(frozen=True)
@@ -248,6 +273,8 @@ def train(
     warmup: int = 0,
     decay: str = "constant",
     min_lr_factor: float = 0.0,
+    cooldown: int = 0,
+    cooldown_factor: float = 0.1,
     progress: bool | None = None,
     on_step: Callable[[int, float], None] | None = None,
     betas: tuple[float, float] = (0.9, 0.999),
@@ -260,11 +287,14 @@ def train(
     """Run ``steps`` AdamW updates on batches drawn (cycling) from ``batches``.
 
     Returns the training loss of every step. ``warmup``, ``decay`` and
-    ``min_lr_factor`` shape the learning rate (:func:`lr_factor`); ``clip`` is the
+    ``min_lr_factor`` shape the learning rate, and the last ``cooldown`` steps run at
+    ``cooldown_factor`` of it (:func:`lr_factor`); ``clip`` is the
     maximum gradient norm (0 or None: no clipping); ``on_step(step, loss)`` is called
     after every update (to evaluate now and then, say). A loss that becomes NaN or
     infinite does not stop the loop: the history records the divergence. The model
-    is left in eval mode, ready to be evaluated.
+    is left in eval mode, ready to be evaluated. Every tensor in a batch is moved to
+    the model's device first (:func:`to_device`), so batch producers may yield CPU
+    tensors.
 
     ``betas``: AdamW's (β1, β2). ``decay_vectors=False`` applies ``weight_decay`` to
     matrices and embeddings only. ``checkpoint``: a folder to save to every
@@ -276,13 +306,22 @@ def train(
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if checkpoint is None and (resume or checkpoint_every or stop_at is not None):
         raise ValueError(
             "resume, checkpoint_every and stop_at need a checkpoint folder"
         )
-    lr_factor(0, steps, warmup, decay, min_lr_factor)  # validates decay
+    schedule = dict(
+        warmup=warmup,
+        decay=decay,
+        min_factor=min_lr_factor,
+        cooldown=cooldown,
+        cooldown_factor=cooldown_factor,
+    )
+    lr_factor(0, steps, **schedule)  # validates decay and cooldown
     groups = _param_groups(model, weight_decay, decay_vectors)
     opt = torch.optim.AdamW(groups, lr=lr, betas=betas)
     history: list[float] = []
@@ -292,8 +331,8 @@ def train(
     end = steps if stop_at is None else min(steps, stop_at)
     rank, world_size = _world()
     net = model
+    device = next(model.parameters()).device
     if world_size > 1:
-        device = next(model.parameters()).device
         ids = [device.index] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     bar = None
@@ -306,9 +345,9 @@ def train(
     for _ in range(start):  # the batches the run before the checkpoint consumed
         next(draw)
     for step in range(start, end):
-        batch = next(draw)
+        batch = to_device(next(draw), device)
         for group in opt.param_groups:
-            group["lr"] = lr * lr_factor(step, steps, warmup, decay, min_lr_factor)
+            group["lr"] = lr * lr_factor(step, steps, **schedule)
         loss = loss_fn(net, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()  # under DDP: the gradients are averaged over the processes
