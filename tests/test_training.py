@@ -199,3 +199,42 @@ def test_matrices_only_weight_decay_spares_biases_and_gains():
     assert {p.dim() for p in groups[1]["params"]} == {1}
     n = sum(p.numel() for g in groups for p in g["params"])
     assert n == sum(p.numel() for p in model.parameters())
+
+
+def _fit(steps=200, **speed):
+    model, batches = regression_problem()
+    history = training.train(model, batches, mse, steps=steps, lr=0.05, **speed)
+    return model, history
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_follows_the_fp32_curve(precision):
+    ref, ref_history = _fit()
+    model, history = _fit(precision=precision)
+    if precision == "bf16":  # 8 bits of mantissa: each loss within 5 % of fp32's peak
+        gaps = [abs(a - b) for a, b in zip(history[:50], ref_history[:50])]
+        assert max(gaps) < 0.05 * max(ref_history[:50]), max(gaps)
+    # fp16's scaler may skip the first steps (overflow while it finds its scale), so
+    # its curve runs a few steps behind; both must reach the same solution
+    assert history[-1] < 1e-2 and ref_history[-1] < 1e-2
+    assert model.weight.dtype == torch.float32, "the weights stay fp32"
+    torch.testing.assert_close(model.weight, ref.weight, atol=0.05, rtol=0)
+
+
+def test_fused_adamw_takes_the_same_steps():
+    ref, ref_history = _fit(steps=50)
+    model, history = _fit(steps=50, fused=True)
+    torch.testing.assert_close(torch.tensor(history), torch.tensor(ref_history))
+    torch.testing.assert_close(model.weight, ref.weight)
+
+
+def test_compiled_model_takes_the_same_steps():
+    ref, ref_history = _fit(steps=20)
+    model, history = _fit(steps=20, compile=True)
+    torch.testing.assert_close(torch.tensor(history), torch.tensor(ref_history))
+    torch.testing.assert_close(model.weight, ref.weight)
+
+
+def test_bad_precision_named():
+    with pytest.raises(ValueError, match="precision must be one of .* got 'int8'"):
+        _fit(steps=1, precision="int8")
