@@ -1,0 +1,149 @@
+"""The book's own trained weights: saved with a card, loaded only if they are intact.
+
+Some lessons need a model trained longer than a chapter can wait (Part III's pre-trained
+BERT and T5, for instance). The book trains those once, with a recipe kept in the
+repository, and ships the result as a *checkpoint*: a folder ``NAME/`` with
+
+- ``model.safetensors``: the weights (fp16 by default, to keep the repository small);
+- ``card.json``: what the weights are and how they came to be — the model's module,
+  class and config; the recipe, data and held-out split; steps, tokens, seconds and
+  machine; the torch version; the held-out metrics *and the baselines' metrics on the
+  same held-out data*; and the sha256 digest of ``model.safetensors``.
+
+:func:`load` rebuilds the model from its card and refuses a weights file whose digest is
+not the card's, naming the file and both digests. Nothing here needs a network.
+Checkpoints are looked up in ``$TRANSFORMER_BOOK_CHECKPOINTS`` if set, else in the
+repository's ``checkpoints/`` folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import platform
+from pathlib import Path
+
+import torch
+from torch import nn
+
+__all__ = [
+    "CHECKPOINTS_ENV",
+    "WEIGHTS",
+    "CARD",
+    "CheckpointError",
+    "root",
+    "save",
+    "load",
+    "sha256_of",
+]
+
+CHECKPOINTS_ENV = "TRANSFORMER_BOOK_CHECKPOINTS"
+WEIGHTS, CARD = "model.safetensors", "card.json"
+_REPO = Path(__file__).resolve().parents[2]  # src/transformer_book/ -> the repository
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or not the one its card describes."""
+
+
+def root() -> Path:
+    """Where checkpoints are looked up: ``$TRANSFORMER_BOOK_CHECKPOINTS``, else the
+    repository's ``checkpoints/``."""
+    env = os.environ.get(CHECKPOINTS_ENV)
+    return Path(env) if env else _REPO / "checkpoints"
+
+
+def sha256_of(file: str | Path) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _spec(model: nn.Module, config: object) -> dict:
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise ValueError(
+            f"config must be a dataclass instance, got {type(config).__name__}"
+        )
+    return {
+        "module": type(model).__module__,
+        "class": type(model).__qualname__,
+        "config_class": type(config).__qualname__,
+        "config": dataclasses.asdict(config),
+    }
+
+
+def save(
+    model: nn.Module,
+    config: object,
+    folder: str | Path,
+    card: dict | None = None,
+    dtype: torch.dtype = torch.float16,
+) -> dict:
+    """Write ``model``'s weights (as ``dtype``) and its card to ``folder``; return the card.
+
+    ``config`` is the frozen dataclass the model was built from (``type(model)(config)``
+    must rebuild it). ``card``: the recipe, data, metrics and baselines to record; the
+    model's spec, parameter count, torch version, machine and digest are added here.
+    """
+    from safetensors.torch import save_model
+
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
+    spec = _spec(model, config)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = type(model)(config)  # a CPU copy in the storage dtype; `model` is untouched
+    copy.load_state_dict({k: v.detach().cpu() for k, v in model.state_dict().items()})
+    save_model(copy.to(dtype), str(folder / WEIGHTS))
+    full = {
+        **(card or {}),
+        "model": spec,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "sha256": sha256_of(folder / WEIGHTS),
+    }
+    (folder / CARD).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+    return full
+
+
+def _build(spec: dict) -> tuple[nn.Module, object]:
+    module = importlib.import_module(spec["module"])
+    if not module.__name__.startswith("transformer_book."):
+        raise CheckpointError(f"card names a model outside the book: {spec['module']}")
+    config = getattr(module, spec["config_class"])(**spec["config"])
+    return getattr(module, spec["class"])(config), config
+
+
+def load(
+    name: str | Path, device: torch.device | str = "cpu"
+) -> tuple[nn.Module, dict]:
+    """The checkpoint ``name`` (a folder under :func:`root`, or a path) as
+    ``(model, card)``: an fp32 model in eval mode on ``device``, weights verified."""
+    from safetensors.torch import load_model
+
+    folder = Path(name) if Path(name).is_dir() else root() / str(name)
+    if not (folder / CARD).is_file() or not (folder / WEIGHTS).is_file():
+        known = sorted(p.name for p in root().glob("*/") if (p / CARD).is_file())
+        raise CheckpointError(
+            f"no checkpoint {str(name)!r}: {folder} needs {WEIGHTS} and {CARD} "
+            f"(checkpoints in {root()}: {known or 'none'})"
+        )
+    card = json.loads((folder / CARD).read_text())
+    actual = sha256_of(folder / WEIGHTS)
+    if actual != card.get("sha256"):
+        raise CheckpointError(
+            f"{folder / WEIGHTS} has sha256 {actual}, but its card says "
+            f"{card.get('sha256')}: the file changed after it was trained; retrain it "
+            f"with its recipe or restore it"
+        )
+    model, _ = _build(card["model"])
+    load_model(model, str(folder / WEIGHTS), strict=True)  # casts to the model's fp32
+    return model.to(device).eval(), card

@@ -1,0 +1,79 @@
+"""transformer_book.checkpoints: a saved model comes back as it was, from its card alone,
+and a weights file that changed after training is refused."""
+
+import json
+
+import pytest
+import torch
+
+from transformer_book import checkpoints, gpt
+
+
+@pytest.fixture
+def tiny():
+    torch.manual_seed(0)
+    config = gpt.GPTConfig(vocab_size=20, max_len=8, d_model=16, n_layers=2, n_heads=2)
+    return gpt.GPT(config).eval(), config
+
+
+def test_round_trip_from_the_card_alone(tiny, tmp_path, monkeypatch):
+    model, config = tiny
+    card = checkpoints.save(
+        model,
+        config,
+        tmp_path / "tiny",
+        {"recipe": "test", "held_out": {"loss": 2.9}},
+        dtype=torch.float32,
+    )
+    assert card["parameters"] == sum(p.numel() for p in model.parameters())
+    assert card["model"]["class"] == "GPT" and card["model"]["config"]["d_model"] == 16
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
+    loaded, read = checkpoints.load("tiny")
+    assert read == card and not loaded.training
+    ids = torch.randint(0, 20, (2, 8))
+    torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=0)
+
+
+def test_fp16_storage_halves_the_file_and_keeps_the_logits_close(tiny, tmp_path):
+    model, config = tiny
+    checkpoints.save(model, config, tmp_path / "a", dtype=torch.float32)
+    checkpoints.save(model, config, tmp_path / "b")  # fp16
+    sizes = [(tmp_path / f / checkpoints.WEIGHTS).stat().st_size for f in "ab"]
+    assert sizes[1] < 0.6 * sizes[0]  # half the bytes, plus the same header
+    loaded, card = checkpoints.load(tmp_path / "b")
+    assert card["dtype"] == "float16" and loaded.lm_head.weight.dtype == torch.float32
+    ids = torch.randint(0, 20, (2, 8))
+    torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=2e-2)
+
+
+def test_a_changed_weights_file_is_refused_naming_both_digests(tiny, tmp_path):
+    model, config = tiny
+    card = checkpoints.save(model, config, tmp_path / "t")
+    weights = tmp_path / "t" / checkpoints.WEIGHTS
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one bit pattern of one weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(checkpoints.CheckpointError) as err:
+        checkpoints.load(tmp_path / "t")
+    msg = str(err.value)
+    assert str(weights) in msg and card["sha256"] in msg
+    assert checkpoints.sha256_of(weights) in msg
+
+
+def test_missing_checkpoint_and_bad_config_are_named(tiny, tmp_path, monkeypatch):
+    model, config = tiny
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
+    checkpoints.save(model, config, tmp_path / "there")
+    with pytest.raises(
+        checkpoints.CheckpointError, match=r"no checkpoint 'nope'.*\['there'\]"
+    ):
+        checkpoints.load("nope")
+    with pytest.raises(
+        ValueError, match="config must be a dataclass instance, got dict"
+    ):
+        checkpoints.save(model, {"d_model": 16}, tmp_path / "x")
+    card = json.loads((tmp_path / "there" / checkpoints.CARD).read_text())
+    card["model"]["module"] = "os"
+    (tmp_path / "there" / checkpoints.CARD).write_text(json.dumps(card))
+    with pytest.raises(checkpoints.CheckpointError, match="outside the book: os"):
+        checkpoints.load("there")
