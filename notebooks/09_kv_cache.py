@@ -62,12 +62,12 @@ from transformer_book import (
     diagrams,
     gpt,
     kv_cache,
+    lm_data,
     plotting,
     report,
     runtime,
     sampling,
     training,
-    vocab,
 )
 
 # %% tags=["parameters"]
@@ -102,10 +102,9 @@ uptrain_steps, uptrain_lr, seeds = run.pick(20, 300), run.pick(1e-3, 3e-4), (0, 
 
 # %%
 text = data.load_tinyshakespeare()
-chars = vocab.Vocab(sorted(set(text)), pad_token=None, unk_token=None)
+chars = lm_data.char_vocab(text)  # the sorted distinct characters
 ids = torch.tensor(chars.encode(list(text)))  # (N,): one id per character
-n_train = int(0.9 * len(ids))
-train_ids, heldout_ids = ids[:n_train], ids[n_train:]
+train_ids, heldout_ids = lm_data.split_stream(ids, 0.9)
 print(f"{len(text):,} characters, {len(chars)} distinct")
 print(f"{len(train_ids):,} to train on, {len(heldout_ids):,} held out")
 print(repr(text[:72]))
@@ -113,42 +112,18 @@ print(repr(text[:72]))
 # %% [markdown]
 # A training example is a window of `context` characters; the targets are the same
 # window shifted by one, so every position is a next-character prediction.
-
+# `lm_data.WindowBatches` draws training windows at random places, from a seed;
+# `lm_data.sequential_windows` cuts the held-out text into consecutive windows, so that
+# `lm_data.mean_loss` reads every held-out character once (in the quick profile, the
+# first {glue:text}`n_heldout` of them). The loss is `lm_data.next_token_loss`, the
+# cross-entropy averaged over every position of the batch.
 
 # %%
-def windows(source, n, gen):
-    """n random windows: inputs x, targets y = x shifted by one. Shapes: (n, T) each."""
-    start = torch.randint(len(source) - context - 1, (n,), generator=gen)
-    rows = torch.stack(
-        [source[s : s + context + 1] for s in start.tolist()]
-    )  # (n, T+1)
-    return rows[:, :-1].to(run.device), rows[:, 1:].to(run.device)
-
-
-def stream(seed):
-    """An endless stream of training batches, in an order fixed by the seed."""
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        yield windows(train_ids, batch_size, gen)
-
-
-def next_char_loss(model, batch):
-    x, y = batch
-    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())  # mean over B·T
-
-
-eval_gen = torch.Generator().manual_seed(1234)
-heldout = [windows(heldout_ids, batch_size, eval_gen) for _ in range(run.pick(8, 40))]
-
-
-@torch.no_grad()
-def heldout_loss(model):
-    model.eval()
-    return statistics.mean(next_char_loss(model, b).item() for b in heldout)
-
-
+n_heldout = run.pick(8 * batch_size * context, len(heldout_ids))  # characters scored
+heldout = lm_data.sequential_windows(heldout_ids[: n_heldout + 1], context, batch_size)
+report.glue("n_heldout", f"{n_heldout:,}")
 x, y = heldout[0]
-print("inputs", tuple(x.shape), "targets", tuple(y.shape))
+print(f"{len(heldout)} batches of inputs and targets", tuple(x.shape), tuple(y.shape))
 print(repr("".join(chars.decode(x[0, :30].tolist()))))
 print(repr("".join(chars.decode(y[0, :30].tolist()))))
 
@@ -182,15 +157,15 @@ print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 # %% tags=["nbval-ignore-output"]
 history = training.train(
     model,
-    stream(seed=0),
-    next_char_loss,
+    lm_data.WindowBatches(train_ids, batch_size, context, seed=0),
+    lm_data.next_token_loss,
     steps=n_steps,
     lr=lr,
     warmup=n_steps // 10,
     decay="cosine",
     min_lr_factor=0.1,
 )
-base_loss = heldout_loss(model)
+base_loss = lm_data.mean_loss(model, heldout)
 print(f"held-out loss after {n_steps} steps: {base_loss:.3f} nats per character")
 report.glue("base_loss", base_loss, "{:.2f}")
 report.glue("n_steps", f"{n_steps:,}")
@@ -668,7 +643,7 @@ print("tiled MHA:", tiled.n_kv_heads, "key/value heads;", "same output within 1e
 
 # %% tags=["nbval-ignore-output"]
 groups = [n_heads // 2, 1]  # GQA with half the key/value heads, and MQA
-converted = {g: heldout_loss(gpt.gqa_from_mha(model, g)) for g in groups}
+converted = {g: lm_data.mean_loss(gpt.gqa_from_mha(model, g), heldout) for g in groups}
 print(f"{n_heads} key/value heads (the trained model): {base_loss:.3f}")
 for g in groups:
     print(f"{g} key/value heads, just converted: {converted[g]:.3f}")
@@ -692,9 +667,10 @@ for g in [n_heads, *groups]:
     for seed in seeds:
         torch.manual_seed(seed)
         student = gpt.gqa_from_mha(model, g)  # g = n_heads: an unchanged copy
-        training.train(student, stream(100 + seed), next_char_loss, uptrain_steps,
+        stream = lm_data.WindowBatches(train_ids, batch_size, context, seed=100 + seed)
+        training.train(student, stream, lm_data.next_token_loss, uptrain_steps,
                        lr=uptrain_lr)  # fmt: skip
-        after[g].append(heldout_loss(student))
+        after[g].append(lm_data.mean_loss(student, heldout))
 start = {n_heads: base_loss, **converted}
 print(f"{'kv heads':>8} | {'converted':>9} | {'after uptraining':>16} | gap to MHA")
 for g, losses in after.items():
