@@ -8,8 +8,8 @@
     python scripts/book.py outputs              # which outputs nbval compares, per chapter
     python scripts/book.py nbgrader --course D  # an nbgrader course: D/source/NN/NN.ipynb
 
-``execute`` resolves ``device``/``profile`` ("auto" = cuda + full on a GPU, cpu + quick
-otherwise) and passes them to papermill, so the executed notebook records what it ran with.
+``execute`` resolves ``device``/``profile`` ("auto" = CUDA, else MPS, else the CPU; the
+quick profile everywhere: full is asked for by name) and passes them to papermill, so the executed notebook records what it ran with.
 The committed ``book/`` is the quick profile on a CPU: ``execute --profile quick --device cpu``.
 Any other profile or device writes ``editions/PROFILE-DEVICE/`` with its own status page.
 """

@@ -9,8 +9,48 @@ from transformer_book import runtime
 def test_auto_resolves_to_what_is_available():
     run = runtime.setup("auto", "auto")
     expected = "cuda" if torch.cuda.is_available() else "cpu"
+    if expected == "cpu" and torch.backends.mps.is_available():
+        expected = "mps"
     assert run.device.type == expected
-    assert run.profile == ("full" if expected == "cuda" else "quick")
+    assert run.profile == "quick", "auto is the quick profile on every device"
+
+
+@pytest.mark.parametrize(
+    "cuda, mps, expected",
+    [
+        (True, True, "cuda"),
+        (True, False, "cuda"),
+        (False, True, "mps"),
+        (False, False, "cpu"),
+    ],
+)
+def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert runtime.resolve_device("auto").type == expected
+    assert runtime.resolve_profile("auto", runtime.resolve_device("auto")) == "quick"
+
+
+def test_mps_requested_without_mps(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="MPS is not available"):
+        runtime.resolve_device("mps")
+
+
+def test_mps_without_the_cpu_fallback_warns(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(runtime, "resolve_device", lambda d: torch.device("mps"))
+    monkeypatch.delenv(runtime.MPS_FALLBACK_ENV, raising=False)
+    with pytest.warns(UserWarning, match="PYTORCH_ENABLE_MPS_FALLBACK=1 was not set"):
+        runtime.setup("mps", "quick", style=False)
+
+
+def test_importing_the_package_enables_the_mps_fallback():
+    import os
+
+    import transformer_book  # noqa: F401  (imported above already; sets the default)
+
+    assert os.environ.get(runtime.MPS_FALLBACK_ENV) == "1"
 
 
 def test_explicit_profile_and_pick():

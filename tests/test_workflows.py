@@ -46,6 +46,11 @@ def test_full_profile_runs_by_hand_on_a_gpu_runner_and_uploads_the_edition():
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     script = " ".join(str(s.get("run", "")) for s in job["steps"])
     assert "--profile full" in script and "--device cuda" in script
-    assert any(
-        s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"]
-    )
+    upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload")]
+    assert len(upload) == 1
+    # it uploads where scripts/book.py writes that edition, not the committed book/
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book
+
+    folder = book.edition_folder("full", "cuda").relative_to(ROOT).as_posix()
+    assert f"{folder}/*.ipynb" in upload[0]["with"]["path"]

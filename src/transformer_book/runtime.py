@@ -1,9 +1,11 @@
 """Where and how big a notebook runs: device, profile and seeds.
 
 Every notebook has a papermill ``parameters`` cell with ``device = "auto"`` and
-``profile = "auto"``; :func:`setup` turns them into a concrete device and profile
-(``full`` on a GPU, ``quick`` on a CPU), seeds every random generator and gives
-matplotlib the book's look (:func:`transformer_book.plotting.use_book_style`).
+``profile = "auto"``; :func:`setup` turns them into a concrete device (CUDA, else Apple's
+MPS, else the CPU) and profile, seeds every random generator and gives matplotlib the
+book's look (:func:`transformer_book.plotting.use_book_style`). ``"auto"`` is the
+``quick`` profile on every device: it is the one every chapter has been executed with;
+``full`` (bigger models, longer runs) is asked for by name.
 
 Seeding makes a run repeat bit for bit on one machine. Another CPU, or another code
 path of the same math library, rounds the last bits differently, and training turns
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,24 +34,39 @@ __all__ = [
 ]
 
 PROFILES = ("quick", "full")
+MPS_FALLBACK_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
 
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """``"auto"`` means CUDA when available, else the CPU; anything else is passed to torch."""
+    """``"auto"`` means CUDA when available, else Apple silicon's MPS, else the CPU;
+    anything else is passed to torch (and must be available)."""
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if _mps_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'"
         )
+    if dev.type == "mps" and not _mps_available():
+        raise ValueError(
+            f"device={device!r} was requested but MPS is not available; use 'auto' or 'cpu'"
+        )
     return dev
 
 
-def resolve_profile(profile: str, device: torch.device) -> str:
-    """``"auto"`` means ``full`` on a GPU and ``quick`` on a CPU."""
+def resolve_profile(profile: str, device: torch.device | None = None) -> str:
+    """``"auto"`` means ``quick`` on every device: the profile the edition was executed
+    and checked with. ``full`` must be asked for by name (``device`` is not consulted;
+    it is accepted so that callers can pass what they resolved)."""
     if profile == "auto":
-        return "full" if device.type == "cuda" else "quick"
+        return "quick"
     if profile not in PROFILES:
         raise ValueError(
             f"profile must be 'auto' or one of {PROFILES}, got {profile!r}"
@@ -114,11 +132,22 @@ def setup(
 ) -> Run:
     """Resolve the notebook parameters, seed everything and set the book's plot style.
 
+    On MPS, operations Apple's backend lacks fall back to the CPU when
+    ``PYTORCH_ENABLE_MPS_FALLBACK=1`` was set before torch was imported (importing
+    ``transformer_book`` first sets it); otherwise a warning says so.
+
     ``cpu_threads``: on a CPU, limit torch to this many threads. Chapters that train
     tiny models pass 1: such models gain nothing from more threads, and lose a lot on a
     busy machine. ``style=False`` leaves matplotlib's settings alone.
     """
     dev = resolve_device(device)
+    if dev.type == "mps" and os.environ.get(MPS_FALLBACK_ENV) != "1":
+        warnings.warn(
+            f"{MPS_FALLBACK_ENV}=1 was not set before torch was imported: an operation "
+            "MPS lacks will raise instead of running on the CPU. Import transformer_book "
+            "before torch, or set the variable before starting Python.",
+            stacklevel=2,
+        )
     run = Run(device=dev, profile=resolve_profile(profile, dev), seed=seed)
     if cpu_threads is not None and dev.type == "cpu":
         if cpu_threads < 1:
