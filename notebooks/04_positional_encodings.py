@@ -53,19 +53,16 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book import (
-    blocks,
     checks,
     diagrams,
-    masks,
+    extrapolation,
     plotting,
     positions,
     report,
     runtime,
-    training,
 )
 
 # %% tags=["parameters"]
@@ -208,13 +205,10 @@ print(f"omega_63 = {10000 ** (-126 / 128):.2g} rad per position")
 # pattern, like the reading of a clock with 64 hands turning at 64 different speeds.
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.WIDE)
-im = ax.imshow(pe, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-ax.set_xlabel("feature (column 2i = sin, 2i+1 = cos)")
-ax.set_ylabel("position p")
-ax.set_title("sinusoidal encoding of 50 positions, d = 128")
-ax.grid(False)
-fig.colorbar(im, ax=ax)
+plt.figure(figsize=plotting.WIDE)
+plotting.heatmap(pe, aspect="auto", cmap="RdBu", vmin=-1, vmax=1,
+                 xlabel="feature (column 2i = sin, 2i+1 = cos)", ylabel="position p",
+                 title="sinusoidal encoding of 50 positions, d = 128")  # fmt: skip
 plt.show()
 
 # %% [markdown]
@@ -286,13 +280,12 @@ for k in (0, 1, 5, 20, 45):
 
 # %% tags=["hide-input"]
 offsets = torch.arange(-49, 50)
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
 curve = torch.cos(offsets[:, None] * omega).sum(dim=1)
-ax.plot(offsets, curve, label=r"$\sum_i \cos(k\,\omega_i)$")
+ax = plotting.curves(offsets, {r"$\sum_i \cos(k\,\omega_i)$": curve}, styles=["-"],
+                     legend=False)  # fmt: skip
 label = r"$\mathrm{PE}_{25} \cdot \mathrm{PE}_n$, $k = n - 25$"
 ax.plot(torch.arange(50) - 25, gram[25], "o", ms=3, label=label)
-ax.set_xlabel("offset k = n - m")
-ax.set_ylabel("dot product")
+ax.set(xlabel="offset k = n - m", ylabel="dot product")
 ax.set_title("sinusoidal encodings: similarity depends on the offset only")
 ax.legend()
 plt.show()
@@ -742,33 +735,19 @@ plt.show()
 # sequences of 32 tokens; the test uses fresh sequences of 32 and of 64.
 
 # %%
-vocab_size, n_markers, train_len, IGNORE = 16, 4, 32, -100
+train_len = 32
 L1, L2 = train_len, 2 * train_len
-TASKS = {"copy": 1, "last marker": 2}  # which target make_batch returns
-
-
-def make_batch(n: int, T: int, gen: torch.Generator, offset: int = 3) -> tuple:
-    """Token ids (n, T), copy targets and last-marker targets (n, T) each."""
-    ids = torch.randint(n_markers, vocab_size, (n, T), generator=gen)  # ordinary tokens
-    is_marker = torch.rand(n, T, generator=gen) < 0.2
-    marker_ids = torch.randint(0, n_markers, (n, T), generator=gen)
-    ids = torch.where(is_marker, marker_ids, ids)  # (n, T)
-    copy = torch.full_like(ids, IGNORE)
-    copy[:, offset:] = ids[:, :-offset]  # the token `offset` places back
-    # (n, T): the index of the latest marker so far, -1 before the first one
-    last = torch.where(is_marker, torch.arange(T), -1).cummax(dim=1).values
-    marker = torch.where(last >= 0, ids.gather(1, last.clamp(min=0)), IGNORE)
-    return ids, copy, marker
-
-
-ids, copy, marker = make_batch(1, 14, torch.Generator().manual_seed(8))
+TASKS, IGNORE = extrapolation.TASKS, extrapolation.IGNORE  # task -> target's index
+ids, copy, marker = extrapolation.make_batch(1, 14, torch.Generator().manual_seed(8))
 print("tokens     ", ids[0].tolist())
 print("copy       ", copy[0].tolist())
 print("last marker", marker[0].tolist())
 
 # %% [markdown]
 # (−100 marks positions with no answer yet; the loss and the accuracy skip them.)
-# The model takes the scheme's name. The T5 bias gets 16 causal buckets with
+# `extrapolation.make_batch` draws both tasks; `extrapolation.Tagger` is the model
+# (token embedding, the scheme, a causal `blocks.Encoder`, a linear guess per
+# position), and takes the scheme's name. The T5 bias gets 16 causal buckets with
 # `max_distance` equal to the training length, so that every distance longer than the
 # training sequences falls into the last bucket, which training has reached. With
 # `max_distance = 128`, the longer distances would land in buckets that no training
@@ -776,7 +755,7 @@ print("last marker", marker[0].tolist())
 # table has `max_len = 32`, the training length.
 
 # %%
-SCHEMES = ["none", "learned", "sinusoidal", "T5 bias", "ALiBi", "RoPE"]
+SCHEMES = extrapolation.SCHEMES
 
 
 def buckets(first: int, last: int, max_distance: int) -> list[int]:
@@ -792,52 +771,6 @@ for md in (L1, 128):
     print(f"  test, distances {L1} … {L2 - 1}:   buckets {buckets(L1, L2 - 1, md)}")
 
 
-class Tagger(nn.Module):
-    """Embedding + position scheme + causal encoder + a token guess per position.
-
-    Shapes: ids (B, T) -> logits (B, T, vocab_size).
-    """
-
-    def __init__(
-        self, scheme: str, layers: int = 1, max_distance: int = L1, width: int = d_model
-    ) -> None:
-        super().__init__()
-        self.scheme, self.width = scheme, width
-        self.embed = nn.Embedding(vocab_size, width)
-        if scheme == "learned":
-            self.learned = positions.LearnedPositionalEmbedding(train_len, width)
-        if scheme == "T5 bias":
-            self.t5 = positions.T5RelativeBias(
-                n_heads, num_buckets=16, max_distance=max_distance, bidirectional=False
-            )
-        rope = None  # RoPE acts inside attention: the encoder's layers get it
-        if scheme == "RoPE":
-            rope = positions.RotaryEmbedding(width // n_heads)
-        self.encoder = blocks.Encoder(layers, width, n_heads, 2 * width, rope=rope)
-        self.head = nn.Linear(width, vocab_size)
-
-    def prepare(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Token vectors (B, T, d_model) with absolute positions added, and the score
-        bias (1, H, T, T) that every layer adds (T5, ALiBi), or None."""
-        T = ids.shape[1]
-        x = self.embed(ids)  # (B, T, d_model)
-        if self.scheme == "learned":
-            x = self.learned(x)
-        elif self.scheme == "sinusoidal":
-            x = x + positions.sinusoidal_encoding(T, self.width).to(x.device)
-        bias = None
-        if self.scheme == "T5 bias":
-            bias = self.t5(T)  # computed once, shared by every layer, as in T5
-        elif self.scheme == "ALiBi":
-            bias = positions.alibi_bias(n_heads, T, device=ids.device)
-        return x, bias
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x, bias = self.prepare(ids)  # RoPE, if any, acts inside the attention layers
-        mask = masks.causal_mask(ids.shape[1], device=ids.device)
-        return self.head(self.encoder(x, mask=mask, bias=bias))  # (B, T, vocab)
-
-
 # %% [markdown]
 # Each seed fixes the initial weights and the training batches; for one seed, every
 # scheme starts from the same seed and sees the same batches. The test sequences are the
@@ -845,55 +778,8 @@ class Tagger(nn.Module):
 
 
 # %%
-def to_device(batch: tuple) -> tuple:
-    return tuple(t.to(run.device) for t in batch)
-
-
-def test_sets(offset: int = 3) -> dict:
-    """Fresh test sequences of both lengths (the same for every seed)."""
-    return {
-        L: to_device(make_batch(n_test, L, torch.Generator().manual_seed(L), offset))
-        for L in (L1, L2)
-    }
-
-
-def train_batches(seed: int, offset: int = 3, size: int = batch_size) -> list:
-    gen = torch.Generator().manual_seed(seed)
-    batches = [make_batch(size, train_len, gen, offset) for _ in range(n_steps)]
-    return [to_device(b) for b in batches]
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, ids: torch.Tensor, target: torch.Tensor) -> float:
-    keep = target != IGNORE
-    return (model(ids).argmax(dim=-1)[keep] == target[keep]).float().mean().item()
-
-
-def train_and_test(
-    scheme, task, seed, batches, tests, steps=n_steps, rate=lr, **kwargs
-):
-    """Train one Tagger (``kwargs`` go to Tagger) for ``steps`` steps at learning rate
-    ``rate``; return its accuracy per test length (None: it cannot run there), model."""
-    torch.manual_seed(seed)
-    model = Tagger(scheme, **{"layers": n_layers, **kwargs}).to(run.device)
-
-    def loss_fn(m: nn.Module, b: tuple) -> torch.Tensor:
-        logits = m(b[0])  # (B, T, vocab)
-        return F.cross_entropy(
-            logits.flatten(0, 1), b[task].flatten(), ignore_index=IGNORE
-        )
-
-    training.train(model, batches, loss_fn, steps, lr=rate)
-    result = {}
-    for L, batch in tests.items():
-        try:
-            result[L] = accuracy(model, batch[0], batch[task])
-        except ValueError:  # the learned table has no row for positions >= train_len
-            result[L] = None
-    return result, model
-
-
-tests = test_sets()
+size = dict(train_len=L1, width=d_model, n_heads=n_heads)  # every Tagger's shape
+tests = extrapolation.test_sets(n_test, (L1, L2), device=run.device)
 print({L: tuple(t.shape) for L, (t, _, _) in tests.items()}, "test token ids")
 
 # %% [markdown]
@@ -909,11 +795,14 @@ CONTROLS = {
 quick = run.profile == "quick"  # the text describes this profile's results
 results, models = {}, {}  # (scheme, task) -> {L: [accuracy per seed]}; copy models
 for seed in seeds:
-    batches = train_batches(seed)
+    batches = extrapolation.train_batches(seed, n_steps, batch_size, L1, 3, run.device)
     runs = [(s, t, s, {}) for t in TASKS for s in SCHEMES]
     runs += [(name, "copy", s, kw) for name, (s, kw) in CONTROLS.items()]
-    for name, task, scheme, kwargs in runs:
-        acc, model = train_and_test(scheme, TASKS[task], seed, batches, tests, **kwargs)
+    for name, task, scheme, kw in runs:
+        kw = {"layers": n_layers, **size, **kw}
+        acc, model = extrapolation.train_and_test(
+            scheme, TASKS[task], seed, batches, tests, n_steps, lr, run.device, **kw
+        )
         for L in (L1, L2):
             results.setdefault((name, task), {L1: [], L2: []})[L].append(acc[L])
         if task == "copy":
@@ -936,11 +825,7 @@ except ValueError as err:
 
 
 # %% tags=["nbval-ignore-output"]
-def spread(values: list) -> tuple | None:
-    """(mean, min, max) over seeds, or None where the model could not run."""
-    if any(v is None for v in values):
-        return None
-    return sum(values) / len(values), min(values), max(values)
+spread = extrapolation.spread
 
 
 def cell(values: list) -> str:
@@ -952,7 +837,7 @@ print(
     f"{'scheme':17s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2):16s} | "
     f"{'marker @' + str(L1):16s} | {'marker @' + str(L2):16s}"
 )
-for name in SCHEMES + list(CONTROLS):
+for name in [*SCHEMES, *CONTROLS]:
     row = [
         cell(results[name, t][L]) if (name, t) in results else f"{'-':^16s}"
         for t in TASKS
@@ -967,36 +852,16 @@ assert chance["copy"] < 0.1 and 0.2 < chance["last marker"] < 0.3
 print("best constant guess at length 64:", {t: round(c, 2) for t, c in chance.items()})
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(
-    1,
-    2,
-    figsize=plotting.WIDE,
-    sharey=True,
-    gridspec_kw={"width_ratios": [len(SCHEMES) + 2, len(SCHEMES)]},
-)
+widths = [len(SCHEMES) + 2, len(SCHEMES)]
+fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE, sharey=True,
+                         gridspec_kw={"width_ratios": widths})  # fmt: skip
 for ax, task in zip(axes, TASKS):
-    names = SCHEMES + (list(CONTROLS) if task == "copy" else [])
-    for j, L in enumerate((L1, L2)):
-        xs = torch.arange(len(names)) + (j - 0.5) * 0.4
-        for x, name in zip(xs.tolist(), names):
-            s = spread(results[name, task][L])
-            if s is None:  # the learned table has no vector past max_len
-                kw = dict(rotation=90, ha="center", va="bottom", color="#444444")
-                ax.text(x, 0.3, f"n/a: max_len {L1}", fontsize=10, **kw)
-                continue
-            ax.bar(
-                x,
-                s[0],
-                0.4,
-                color=plotting.PALETTE[j],
-                label=f"test length {L}" if x == xs[0] else None,
-            )
-            ax.errorbar(
-                x, s[0], [[s[0] - s[1]], [s[2] - s[0]]], color="black", capsize=3, lw=1
-            )
+    names = [*SCHEMES, *CONTROLS] if task == "copy" else SCHEMES
+    series = {f"test length {L}": [spread(results[n, task][L]) for n in names]
+              for L in (L1, L2)}  # fmt: skip
+    title = f"{task} (trained at length {L1}, {len(seeds)} seeds)"
+    plotting.spread_bars(names, series, ax, missing=f"n/a: max_len {L1}", title=title)
     ax.axhline(chance[task], color="black", ls="--", lw=1, label="best constant guess")
-    ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
-    ax.set_title(f"{task} (trained at length {L1}, {len(seeds)} seeds)")
 axes[0].set_ylabel("accuracy (mean, min–max)")
 axes[0].set_ylim(0, 1.19)
 axes[0].legend(loc="upper left", ncol=3, fontsize=9)
@@ -1015,17 +880,7 @@ plt.show()
 
 
 # %% tags=["nbval-ignore-output"]
-def verdict(name: str, task: str) -> str:
-    short, long = results[name, task][L1], results[name, task][L2]
-    if min(short) < 0.8:
-        return "not learned"
-    if any(b is None for b in long):
-        return "cannot run"
-    kept = [b >= 0.9 * a for a, b in zip(short, long)]
-    return "keeps it" if all(kept) else "loses it" if not any(kept) else "mixed"
-
-
-v = {(s, t): verdict(s, t) for s, t in results}
+v = {k: extrapolation.verdict(r[L1], r[L2]) for k, r in results.items()}
 for task in TASKS:
     for name in ("keeps it", "loses it", "mixed", "cannot run", "not learned"):
         which = [s for s, t in v if t == task and v[s, t] == name]
@@ -1053,12 +908,8 @@ sin_rule = report.glue("sin_rule", RULE[v["sinusoidal", "last marker"]])
 
 # %% tags=["nbval-ignore-output"]
 def ranking(task: str) -> str:
-    ranked = [(spread(results[s, task][L2]), s) for s in SCHEMES if s != "learned"]
-    ranked.sort(reverse=True)  # best mean first
-    text = ranked[0][1]
-    for (hi, _), (lo, b) in zip(ranked, ranked[1:]):
-        text += (" > " if hi[1] > lo[2] else " ≈ ") + b
-    return text
+    runs = [s for s in SCHEMES if s != "learned"]  # the learned table cannot run at L2
+    return extrapolation.ranking({s: spread(results[s, task][L2]) for s in runs})
 
 
 def ahead(a: str, b: str, task: str) -> bool:  # a's interval entirely above b's
@@ -1121,7 +972,7 @@ other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.
 #
 # The control rows change one thing each. **T5, max_dist 128** uses the default-sized
 # `max_distance`, larger than the training length, so distances 32–63 fall into buckets
-# whose bias training never updated (see the bucket lists before the model class).
+# whose bias training never updated (see the bucket lists printed above).
 # **ALiBi with one layer more** asks what depth changes. A second layer opens a route
 # that one layer lacks: with a causal mask, a first layer can turn the number of keys a
 # token sees into position features (language models with no position encoding at all
@@ -1171,23 +1022,10 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 
 
 # %% tags=["nbval-ignore-output"]
-@torch.no_grad()
-def far_attention(model: Tagger, ids: torch.Tensor) -> float:
-    x, bias = model.prepare(ids)
-    T = ids.shape[1]
-    mask = masks.causal_mask(T, device=ids.device)
-    # the blocks are post-norm: the first attention sees x itself; w (B, H, T, T)
-    _, w = model.encoder.layers[0].attn(x, mask=mask, bias=bias, need_weights=True)
-    # (T, T): True where the key is train_len or more places back
-    far = positions.relative_positions(T, device=ids.device) <= -train_len
-    # (B, H, T) -> the queries at positions >= train_len
-    return (w * far).sum(dim=-1)[..., train_len:].mean().item()
-
-
 # t + 1 keys visible to the query at t, of which t - L1 + 1 lie L1 or more places back
 uniform = sum((t - L1 + 1) / (t + 1) for t in range(L1, L2)) / L1
 far = {
-    s: [far_attention(models[s, seed], tests[L2][0]) for seed in seeds]
+    s: [extrapolation.far_attention(models[s, sd], tests[L2][0], L1) for sd in seeds]
     for s in ("sinusoidal", "T5 bias", "ALiBi", "RoPE")
 }
 print(f"share of the attention on keys >= {L1} back, mean (min–max) over the seeds:")
@@ -1353,11 +1191,14 @@ checks.check_rope_rotation(rope_rotate)
 def measure_copy(offset: int, seed: int = 0) -> dict:
     """Train every scheme on copy-at-offset at the quick profile's size, whatever the
     profile; return scheme -> (accuracy at L1, accuracy at L2 or None)."""
-    tests, batches = test_sets(offset), train_batches(seed, offset, size=16)[:80]
-    small = dict(layers=1, width=32, steps=80, rate=2e-2)
+    tests = extrapolation.test_sets(n_test, (L1, L2), offset, run.device)
+    batches = extrapolation.train_batches(seed, 80, 16, L1, offset, run.device)
+    small = dict(train_len=L1, layers=1, width=32, n_heads=n_heads)
     measured = {}
     for s in SCHEMES:
-        acc, _ = train_and_test(s, TASKS["copy"], seed, batches, tests, **small)
+        acc, _ = extrapolation.train_and_test(
+            s, TASKS["copy"], seed, batches, tests, 80, 2e-2, run.device, **small
+        )
         measured[s] = (acc[L1], acc[L2])
     return measured
 
@@ -1397,6 +1238,14 @@ checks.check_extrapolation_prediction(my_prediction, measure_copy(offset=1))
 #   n_keys)`;
 # - `rope_angles`, `rotate_half`, `apply_rope` and `RotaryEmbedding(head_dim, base)`, in
 #   the half-split layout of Hugging Face Llama, ready for `MultiHeadAttention(rope=...)`.
+#
+# `transformer_book.extrapolation`: section 8's experiment as tested package code: the
+# two tasks (`make_batch`, `test_sets`, `train_batches`), the model `Tagger`,
+# `train_and_test`, `far_attention`, and the rules that read the seeds (`spread`,
+# `verdict`, `ranking`).
+#
+# `transformer_book.plotting`: `curves`, `heatmap` and `spread_bars`, the figures'
+# boilerplate.
 #
 # `transformer_book.diagrams.positions.rope_rotation`: the 2-D rotation picture of
 # section 7.

@@ -57,3 +57,42 @@ def test_diagram_draws_inside_its_canvas(draw):
             f"label {t.get_text()!r} runs off the top or bottom of the figure"
         )
     plt.close(fig)
+
+
+def test_curves_draws_one_labelled_line_per_entry_with_value_ticks():
+    fig, ax = plt.subplots()
+    plotting.curves(
+        [8, 16, 32], {"a": [1, 2, 3], "b": [3, 2, 1]}, ax, xscale="log", yscale="log"
+    )
+    assert [line.get_label() for line in ax.lines] == ["a", "b"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "32"]
+    assert ax.get_legend() is not None
+    with pytest.raises(ValueError, match="curve 'a' has 2 values for 3 x positions"):
+        plotting.curves([1, 2, 3], {"a": [1, 2]}, ax)
+    with pytest.raises(ValueError, match="ys must hold at least one curve"):
+        plotting.curves([1], {}, ax)
+    plt.close(fig)
+
+
+def test_heatmap_adds_a_colour_bar_and_rejects_wrong_rank():
+    fig, ax = plt.subplots()
+    plotting.heatmap(torch.rand(3, 4), ax, xlabel="x", ylabel="y", title="t")
+    assert len(fig.axes) == 2  # the image and its colour bar
+    assert ax.get_title() == "t" and ax.get_images()[0].get_array().shape == (3, 4)
+    with pytest.raises(ValueError, match=r"rows, columns\), got \(3,\)"):
+        plotting.heatmap(torch.rand(3), ax)
+    plt.close(fig)
+
+
+def test_spread_bars_draws_a_bar_per_measured_value_and_text_for_none():
+    fig, ax = plt.subplots()
+    series = {"short": [(0.5, 0.4, 0.6), None], "long": [(0.2, 0.1, 0.3), (1, 1, 1)]}
+    plotting.spread_bars(["x", "y"], series, ax, missing="n/a")
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == [0.2, 0.5, 1]
+    assert [t.get_text() for t in ax.texts] == ["n/a"]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["short", "long"]  # one legend entry per series
+    with pytest.raises(ValueError, match="series 'short' has 1 values for 2 names"):
+        plotting.spread_bars(["x", "y"], {"short": [None]}, ax)
+    plt.close(fig)

@@ -8,7 +8,7 @@ the page's width, and three figure sizes (``SINGLE``, ``WIDE``, ``SQUARE``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from torch import Tensor
@@ -21,6 +21,9 @@ __all__ = [
     "attention_map",
     "attention_maps",
     "book_style",
+    "curves",
+    "heatmap",
+    "spread_bars",
     "use_book_style",
 ]
 
@@ -115,3 +118,99 @@ def attention_maps(
             ax.set_ylabel("")
     fig.tight_layout()
     return fig
+
+
+def curves(
+    x: Sequence[float],
+    ys: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    *,
+    styles: Sequence[str] = ("o-", "s-", "^-", "D-", "v-", "x-"),
+    xscale: str = "linear",
+    yscale: str = "linear",
+    xticks: Sequence[float] | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+    legend: bool = True,
+) -> plt.Axes:
+    """One line per entry of ``ys`` (label -> values at ``x``), in ``styles`` order.
+
+    On a log x axis the ticks sit at ``xticks`` (default: every ``x``), labelled with
+    their values and without minor ticks: measured lengths and widths read as numbers.
+    """
+    if not ys:
+        raise ValueError("ys must hold at least one curve, got an empty mapping")
+    for label, y in ys.items():
+        if len(y) != len(x):
+            raise ValueError(
+                f"curve {label!r} has {len(y)} values for {len(x)} x positions"
+            )
+    ax = ax or plt.gca()
+    for (label, y), style in zip(ys.items(), list(styles) * len(ys)):
+        ax.plot(x, y, style, label=label)
+    ax.set(xscale=xscale, yscale=yscale, xlabel=xlabel, ylabel=ylabel, title=title)
+    if xscale == "log":
+        ticks = list(x if xticks is None else xticks)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+    if legend:
+        ax.legend()
+    return ax
+
+
+def heatmap(
+    values: Tensor,
+    ax: plt.Axes | None = None,
+    *,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+    **imshow: object,
+) -> plt.Axes:
+    """A (rows, columns) matrix as an image with a colour bar, without grid lines;
+    ``imshow`` goes to matplotlib's ``imshow`` (``cmap``, ``vmin``, ``aspect``, ...)."""
+    if values.dim() != 2:
+        raise ValueError(
+            f"values must have shape (rows, columns), got {tuple(values.shape)}"
+        )
+    ax = ax or plt.gca()
+    im = ax.imshow(values.detach().float().cpu(), **imshow)
+    ax.grid(False)  # the book style draws grid lines; not over a heatmap
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    plt.colorbar(im, ax=ax)
+    return ax
+
+
+def spread_bars(
+    names: Sequence[str],
+    series: Mapping[str, Sequence[tuple[float, float, float] | None]],
+    ax: plt.Axes | None = None,
+    *,
+    missing: str = "n/a",
+    title: str = "",
+) -> plt.Axes:
+    """Grouped bars: per name, one bar per series (label -> (mean, min, max) per name)
+    with a min–max error bar; ``None`` (nothing measured) is written as ``missing``."""
+    for label, values in series.items():
+        if len(values) != len(names):
+            raise ValueError(
+                f"series {label!r} has {len(values)} values for {len(names)} names"
+            )
+    ax = ax or plt.gca()
+    width = 0.8 / len(series)
+    for j, (label, values) in enumerate(series.items()):
+        legend = label  # on the first bar drawn
+        for i, s in enumerate(values):
+            x = i + (j - (len(series) - 1) / 2) * width
+            if s is None:
+                kw = dict(rotation=90, ha="center", va="bottom", color="#444444")
+                ax.text(x, 0.3, missing, fontsize=10, **kw)
+                continue
+            ax.bar(x, s[0], width, color=PALETTE[j], label=legend)
+            legend = None
+            err = [[s[0] - s[1]], [s[2] - s[0]]]
+            ax.errorbar(x, s[0], err, color="black", capsize=3, lw=1)
+    ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
+    ax.set_title(title)
+    return ax

@@ -1,0 +1,268 @@
+"""Length extrapolation: train at one sequence length, test at a longer one (chapter 4).
+
+The experiment behind chapter 4's comparison of position schemes. Two tagging tasks on
+random sequences of ``vocab_size`` token types, of which the first ``n_markers`` are
+*markers* (each position is a marker with probability 0.2):
+
+- **copy**: at every position, the token ``offset`` places back (an exact offset);
+- **last marker**: at every position, the most recent marker so far (recency).
+
+:class:`Tagger` puts one of :data:`SCHEMES` into the same small model (token embedding,
+the scheme, a causal :class:`transformer_book.blocks.Encoder`, a linear guess per
+position); :func:`train_and_test` trains it with :func:`transformer_book.training.train`
+and measures its accuracy at every test length. :func:`spread`, :func:`verdict` and
+:func:`ranking` turn accuracies over seeds into the chapter's statements. Positions
+with no answer yet hold :data:`IGNORE`; the loss and the accuracy skip them.
+
+Floor 4 (a recipe): it builds its model from ``blocks`` and ``positions``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_book import blocks, masks, positions, training
+
+__all__ = [
+    "IGNORE",
+    "SCHEMES",
+    "TASKS",
+    "make_batch",
+    "test_sets",
+    "train_batches",
+    "Tagger",
+    "accuracy",
+    "train_and_test",
+    "far_attention",
+    "spread",
+    "verdict",
+    "ranking",
+]
+
+IGNORE = -100  # the target of a position with no answer (cross_entropy's ignore_index)
+SCHEMES = ("none", "learned", "sinusoidal", "T5 bias", "ALiBi", "RoPE")
+TASKS = {"copy": 1, "last marker": 2}  # task -> index of its targets in a batch
+
+
+def make_batch(
+    n: int,
+    T: int,
+    gen: torch.Generator,
+    offset: int = 3,
+    vocab_size: int = 16,
+    n_markers: int = 4,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Token ids, copy targets and last-marker targets, (n, T) each.
+
+    Shapes: -> ids (n, T), copy (n, T), last marker (n, T); :data:`IGNORE` where a
+    position has no answer (the first ``offset`` ones; before the first marker).
+    """
+    if not 0 < offset < T:
+        raise ValueError(f"offset must be in 1 … T - 1 = {T - 1}, got {offset}")
+    if not 0 < n_markers < vocab_size:
+        raise ValueError(
+            f"n_markers must be in 1 … vocab_size - 1 = {vocab_size - 1}, "
+            f"got {n_markers}"
+        )
+    ids = torch.randint(n_markers, vocab_size, (n, T), generator=gen)  # ordinary tokens
+    is_marker = torch.rand(n, T, generator=gen) < 0.2
+    marker_ids = torch.randint(0, n_markers, (n, T), generator=gen)
+    ids = torch.where(is_marker, marker_ids, ids)  # (n, T)
+    copy = torch.full_like(ids, IGNORE)
+    copy[:, offset:] = ids[:, :-offset]  # the token `offset` places back
+    # (n, T): the index of the latest marker so far, -1 before the first one
+    last = torch.where(is_marker, torch.arange(T), -1).cummax(dim=1).values
+    marker = torch.where(last >= 0, ids.gather(1, last.clamp(min=0)), IGNORE)
+    return ids, copy, marker
+
+
+def _to(batch: tuple[Tensor, ...], device: torch.device | str) -> tuple[Tensor, ...]:
+    return tuple(t.to(device) for t in batch)
+
+
+def test_sets(
+    n: int,
+    lengths: tuple[int, ...],
+    offset: int = 3,
+    device: torch.device | str = "cpu",
+) -> dict[int, tuple[Tensor, Tensor, Tensor]]:
+    """Fresh test batches of ``n`` sequences per length, seeded by the length alone
+    (the same for every seed of a model). Shapes: {T: ((n, T), (n, T), (n, T))}."""
+    return {
+        T: _to(make_batch(n, T, torch.Generator().manual_seed(T), offset), device)
+        for T in lengths
+    }
+
+
+def train_batches(
+    seed: int,
+    n_batches: int,
+    size: int,
+    length: int,
+    offset: int = 3,
+    device: torch.device | str = "cpu",
+) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """``n_batches`` training batches of ``size`` sequences of ``length``, drawn from
+    one generator seeded with ``seed``. Shapes: each ((size, length), …)."""
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        _to(make_batch(size, length, gen, offset), device) for _ in range(n_batches)
+    ]
+
+
+class Tagger(nn.Module):
+    """Embedding + position scheme + causal encoder + a token guess per position.
+
+    ``train_len`` sizes the learned table (``max_len``) and is the T5 bias's default
+    ``max_distance``; the T5 bias has 16 causal buckets.
+    Shapes: ids (B, T) -> logits (B, T, vocab_size).
+    """
+
+    def __init__(
+        self,
+        scheme: str,
+        train_len: int,
+        layers: int = 1,
+        width: int = 32,
+        n_heads: int = 4,
+        max_distance: int | None = None,
+        vocab_size: int = 16,
+    ) -> None:
+        super().__init__()
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        self.scheme, self.width, self.n_heads = scheme, width, n_heads
+        self.embed = nn.Embedding(vocab_size, width)
+        if scheme == "learned":
+            self.learned = positions.LearnedPositionalEmbedding(train_len, width)
+        if scheme == "T5 bias":
+            self.t5 = positions.T5RelativeBias(
+                n_heads,
+                num_buckets=16,
+                max_distance=train_len if max_distance is None else max_distance,
+                bidirectional=False,
+            )
+        rope = None  # RoPE acts inside attention: the encoder's layers get it
+        if scheme == "RoPE":
+            rope = positions.RotaryEmbedding(width // n_heads)
+        self.encoder = blocks.Encoder(layers, width, n_heads, 2 * width, rope=rope)
+        self.head = nn.Linear(width, vocab_size)
+
+    def prepare(self, ids: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Token vectors (B, T, width) with absolute positions added, and the score
+        bias (1, H, T, T) that every layer adds (T5, ALiBi), or None."""
+        T = ids.shape[1]
+        x = self.embed(ids)  # (B, T, width)
+        if self.scheme == "learned":
+            x = self.learned(x)
+        elif self.scheme == "sinusoidal":
+            x = x + positions.sinusoidal_encoding(T, self.width).to(x.device)
+        bias = None
+        if self.scheme == "T5 bias":
+            bias = self.t5(T)  # computed once, shared by every layer, as in T5
+        elif self.scheme == "ALiBi":
+            bias = positions.alibi_bias(self.n_heads, T, device=ids.device)
+        return x, bias
+
+    def forward(self, ids: Tensor) -> Tensor:
+        x, bias = self.prepare(ids)  # RoPE, if any, acts inside the attention layers
+        mask = masks.causal_mask(ids.shape[1], device=ids.device)
+        return self.head(self.encoder(x, mask=mask, bias=bias))  # (B, T, vocab)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, ids: Tensor, target: Tensor) -> float:
+    """Share of the positions with an answer that the model gets right.
+    Shapes: ids, target (B, T)."""
+    keep = target != IGNORE
+    return (model(ids).argmax(dim=-1)[keep] == target[keep]).float().mean().item()
+
+
+def train_and_test(
+    scheme: str,
+    task: int,
+    seed: int,
+    batches: list,
+    tests: dict,
+    steps: int,
+    lr: float,
+    device: torch.device | str = "cpu",
+    **tagger: object,
+) -> tuple[dict[int, float | None], Tagger]:
+    """Train a :class:`Tagger` (``tagger`` are its keyword arguments) from ``seed`` on
+    the targets at index ``task`` of each batch, for ``steps`` AdamW steps at ``lr``;
+    return its accuracy per test length (None where it cannot run: the learned table
+    has no row past ``train_len``) and the model."""
+    if task not in TASKS.values():
+        raise ValueError(f"task must be one of {sorted(TASKS.values())}, got {task}")
+    torch.manual_seed(seed)
+    model = Tagger(scheme, **tagger).to(device)
+
+    def loss_fn(m: nn.Module, b: tuple) -> Tensor:
+        logits = m(b[0])  # (B, T, vocab)
+        return F.cross_entropy(
+            logits.flatten(0, 1), b[task].flatten(), ignore_index=IGNORE
+        )
+
+    training.train(model, batches, loss_fn, steps, lr=lr)
+    result: dict[int, float | None] = {}
+    for T, batch in tests.items():
+        try:
+            result[T] = accuracy(model, batch[0], batch[task])
+        except ValueError:  # the learned table has no row for positions >= train_len
+            result[T] = None
+    return result, model
+
+
+@torch.no_grad()
+def far_attention(model: Tagger, ids: Tensor, distance: int) -> float:
+    """Share of the first layer's attention that queries at positions >= ``distance``
+    put on keys ``distance`` or more places back (mean over queries, heads and
+    sequences). Shapes: ids (B, T)."""
+    x, bias = model.prepare(ids)
+    T = ids.shape[1]
+    if not 0 < distance < T:
+        raise ValueError(f"distance must be in 1 … T - 1 = {T - 1}, got {distance}")
+    mask = masks.causal_mask(T, device=ids.device)
+    # the blocks are post-norm: the first attention sees x itself; w (B, H, T, T)
+    _, w = model.encoder.layers[0].attn(x, mask=mask, bias=bias, need_weights=True)
+    # (T, T): True where the key is `distance` or more places back
+    far = positions.relative_positions(T, device=ids.device) <= -distance
+    # (B, H, T) -> the queries at positions >= distance
+    return (w * far).sum(dim=-1)[..., distance:].mean().item()
+
+
+def spread(values: list[float | None]) -> tuple[float, float, float] | None:
+    """(mean, min, max) over seeds, or None where a model could not run."""
+    if not values:
+        raise ValueError("values must hold at least one accuracy, got an empty list")
+    if any(v is None for v in values):
+        return None
+    return sum(values) / len(values), min(values), max(values)
+
+
+def verdict(short: list[float], long: list[float | None], learned: float = 0.8) -> str:
+    """The rule of chapter 4 for accuracies per seed at the training length (``short``)
+    and at the longer one (``long``): "not learned" when a seed stays below
+    ``learned``; else "cannot run", "keeps it" (every seed keeps 90 %), "loses it"
+    (none does) or "mixed"."""
+    if len(short) != len(long):
+        raise ValueError(f"short and long must pair seeds: {len(short)} != {len(long)}")
+    if min(short) < learned:
+        return "not learned"
+    if any(b is None for b in long):
+        return "cannot run"
+    kept = [b >= 0.9 * a for a, b in zip(short, long)]
+    return "keeps it" if all(kept) else "loses it" if not any(kept) else "mixed"
+
+
+def ranking(spreads: dict[str, tuple[float, float, float]]) -> str:
+    """Names ordered by mean, joined by ">" where neighbours' min–max intervals do not
+    overlap and "≈" where they do ("not resolved by these seeds")."""
+    ranked = sorted(((s, name) for name, s in spreads.items()), reverse=True)
+    text = ranked[0][1]
+    for (hi, _), (lo, name) in zip(ranked, ranked[1:]):
+        text += (" > " if hi[1] > lo[2] else " ≈ ") + name
+    return text

@@ -1,0 +1,103 @@
+"""transformer_book.extrapolation: the tasks' targets, the Tagger's schemes, the
+training recipe and the rules that read accuracies over seeds."""
+
+import pytest
+import torch
+
+from transformer_book import extrapolation
+from transformer_book.extrapolation import IGNORE
+
+
+def test_make_batch_targets_are_the_token_offset_back_and_the_last_marker():
+    ids, copy, marker = extrapolation.make_batch(
+        4, 20, torch.Generator().manual_seed(0), offset=3, vocab_size=16, n_markers=4
+    )
+    assert ids.shape == copy.shape == marker.shape == (4, 20)
+    assert (copy[:, :3] == IGNORE).all()
+    torch.testing.assert_close(copy[:, 3:], ids[:, :-3])
+    for b in range(4):  # a loop over positions: the most recent marker so far
+        last = IGNORE
+        for t in range(20):
+            if ids[b, t] < 4:
+                last = ids[b, t].item()
+            assert marker[b, t].item() == last
+
+
+def test_make_batch_rejects_an_offset_outside_the_sequence():
+    with pytest.raises(ValueError, match="offset must be in 1 … T - 1 = 4, got 5"):
+        extrapolation.make_batch(1, 5, torch.Generator(), offset=5)
+
+
+def test_test_sets_are_seeded_by_length_and_train_batches_by_seed():
+    a = extrapolation.test_sets(2, (8, 16))
+    b = extrapolation.test_sets(2, (8, 16))
+    assert a.keys() == {8, 16} and a[16][0].shape == (2, 16)
+    assert all(torch.equal(x, y) for L in a for x, y in zip(a[L], b[L]))
+    one, two = (extrapolation.train_batches(s, 3, 2, 8) for s in (0, 1))
+    assert len(one) == 3 and not torch.equal(one[0][0], two[0][0])
+
+
+@pytest.mark.parametrize("scheme", extrapolation.SCHEMES)
+def test_tagger_is_causal_for_every_scheme(scheme):
+    torch.manual_seed(0)
+    model = extrapolation.Tagger(scheme, train_len=12, width=16, n_heads=2).eval()
+    ids = torch.randint(0, 16, (2, 12))
+    changed = ids.clone()
+    changed[:, 7:] = (changed[:, 7:] + 1) % 16  # the future of position 6
+    with torch.no_grad():
+        out, out_changed = model(ids), model(changed)
+    assert out.shape == (2, 12, 16)
+    torch.testing.assert_close(out[:, :7], out_changed[:, :7])
+
+
+def test_tagger_rejects_an_unknown_scheme_and_learned_stops_at_train_len():
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        extrapolation.Tagger("absolute", train_len=8)
+    model = extrapolation.Tagger("learned", train_len=8, width=16, n_heads=2)
+    with pytest.raises(ValueError):
+        model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_train_and_test_learns_copy_with_t5_and_reports_none_where_it_cannot_run():
+    tests = extrapolation.test_sets(32, (16, 32), offset=1)
+    batches = extrapolation.train_batches(0, 40, 16, 16, offset=1)
+    shape = dict(train_len=16, width=16, n_heads=2)
+    acc, _ = extrapolation.train_and_test(
+        "T5 bias", extrapolation.TASKS["copy"], 0, batches, tests, 40, 2e-2, **shape
+    )
+    assert acc[16] > 0.2 and acc[32] > 0.2  # chance is 1/16
+    acc, model = extrapolation.train_and_test(
+        "learned", extrapolation.TASKS["copy"], 0, batches, tests, 2, 2e-2, **shape
+    )
+    assert acc[32] is None and isinstance(model, extrapolation.Tagger)
+    with pytest.raises(ValueError, match="task must be one of"):
+        extrapolation.train_and_test("none", 0, 0, batches, tests, 1, 1e-3, **shape)
+
+
+def test_far_attention_of_uniform_attention_is_the_uniform_share():
+    torch.manual_seed(0)
+    model = extrapolation.Tagger("none", train_len=8, width=16, n_heads=2)
+    attn = model.encoder.layers[0].attn
+    torch.nn.init.zeros_(attn.q_proj.weight)  # every score 0: uniform over the past
+    torch.nn.init.zeros_(attn.q_proj.bias)
+    ids = torch.randint(0, 16, (3, 16))
+    uniform = sum((t - 8 + 1) / (t + 1) for t in range(8, 16)) / 8
+    assert extrapolation.far_attention(model, ids, 8) == pytest.approx(
+        uniform, abs=1e-5
+    )
+    with pytest.raises(ValueError, match="distance must be in 1 … T - 1 = 15, got 16"):
+        extrapolation.far_attention(model, ids, 16)
+
+
+def test_spread_verdict_and_ranking_follow_the_chapter_rules():
+    assert extrapolation.spread([0.5, 0.7]) == pytest.approx((0.6, 0.5, 0.7))
+    assert extrapolation.spread([0.5, None]) is None
+    assert extrapolation.verdict([0.9, 0.95], [0.9, 0.9]) == "keeps it"
+    assert extrapolation.verdict([0.9, 0.95], [0.5, 0.6]) == "loses it"
+    assert extrapolation.verdict([0.9, 0.95], [0.9, 0.6]) == "mixed"
+    assert extrapolation.verdict([0.7, 0.95], [0.9, 0.9]) == "not learned"
+    assert extrapolation.verdict([0.9, 0.95], [None, None]) == "cannot run"
+    with pytest.raises(ValueError, match="short and long must pair seeds: 2 != 1"):
+        extrapolation.verdict([0.9, 0.9], [0.9])
+    spreads = {"a": (0.9, 0.85, 0.95), "b": (0.5, 0.4, 0.6), "c": (0.55, 0.5, 0.7)}
+    assert extrapolation.ranking(spreads) == "a > c ≈ b"
