@@ -66,7 +66,7 @@ test:
 # re-executing the edition. `make test` is the full gate.
 check: lint
 	env $(ONE_THREAD) $(BIN)/python -m pytest -n $(JOBS) --dist loadscope \
-	    -m "not (book or browser or distributed or grading or dataset)"
+	    -m "not (book or browser or distributed or grading or dataset or colab)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

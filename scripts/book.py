@@ -7,9 +7,11 @@
     python scripts/book.py student [--out DIR]  # notebooks without their `solution` cells
     python scripts/book.py outputs              # which outputs nbval compares, per chapter
     python scripts/book.py nbgrader --course D  # an nbgrader course: D/source/NN/NN.ipynb
+    python scripts/book.py headers              # each chapter's first cell, from _config.yml
 
 ``execute`` resolves ``device``/``profile`` ("auto" = CUDA, else MPS, else the CPU; the
-quick profile everywhere: full is asked for by name) and passes them to papermill, so the executed notebook records what it ran with.
+quick profile everywhere: full is asked for by name) and passes them to papermill, so
+the executed notebook records what it ran with.
 The committed ``book/`` is the quick profile on a CPU: ``execute --profile quick --device cpu``.
 Any other profile or device writes ``editions/PROFILE-DEVICE/`` with its own status page.
 """
@@ -68,6 +70,50 @@ def chapters(names: list[str] | None = None) -> list[Path]:
         if not paths:
             sys.exit(f"no chapter in {NOTEBOOKS} matches {names}")
     return paths
+
+
+HEADER_TAG = "remove-cell"
+HEADER_TEMPLATE = """\
+# Colab: install this book's package. Apple silicon: let operations that MPS lacks run
+# on the CPU (torch reads the variable when it is imported). Nothing else, elsewhere.
+import os
+import sys
+
+os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+if "google.colab" in sys.modules:
+    import subprocess
+
+    repo = "{url}"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"transformer-book @ git+{{repo}}"], check=True)"""
+
+
+def header_source() -> str:
+    """The first code cell of every chapter: the repository address comes from
+    _config.yml, the one place it is written."""
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    return HEADER_TEMPLATE.format(url=url)
+
+
+def headers(_: argparse.Namespace) -> None:
+    """Rewrite each chapter's first code cell (the Colab header) from the template;
+    only that cell's text changes (then `sync` or `execute` updates the .ipynb twin)."""
+    marker = f'# %% tags=["{HEADER_TAG}"]\n'
+    for src in chapters():
+        text = src.read_text()
+        start = text.find(marker)
+        end = text.find("\n# %%", start + len(marker))
+        body = text[start + len(marker) : end].strip("\n")
+        if start < 0 or end < 0 or "google.colab" not in body:
+            sys.exit(f"{src.name}: no Colab header cell tagged {HEADER_TAG}")
+        if body != header_source():
+            new = (
+                text[: start + len(marker)] + header_source() + "\n\n" + text[end + 1 :]
+            )
+            src.write_text(new)
+            print(f"rewrote the header of {src.name}")
 
 
 def sync(_: argparse.Namespace) -> None:
@@ -357,6 +403,7 @@ def main() -> None:
     sub.add_parser("status").set_defaults(func=status)
     sub.add_parser("order").set_defaults(func=order)
     sub.add_parser("outputs").set_defaults(func=outputs)
+    sub.add_parser("headers").set_defaults(func=headers)
     ng = sub.add_parser("nbgrader")
     ng.add_argument("names", nargs="*", help="chapter prefixes (default: all)")
     ng.add_argument("--course", default=str(ROOT / "course"))
