@@ -1,4 +1,4 @@
-"""The decoder (blocks.DecoderBlock, blocks.Decoder) against
+"""The decoder (decoder.DecoderBlock, decoder.Decoder) against
 torch.nn.TransformerDecoderLayer / TransformerDecoder with copied weights, and the causal
 invariant: a target token never sees the tokens after it."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_book import blocks, masks
+from transformer_book import blocks, decoder, kv_cache, masks, positions
 
 D, H, D_FF = 16, 4, 40
 B, T, S = 3, 6, 7  # batch, target length, source (memory) length
@@ -32,8 +32,8 @@ def _torch_layer(norm_first: bool, **kwargs) -> nn.TransformerDecoderLayer:
 def _pair(norm_first: bool, **kwargs):
     ref = _torch_layer(norm_first, **kwargs)
     act = {"gelu": nn.functional.gelu}.get(kwargs.get("activation"), nn.functional.relu)
-    ours = blocks.DecoderBlock(D, H, D_FF, norm_first=norm_first, activation=act)
-    return blocks.load_torch_decoder_layer(ours, ref), ref
+    ours = decoder.DecoderBlock(D, H, D_FF, norm_first=norm_first, activation=act)
+    return decoder.load_torch_decoder_layer(ours, ref), ref
 
 
 def _inputs():
@@ -127,9 +127,9 @@ def test_decoder_equals_torch_transformer_decoder(norm_first):
         1, n_layers
     ):  # the constructor deep-copies one layer; make them differ
         ref.layers[i] = _torch_layer(norm_first)
-    dec = blocks.Decoder(n_layers, D, H, D_FF, norm_first=norm_first)
+    dec = decoder.Decoder(n_layers, D, H, D_FF, norm_first=norm_first)
     for block, layer in zip(dec.layers, ref.layers):
-        blocks.load_torch_decoder_layer(block, layer)
+        decoder.load_torch_decoder_layer(block, layer)
     if norm_first:
         with torch.no_grad():
             final.weight.normal_(1.0, 0.3)
@@ -146,7 +146,7 @@ def test_decoder_equals_torch_transformer_decoder(norm_first):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("t", [0, 2, T - 2])
 def test_future_targets_never_change_earlier_outputs(norm_first, t):
-    dec = blocks.Decoder(2, D, H, D_FF, norm_first=norm_first).eval()
+    dec = decoder.Decoder(2, D, H, D_FF, norm_first=norm_first).eval()
     x, memory, self_mask, memory_mask = _inputs()
     y = dec(x, memory, self_mask, memory_mask)
     x2 = x.clone()
@@ -158,7 +158,7 @@ def test_future_targets_never_change_earlier_outputs(norm_first, t):
 
 def test_target_padding_changes_nothing_under_the_causal_mask():
     # right padding sits in every real query's future, so the causal mask hides it
-    block = blocks.DecoderBlock(D, H, D_FF)
+    block = decoder.DecoderBlock(D, H, D_FF)
     x, memory, self_mask, memory_mask = _inputs()
     tgt_keep = masks.padding_mask(torch.tensor([6, 3, 5]), T)  # (B, 1, 1, T)
     y_causal = block(x, memory, self_mask, memory_mask)
@@ -168,7 +168,7 @@ def test_target_padding_changes_nothing_under_the_causal_mask():
 
 
 def test_source_padding_does_not_leak():
-    block = blocks.DecoderBlock(D, H, D_FF, norm_first=True)
+    block = decoder.DecoderBlock(D, H, D_FF, norm_first=True)
     x, memory, self_mask, memory_mask = _inputs()
     memory2 = memory.clone()
     memory2[1, 4:] = 100 * torch.randn(S - 4, D)  # change only source 1's padding
@@ -179,17 +179,17 @@ def test_source_padding_does_not_leak():
 
 
 def test_rms_norm_decoder_block():
-    block = blocks.DecoderBlock(D, H, D_FF, norm="rms", norm_first=True)
+    block = decoder.DecoderBlock(D, H, D_FF, norm="rms", norm_first=True)
     assert type(block.norm3).__name__ == "RMSNorm"
     x, memory, self_mask, memory_mask = _inputs()
     assert block(x, memory, self_mask, memory_mask).shape == (B, T, D)
     with pytest.raises(ValueError, match="built differently"):
-        blocks.load_torch_decoder_layer(block, _torch_layer(True))
+        decoder.load_torch_decoder_layer(block, _torch_layer(True))
 
 
 def test_self_bias_reaches_self_attention():
     # a bias of -inf on the future is the same as the causal mask
-    block = blocks.DecoderBlock(D, H, D_FF)
+    block = decoder.DecoderBlock(D, H, D_FF)
     x, memory, self_mask, memory_mask = _inputs()
     bias = torch.zeros(T, T).masked_fill(~self_mask, float("-inf"))
     torch.testing.assert_close(
@@ -199,7 +199,7 @@ def test_self_bias_reaches_self_attention():
 
 
 def test_cross_attention_weights():
-    dec = blocks.Decoder(2, D, H, D_FF, norm_first=True)
+    dec = decoder.Decoder(2, D, H, D_FF, norm_first=True)
     x, memory, self_mask, memory_mask = _inputs()
     weights = dec.cross_attention_weights(x, memory, self_mask, memory_mask)
     assert len(weights) == 2 and weights[0].shape == (B, H, T, S)
@@ -216,7 +216,7 @@ def test_cross_attention_weights():
 
 
 def test_bad_shapes_raise():
-    block = blocks.DecoderBlock(D, H, D_FF)
+    block = decoder.DecoderBlock(D, H, D_FF)
     x, memory, _, _ = _inputs()
     with pytest.raises(ValueError, match=r"memory of shape \(B, T, d_model=16\)"):
         block(x, memory[..., :8])
@@ -229,31 +229,86 @@ def test_bad_shapes_raise():
     with pytest.raises(ValueError, match="cannot broadcast"):
         block(x, memory, self_mask=masks.causal_mask(T + 1))
     with pytest.raises(ValueError, match="n_layers must be at least 1"):
-        blocks.Decoder(0, D, H, D_FF)
+        decoder.Decoder(0, D, H, D_FF)
 
 
 def test_mismatched_layers_raise():
     with pytest.raises(ValueError, match="built differently"):
-        blocks.load_torch_decoder_layer(
-            blocks.DecoderBlock(D, H, D_FF, norm_first=True), _torch_layer(False)
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF, norm_first=True), _torch_layer(False)
         )
     with pytest.raises(ValueError, match="built differently"):
-        blocks.load_torch_decoder_layer(
-            blocks.DecoderBlock(D, H, 2 * D_FF), _torch_layer(False)
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, 2 * D_FF), _torch_layer(False)
         )
     with pytest.raises(ValueError, match="activations differ"):
-        blocks.load_torch_decoder_layer(
-            blocks.DecoderBlock(D, H, D_FF), _torch_layer(False, activation="gelu")
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF), _torch_layer(False, activation="gelu")
         )
     with pytest.raises(ValueError, match="bias=False"):
-        blocks.load_torch_decoder_layer(
-            blocks.DecoderBlock(D, H, D_FF), _torch_layer(False, bias=False)
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF), _torch_layer(False, bias=False)
         )
     with pytest.raises(ValueError, match="TransformerDecoderLayer"):
-        blocks.load_torch_decoder_layer(
-            blocks.DecoderBlock(D, H, D_FF), nn.TransformerEncoderLayer(D, H, D_FF)
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF), nn.TransformerEncoderLayer(D, H, D_FF)
         )
     with pytest.raises(ValueError, match="block must be a DecoderBlock"):
-        blocks.load_torch_decoder_layer(
+        decoder.load_torch_decoder_layer(
             blocks.EncoderBlock(D, H, D_FF), _torch_layer(False)
+        )
+
+
+# --- the options the encoder block has, and the decoder's cache ----------------------
+
+OPTIONS = [
+    dict(),
+    dict(norm_first=True, n_kv_heads=2),
+    dict(norm_first=True, norm="rms", bias=False, scale=1.0),  # T5's block
+    dict(norm_first=True, rope=positions.RotaryEmbedding(D // H), n_kv_heads=1),
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_cached_decoder_equals_the_full_pass(options):
+    dec = decoder.Decoder(2, D, H, D_FF, **options).eval()
+    x, memory, _, memory_mask = _inputs()  # padded sources
+    full = dec(x, memory, masks.causal_mask(T), memory_mask)
+    cache, outs, start = kv_cache.new_decoder_cache(2), [], 0
+    for n in (2, 1, 1, 2):  # a prompt of two, then tokens one by one
+        mask = masks.causal_mask(n, start + n)  # (n, cached + n)
+        outs.append(
+            dec(x[:, start : start + n], memory, mask, memory_mask, cache=cache)
+        )
+        start += n
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, atol=1e-5, rtol=0)
+    kv_heads = options.get("n_kv_heads") or H
+    assert cache[1].self_attn.keys.shape == (B, kv_heads, T, D // H)
+    assert cache[1].cross_attn.keys.shape == (B, kv_heads, S, D // H)
+
+
+def test_bias_false_drops_every_bias_and_scale_reaches_both_attentions():
+    block = decoder.DecoderBlock(D, H, D_FF, bias=False, scale=1.0)
+    assert not [n for n, _ in block.named_parameters() if n.endswith("bias")]
+    assert block.self_attn.scale == block.cross_attn.scale == 1.0
+    assert block.self_attn.rope is None and block.cross_attn.rope is None
+
+
+def test_decoder_takes_one_cache_per_layer():
+    dec = decoder.Decoder(2, D, H, D_FF).eval()
+    x, memory, _, _ = _inputs()
+    with pytest.raises(ValueError, match=r"one DecoderCache per layer \(2\), got 1"):
+        dec(x, memory, masks.causal_mask(T), cache=kv_cache.new_decoder_cache(1))
+
+
+def test_shift_right_and_greedy_decode_reject_bad_input():
+    with pytest.raises(ValueError, match=r"tgt must have shape \(B, T\)"):
+        decoder.shift_right(torch.tensor([1, 2]), 0)
+    with pytest.raises(ValueError, match=r"start must have shape \(B, 1\)"):
+        decoder.greedy_decode(
+            lambda ys, c: ys, torch.zeros(2, 2), 3, eos_id=1, pad_id=0
+        )
+    with pytest.raises(ValueError, match="max_new_tokens must be at least 1, got 0"):
+        decoder.greedy_decode(
+            lambda ys, c: ys, torch.zeros(2, 1), 0, eos_id=1, pad_id=0
         )

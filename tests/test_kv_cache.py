@@ -251,3 +251,17 @@ def test_checks_leave_the_global_random_state_alone():
     checks.check_mean_pool_heads(right_mean_pool)
     checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+def test_decoder_cache_counts_both_caches():
+    cache = kv_cache.new_decoder_cache(2)
+    assert len(cache) == 2 and cache[0] is not cache[1]
+    k = torch.zeros(1, 2, 3, 4)
+    cache[0].self_attn.update(k, k)
+    cache[0].cross_attn.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+    assert cache[0].seq_len == 3  # the target's positions, not the source's
+    assert kv_cache.cache_nbytes(cache) == 4 * 2 * (3 + 5) * 8
+    cache[0].reset()
+    assert cache[0].nbytes == 0
+    with pytest.raises(ValueError, match="n_layers must be >= 1, got 0"):
+        kv_cache.new_decoder_cache(0)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import checks, seq2seq, training
+from transformer_book import checks, decoder, kv_cache, seq2seq, training
 from transformer_book.seq2seq import Seq2Seq, Seq2SeqConfig
 
 PAD, BOS, EOS, V = 0, 1, 2, 13
@@ -40,16 +40,16 @@ def test_config_rejects_bad_special_ids():
 def test_shift_right():
     _, tgt = _batch()
     expected = torch.tensor([[BOS, 7, 8, 3], [BOS, 10, EOS, PAD]])
-    assert torch.equal(seq2seq.shift_right(tgt, BOS), expected)
+    assert torch.equal(decoder.shift_right(tgt, BOS), expected)
     with pytest.raises(ValueError, match=r"shape \(B, T\)"):
-        seq2seq.shift_right(tgt[0], BOS)
+        decoder.shift_right(tgt[0], BOS)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_future_target_tokens_never_change_earlier_logits(norm_first):
     model = _model(norm_first=norm_first)
     src, tgt = _batch()
-    tgt_in = seq2seq.shift_right(tgt, BOS)
+    tgt_in = decoder.shift_right(tgt, BOS)
     logits = model(src, tgt_in)
     assert logits.shape == (2, 4, V)
     for t in range(3):
@@ -63,7 +63,7 @@ def test_future_target_tokens_never_change_earlier_logits(norm_first):
 def test_padding_changes_nothing():
     model = _model()
     src, tgt = _batch()
-    tgt_in = seq2seq.shift_right(tgt, BOS)
+    tgt_in = decoder.shift_right(tgt, BOS)
     batch = model(src, tgt_in)
     alone = model(src[1:, :3], tgt_in[1:, :2])  # the 2nd pair without its padding
     torch.testing.assert_close(batch[1:, :2], alone)
@@ -74,7 +74,7 @@ def test_padding_changes_nothing():
 def test_teacher_forced_loss():
     model = _model()
     src, tgt = _batch()
-    logits = model(src, seq2seq.shift_right(tgt, BOS))
+    logits = model(src, decoder.shift_right(tgt, BOS))
     keep = tgt != PAD
     expected = F.cross_entropy(logits[keep], tgt[keep])  # the 6 real target tokens
     torch.testing.assert_close(model.loss(src, tgt), expected)
@@ -167,7 +167,7 @@ def test_learns_to_copy_with_teacher_forcing(one_thread):
 def test_cross_attention_weights_skip_source_padding():
     model = _model()
     src, tgt = _batch()
-    weights = model.cross_attention_weights(src, seq2seq.shift_right(tgt, BOS))
+    weights = model.cross_attention_weights(src, decoder.shift_right(tgt, BOS))
     assert len(weights) == 2 and weights[0].shape == (2, 2, 4, 5)  # (B, H, T, S)
     assert (weights[-1][1, :, :, 3:] == 0).all()
     torch.testing.assert_close(weights[-1].sum(-1), torch.ones(2, 2, 4))
@@ -312,3 +312,92 @@ def test_unwritten_exercises_say_so():
     ):
         with pytest.raises(checks.ExerciseError, match="not written yet"):
             check(todo)
+
+
+# --- the decoder's cache: cached decoding = uncached decoding -------------------------
+
+
+def _count_calls(modules) -> list[int]:
+    """One counter that every forward call of every module in ``modules`` increments."""
+    calls = [0]
+    for m in modules:
+        m.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_steps_equal_the_full_decoder(norm_first):
+    model = _model(norm_first=norm_first, n_decoder_layers=3)
+    src, tgt = _batch()  # the second source is padded
+    tgt_in = decoder.shift_right(tgt, BOS)  # (2, 4)
+    memory, memory_mask = model.encode(src)
+    full = model.decode(tgt_in, memory, memory_mask)  # (2, 4, V)
+    cache = kv_cache.new_decoder_cache(3)
+    steps = [
+        model.decode(tgt_in[:, t : t + 1], memory, memory_mask, cache)  # (2, 1, V)
+        for t in range(tgt_in.shape[1])
+    ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    assert cache[0].seq_len == 4 and cache[0].cross_attn.seq_len == src.shape[1]
+
+
+def test_cached_greedy_decode_writes_the_same_tokens():
+    model = _model(max_len=24)
+    src = torch.randint(3, V, (4, 9))
+    src[1, 5:], src[3, 2:] = PAD, PAD  # padded sources
+    cached = model.greedy_decode(src, max_new_tokens=20)
+    plain = model.greedy_decode(src, max_new_tokens=20, use_cache=False)
+    assert cached.shape[1] > 5  # long enough to exercise the cache
+    assert torch.equal(cached, plain)
+
+
+def test_cross_attention_keys_and_values_are_computed_once_per_source():
+    model = _model(max_len=24)
+    src = torch.randint(3, V, (2, 7))
+    src[1, 4:] = PAD
+    projections = [
+        proj
+        for layer in model.decoder.layers
+        for proj in (layer.cross_attn.k_proj, layer.cross_attn.v_proj)
+    ]
+    calls = _count_calls(projections)
+    out = model.greedy_decode(src, max_new_tokens=12)
+    assert out.shape[1] > 1
+    assert calls[0] == len(projections)  # once per layer and projection, not per step
+    calls[0] = 0
+    out = model.greedy_decode(src, max_new_tokens=12, use_cache=False)
+    assert calls[0] == len(projections) * out.shape[1]  # without: at every step
+
+
+# --- the pair producer and batched decoding -------------------------------------------
+
+
+def test_pair_batches_group_by_source_length_and_cut_to_the_longest():
+    sources = [[5] * n for n in (3, 9, 4, 8, 2, 7)]
+    targets = [[6] * (n % 4 + 1) + [EOS] for n in range(6)]
+    batches = seq2seq.PairBatches(sources, targets, batch_size=2, pad_id=PAD, seed=1)
+    assert len(batches) == 3
+    seen = []
+    for src, tgt in batches:
+        assert src.device.type == "cpu" and src.dtype == torch.long
+        assert (src != PAD).sum(1).max() == src.shape[1]  # cut to the longest source
+        assert (tgt != PAD).sum(1).max() == tgt.shape[1]  # and to the longest target
+        seen += sorted((src != PAD).sum(1).tolist())
+    assert sorted(seen) == [2, 3, 4, 7, 8, 9]  # every pair once per epoch
+    pairs = {tuple(sorted((s != PAD).sum(1).tolist())) for s, _ in batches}
+    assert pairs == {(2, 3), (4, 7), (8, 9)}  # neighbours in length share a batch
+    with pytest.raises(ValueError, match="2 sources and 1 targets"):
+        seq2seq.PairBatches(sources[:2], targets[:1], batch_size=2, pad_id=PAD)
+
+
+def test_greedy_decode_all_equals_one_by_one_in_the_sources_order():
+    model = _model(max_len=24)
+    sources = [torch.randint(3, V, (n,)).tolist() for n in (4, 9, 2, 7, 5)]
+    out = seq2seq.greedy_decode_all(model, sources, batch_size=2, limit=lambda S: 6)
+    for src, toks in zip(sources, out):  # padded in a batch or alone: the same
+        alone = model.greedy_decode(torch.tensor([src]), max_new_tokens=6)
+        assert toks == model.cut_at_eos(alone)[0]
+    uncached = seq2seq.greedy_decode_all(model, sources, 2, lambda S: 6, False)
+    assert uncached == out
+    with pytest.raises(ValueError, match="sources is empty"):
+        seq2seq.greedy_decode_all(model, [])

@@ -9,7 +9,15 @@ import torch
 from transformers import T5Config as HFT5Config
 from transformers import T5ForConditionalGeneration
 
-from transformer_book import attention, blocks, params, span_corruption, t5
+from transformer_book import (
+    attention,
+    blocks,
+    decoder,
+    kv_cache,
+    params,
+    span_corruption,
+    t5,
+)
 from transformer_book.positions import T5RelativeBias
 
 SMALL = [  # (vocab, d_model, n_layers, n_heads, d_ff, num_buckets, max_distance)
@@ -59,7 +67,7 @@ def test_logits_equal_hugging_face(config):
     src[1, 15:] = 0  # padding: masked in both
     src[2, 4:] = 0
     labels = torch.randint(2, vocab, (3, 17))
-    tgt_in = t5.shift_right(labels)
+    tgt_in = decoder.shift_right(labels, 0)
     with torch.no_grad():
         ref = hf(
             input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in
@@ -75,7 +83,7 @@ def test_long_inputs_use_the_log_buckets():
     src, labels = torch.randint(2, 50, (2, 70)), torch.randint(2, 50, (2, 40))
     with torch.no_grad():
         ref = hf(input_ids=src, labels=labels).logits
-        mine = model(src, t5.shift_right(labels))
+        mine = model(src, decoder.shift_right(labels, 0))
     torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
 
 
@@ -84,7 +92,7 @@ def test_loss_equals_hugging_face():
     src, labels = torch.randint(2, 100, (4, 12)), torch.randint(2, 100, (4, 9))
     with torch.no_grad():
         ref = hf(input_ids=src, labels=labels).loss
-        logits = model(src, t5.shift_right(labels))
+        logits = model(src, decoder.shift_right(labels, 0))
     mine = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
     torch.testing.assert_close(mine, ref, atol=1e-5, rtol=0)
 
@@ -92,7 +100,7 @@ def test_loss_equals_hugging_face():
 def test_shift_right_matches_hugging_face():
     hf, _ = pair(*SMALL[0])
     labels = torch.randint(2, 100, (3, 7))
-    assert torch.equal(t5.shift_right(labels), hf._shift_right(labels))
+    assert torch.equal(decoder.shift_right(labels, 0), hf._shift_right(labels))
 
 
 def test_t5_choices():
@@ -105,7 +113,7 @@ def test_t5_choices():
     assert len(tables) == 2  # one relative bias per stack, shared by its layers
     assert tables[0].bidirectional and not tables[1].bidirectional
     attn = model.encoder.layers[0].attn
-    assert attn.scale == 1.0 and model.decoder[0].cross_attn.scale == 1.0
+    assert attn.scale == 1.0 and model.decoder.layers[0].cross_attn.scale == 1.0
     assert model.encoder.layers[0].norm_first
     assert params.count_params(model) == params.t5_params(40, 32, 3, 48, 4, 8, 32)
 
@@ -152,12 +160,50 @@ def test_generate_is_greedy_and_stops_at_eos():
     out = model.generate(src, max_new_tokens=8)
     assert out.shape[0] == 3 and out.shape[1] <= 8
     with torch.no_grad():
-        logits = model(src, t5.shift_right(out))
+        logits = model(src, decoder.shift_right(out, 0))
     for b in range(3):
         row = out[b].tolist()
         end = row.index(config.eos_id) + 1 if config.eos_id in row else len(row)
         assert row[:end] == logits[b, :end].argmax(-1).tolist()
         assert all(t == config.pad_id for t in row[end:])
+
+
+@pytest.mark.parametrize("config", SMALL[:2])
+def test_cached_decoding_equals_uncached_and_hugging_face(config):
+    """Step-by-step logits with the decoder's cache equal the full pass (and HF's)."""
+    hf, model = pair(*config)
+    vocab, n_layers = config[0], config[2]
+    src = torch.randint(2, vocab, (3, 11))
+    src[1, 6:], src[2, 3:] = 0, 0  # padded sources
+    tgt_in = decoder.shift_right(torch.randint(2, vocab, (3, 9)), 0)
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        full = model.decode(tgt_in, memory, mask)  # (3, 9, V)
+        cache = kv_cache.new_decoder_cache(n_layers)
+        steps = [
+            model.decode(tgt_in[:, t : t + 1], memory, mask, cache) for t in range(9)
+        ]
+        ref = hf(
+            input_ids=src, attention_mask=src != 0, decoder_input_ids=tgt_in
+        ).logits
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(steps, dim=1), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_cached_generate_writes_the_same_tokens_and_projects_the_source_once():
+    config = t5.T5Config(vocab_size=30, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    model = t5.T5(config).eval()
+    src = torch.randint(2, 30, (4, 10))
+    src[1, 6:], src[3, 2:] = 0, 0  # padded sources
+    calls = [0]
+    for layer in model.decoder.layers:
+        for proj in (layer.cross_attn.k_proj, layer.cross_attn.v_proj):
+            proj.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    cached = model.generate(src, max_new_tokens=12)
+    assert calls[0] == 2 * config.n_layers  # once per source, not once per step
+    plain = model.generate(src, max_new_tokens=12, use_cache=False)
+    assert cached.shape[1] > 3 and torch.equal(cached, plain)
+    assert calls[0] == 2 * config.n_layers * (1 + plain.shape[1])
 
 
 def test_t5_initialisation_scales():

@@ -11,7 +11,8 @@ Pre-norm (``norm_first=True``, chapter 06) normalises before each sublayer inste
 ``x = x + MultiHeadAttention(LayerNorm(x))``. Every block maps (B, T, d_model) to
 (B, T, d_model), which is why blocks stack. :func:`load_torch_encoder_layer` copies the
 weights of a ``torch.nn.TransformerEncoderLayer`` into an :class:`EncoderBlock`; the
-tests use it to check the two compute the same thing.
+tests use it to check the two compute the same thing. The decoder block, which adds
+cross-attention and a cache, is :mod:`transformer_book.decoder` (chapter 07).
 """
 
 from __future__ import annotations
@@ -259,190 +260,6 @@ def load_torch_encoder_layer(
     return block
 
 
-# --- The decoder (chapter 07) ---------------------------------------------------------
-# Appended here, below the encoder, so that parallel additions to the blocks above merge
-# cleanly.
-
-__all__ += ["DecoderBlock", "Decoder", "load_torch_decoder_layer"]
-
-
-def _check_decoder_inputs(name: str, d_model: int, x: Tensor, memory: Tensor) -> None:
-    """x (B, T, d_model) and memory (B, S, d_model) with the same B, or a ValueError."""
-    for arg, t in (("x", x), ("memory", memory)):
-        if t.dim() != 3 or t.shape[-1] != d_model:
-            raise ValueError(
-                f"{name} expects {arg} of shape (B, T, d_model={d_model}), "
-                f"got {tuple(t.shape)}"
-            )
-    if x.shape[0] != memory.shape[0]:
-        raise ValueError(
-            f"{name}: x and memory must share the batch size, got x {tuple(x.shape)} "
-            f"and memory {tuple(memory.shape)}"
-        )
-
-
-class DecoderBlock(nn.Module):
-    """Masked self-attention, cross-attention to the encoder's output, feed-forward; each
-    wrapped in a residual connection and a norm.
-
-    The decoder has two inputs: ``x``, the target tokens so far, and ``memory``, the
-    encoder's output. Self-attention mixes the target tokens (``self_mask`` is usually
-    causal, so position t sees positions ≤ t only); cross-attention takes its queries
-    from ``x`` and its keys and values from ``memory`` (``memory_mask`` hides the
-    source's padding). Post-norm (``norm_first=False``) as in Vaswani et al. (2017),
-    section 3.1; pre-norm with ``norm_first=True``; ``norm="rms"`` for RMSNorm.
-
-    Shapes: x (B, T, d_model), memory (B, S, d_model); self_mask and self_bias broadcast
-    to (B, H, T, T), memory_mask to (B, H, T, S), True = may attend. Returns
-    (B, T, d_model).
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: Activation = nn.functional.relu,
-        layer_norm_eps: float = 1e-5,
-        norm: str = "layer",
-    ) -> None:
-        super().__init__()
-        self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = make_norm(norm, d_model, eps=layer_norm_eps)  # self-attention
-        self.norm2 = make_norm(norm, d_model, eps=layer_norm_eps)  # cross-attention
-        self.norm3 = make_norm(norm, d_model, eps=layer_norm_eps)  # feed-forward
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
-
-    def _self_attend(
-        self, x: Tensor, mask: Tensor | None, bias: Tensor | None
-    ) -> Tensor:
-        return self.dropout1(self.self_attn(x, mask=mask, bias=bias)[0])
-
-    def _cross_attend(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout2(self.cross_attn(x, context=memory, mask=mask)[0])
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        self_bias: Tensor | None = None,
-    ) -> Tensor:
-        _check_decoder_inputs("DecoderBlock", self.d_model, x, memory)
-        if self.norm_first:  # pre-norm: x + F(Norm(x)) for each of the three sublayers
-            x = x + self._self_attend(self.norm1(x), self_mask, self_bias)
-            x = x + self._cross_attend(self.norm2(x), memory, memory_mask)
-            return x + self.dropout3(self.ff(self.norm3(x)))
-        x = self.norm1(x + self._self_attend(x, self_mask, self_bias))  # Add & Norm
-        x = self.norm2(x + self._cross_attend(x, memory, memory_mask))
-        return self.norm3(x + self.dropout3(self.ff(x)))
-
-    def cross_attention_weights(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        self_bias: Tensor | None = None,
-    ) -> Tensor:
-        """The cross-attention weights that :meth:`forward` computes: how much each target
-        position takes from each source position.
-
-        Shapes: as :meth:`forward`; returns (B, H, T, S), rows sum to 1.
-        """
-        _check_decoder_inputs("DecoderBlock", self.d_model, x, memory)
-        if self.norm_first:
-            h = x + self._self_attend(self.norm1(x), self_mask, self_bias)
-            h = self.norm2(h)  # what the cross-attention's queries are made from
-        else:
-            h = self.norm1(x + self._self_attend(x, self_mask, self_bias))
-        return self.cross_attn(h, context=memory, mask=memory_mask, need_weights=True)[
-            1
-        ]
-
-
-class Decoder(nn.Module):
-    """A stack of ``n_layers`` decoder blocks; every block reads the same ``memory``.
-
-    Shapes: x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model); masks as in
-    :class:`DecoderBlock`. As in :class:`Encoder`, a pre-norm stack ends with one more
-    norm. Vaswani et al. (2017), section 3.1.
-    """
-
-    def __init__(
-        self,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: Activation = nn.functional.relu,
-        layer_norm_eps: float = 1e-5,
-        norm: str = "layer",
-    ) -> None:
-        super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        self.layers = nn.ModuleList(
-            DecoderBlock(
-                d_model,
-                n_heads,
-                d_ff,
-                dropout=dropout,
-                norm_first=norm_first,
-                activation=activation,
-                layer_norm_eps=layer_norm_eps,
-                norm=norm,
-            )
-            for _ in range(n_layers)
-        )
-        self.final_norm = (
-            make_norm(norm, d_model, eps=layer_norm_eps)
-            if norm_first
-            else nn.Identity()
-        )
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        self_bias: Tensor | None = None,
-    ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, self_mask, memory_mask, self_bias)  # (B, T, d_model)
-        return self.final_norm(x)
-
-    def cross_attention_weights(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        self_bias: Tensor | None = None,
-    ) -> list[Tensor]:
-        """Every block's cross-attention weights, first block first.
-
-        Shapes: a list of n_layers tensors (B, H, T, S).
-        """
-        weights = []
-        for layer in self.layers:
-            args = (memory, self_mask, memory_mask, self_bias)
-            weights.append(layer.cross_attention_weights(x, *args))  # (B, H, T, S)
-            x = layer(x, *args)  # (B, T, d_model)
-        return weights
-
-
 def _check_built_alike(
     block: nn.Module,
     attn: MultiHeadAttention,
@@ -481,9 +298,11 @@ def _check_built_alike(
         sa.in_proj_bias is None
         or layer.linear1.bias is None
         or layer.norm1.bias is None
+        or block.ff.up_proj.bias is None
     ):
         raise ValueError(
-            f"the torch layer was built with bias=False; {name} always has biases"
+            f"the torch layer and the {name} must both have biases; one was built "
+            "with bias=False"
         )
 
 
@@ -495,37 +314,3 @@ def _copy_torch_attention(mine: MultiHeadAttention, ref: nn.MultiheadAttention) 
         proj.bias.copy_(ref.in_proj_bias[i * D : (i + 1) * D])  # (D,) of (3D,)
     mine.o_proj.weight.copy_(ref.out_proj.weight)
     mine.o_proj.bias.copy_(ref.out_proj.bias)
-
-
-@torch.no_grad()
-def load_torch_decoder_layer(
-    block: DecoderBlock, layer: nn.TransformerDecoderLayer
-) -> DecoderBlock:
-    """Copy the weights of ``torch.nn.TransformerDecoderLayer`` into ``block`` (in place)
-    and return it.
-
-    torch's ``self_attn``, ``multihead_attn``, ``linear1``/``linear2`` and ``norm1..3``
-    become ``self_attn``, ``cross_attn``, ``ff.up_proj``/``ff.down_proj`` and
-    ``norm1..3``. Raises ``ValueError`` when the two layers are not built alike (sizes,
-    norm placement and kind, epsilon, activation, biases).
-    """
-    if not isinstance(block, DecoderBlock):
-        raise ValueError(f"block must be a DecoderBlock, got {type(block).__name__}")
-    if not isinstance(layer, nn.TransformerDecoderLayer):
-        raise ValueError(
-            f"layer must be a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
-        )
-    _check_built_alike(block, block.self_attn, layer)
-    _copy_torch_attention(block.self_attn, layer.self_attn)
-    _copy_torch_attention(block.cross_attn, layer.multihead_attn)
-    pairs = [
-        (block.ff.up_proj, layer.linear1),
-        (block.ff.down_proj, layer.linear2),
-        (block.norm1, layer.norm1),
-        (block.norm2, layer.norm2),
-        (block.norm3, layer.norm3),
-    ]
-    for mine, ref in pairs:
-        mine.weight.copy_(ref.weight)
-        mine.bias.copy_(ref.bias)
-    return block

@@ -14,14 +14,29 @@ The price is memory: per layer, a key and a value vector per key/value head and 
 n_heads / n_kv_heads. The cache grows by concatenation, like Hugging Face's
 ``DynamicCache``: its tensors hold exactly the tokens seen, so their ``nbytes`` are the
 formula. Pope et al. (2023), "Efficiently Scaling Transformer Inference", section 3.
+
+An encoder–decoder's decoder (chapter 07) keeps two caches per layer
+(:class:`DecoderCache`): its self-attention's, which grows by a token per step like a
+GPT's, and its cross-attention's, the keys and values of the encoder's output, which
+the first step computes and every later step reads (the source does not change).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
 import torch
 from torch import Tensor
 
-__all__ = ["KVCache", "new_cache", "cache_nbytes", "kv_cache_bytes"]
+__all__ = [
+    "KVCache",
+    "DecoderCache",
+    "new_cache",
+    "new_decoder_cache",
+    "cache_nbytes",
+    "kv_cache_bytes",
+]
 
 
 class KVCache:
@@ -85,6 +100,35 @@ class KVCache:
         return f"KVCache(seq_len={self.seq_len}, keys={shape}, nbytes={self.nbytes})"
 
 
+@dataclass
+class DecoderCache:
+    """One encoder–decoder decoder layer's two caches.
+
+    ``self_attn`` grows by the new tokens at every step; ``cross_attn`` holds the keys
+    and values of the encoder's output, filled by the first step and only read after
+    (reset both for a new source). Shapes: as :class:`KVCache`; ``cross_attn`` holds
+    (B, Hkv, S, Dh) for a source of S positions.
+    """
+
+    self_attn: KVCache = field(default_factory=KVCache)
+    cross_attn: KVCache = field(default_factory=KVCache)
+
+    @property
+    def seq_len(self) -> int:
+        """Number of target positions cached (the position of the next token)."""
+        return self.self_attn.seq_len
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by both caches' key and value tensors."""
+        return self.self_attn.nbytes + self.cross_attn.nbytes
+
+    def reset(self) -> None:
+        """Forget the target and the source."""
+        self.self_attn.reset()
+        self.cross_attn.reset()
+
+
 def new_cache(n_layers: int) -> list[KVCache]:
     """One empty :class:`KVCache` per layer of a model."""
     if n_layers < 1:
@@ -92,7 +136,14 @@ def new_cache(n_layers: int) -> list[KVCache]:
     return [KVCache() for _ in range(n_layers)]
 
 
-def cache_nbytes(cache: list[KVCache]) -> int:
+def new_decoder_cache(n_layers: int) -> list[DecoderCache]:
+    """One empty :class:`DecoderCache` per layer of an encoder–decoder's decoder."""
+    if n_layers < 1:
+        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+    return [DecoderCache() for _ in range(n_layers)]
+
+
+def cache_nbytes(cache: Sequence[KVCache | DecoderCache]) -> int:
     """Bytes held by the key and value tensors of every layer's cache."""
     return sum(layer.nbytes for layer in cache)
 

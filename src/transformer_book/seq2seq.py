@@ -14,23 +14,32 @@ The model of Vaswani et al. (2017), section 3, at small scale:
   every position at once; the causal mask keeps position t from reading the answer.
 - Inference has no gold target: :meth:`Seq2Seq.greedy_decode` starts from ``<bos>``,
   appends the most likely next token, and repeats until every sequence has written
-  ``<eos>`` (or a length limit).
+  ``<eos>`` (or a length limit); a :class:`~transformer_book.kv_cache.DecoderCache` per
+  layer lets each step read only the newest token.
+
+:class:`PairBatches` serves (source, target) pairs to the training loop, grouped by
+source length; :func:`greedy_decode_all` writes the targets of a list of sources in
+batches of similar length.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .blocks import Decoder, Encoder
+from .batching import LengthBatches, pad_sequences
+from .blocks import Encoder
+from .decoder import Decoder, greedy_decode, shift_right
+from .kv_cache import DecoderCache, new_decoder_cache
 from .masks import causal_mask, padding_mask_from_ids
 from .positions import sinusoidal_encoding
 
-__all__ = ["Seq2SeqConfig", "Seq2Seq", "shift_right"]
+__all__ = ["Seq2SeqConfig", "Seq2Seq", "PairBatches", "greedy_decode_all"]
 
 
 @dataclass(frozen=True)
@@ -66,18 +75,6 @@ class Seq2SeqConfig:
             raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
         if self.max_len < 2:
             raise ValueError(f"max_len must be at least 2, got {self.max_len}")
-
-
-def shift_right(tgt: Tensor, bos_id: int) -> Tensor:
-    """The decoder's input under teacher forcing: ``<bos>`` followed by the target minus
-    its last token, so that position t reads ``y_{<t}`` and is trained to predict ``y_t``.
-
-    Shapes: (B, T) -> (B, T).
-    """
-    if tgt.dim() != 2:
-        raise ValueError(f"tgt must have shape (B, T), got {tuple(tgt.shape)}")
-    bos = tgt.new_full((tgt.shape[0], 1), bos_id)  # (B, 1)
-    return torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T)
 
 
 class Seq2Seq(nn.Module):
@@ -119,10 +116,11 @@ class Seq2Seq(nn.Module):
                 f"{self.cfg.max_len}; raise max_len in the config"
             )
 
-    def _embed(self, ids: Tensor) -> Tensor:
-        """Token embedding × √d_model + sinusoidal position. Shapes: (B, T) -> (B, T, D)."""
+    def _embed(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """Token embedding × √d_model + sinusoidal position (the ids sit at positions
+        ``offset`` …). Shapes: (B, T) -> (B, T, D)."""
         x = self.embed(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
-        return self.dropout(x + self.positions[: ids.shape[1]])  # + (T, D)
+        return self.dropout(x + self.positions[offset : offset + ids.shape[1]])
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """Run the encoder. Shapes: src (B, S) -> memory (B, S, D) and the source's
@@ -131,22 +129,39 @@ class Seq2Seq(nn.Module):
         memory_mask = padding_mask_from_ids(src, self.cfg.pad_id)  # (B, 1, 1, S)
         return self.encoder(self._embed(src), mask=memory_mask), memory_mask
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor,
+        cache: list[DecoderCache] | None = None,
+    ) -> Tensor:
         """Run the decoder and the head. Shapes: tgt_in (B, T), memory (B, S, D),
-        memory_mask (B, 1, 1, S) -> logits (B, T, vocab_size).
+        memory_mask (B, 1, 1, S) -> logits (B, T, vocab_size). With ``cache`` (one
+        :class:`~transformer_book.kv_cache.DecoderCache` per decoder layer) ``tgt_in``
+        holds only the tokens after the cached ones.
 
         The causal mask is all the target needs: with padding on the right, a padded
         position lies in the future of every real one, so it is hidden already.
         """
-        return self.head(self._decode_hidden(tgt_in, memory, memory_mask))  # (B, T, V)
+        h = self._decode_hidden(tgt_in, memory, memory_mask, cache)  # (B, T, D)
+        return self.head(h)  # (B, T, V)
 
     def _decode_hidden(
-        self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor,
+        cache: list[DecoderCache] | None = None,
     ) -> Tensor:
-        """The decoder's output before the head. Shapes: -> (B, T, d_model)."""
+        """The decoder's output before the head; with ``cache``, ``tgt_in`` holds only
+        the tokens after the cached ones. Shapes: -> (B, T, d_model)."""
         self._check_ids("tgt_in", tgt_in)
-        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
-        return self.decoder(self._embed(tgt_in), memory, self_mask, memory_mask)
+        past = 0 if cache is None else cache[0].seq_len  # positions already cached
+        T = tgt_in.shape[1]
+        self_mask = causal_mask(T, past + T, device=tgt_in.device)  # (T, past + T)
+        x = self._embed(tgt_in, offset=past)  # (B, T, D)
+        return self.decoder(x, memory, self_mask, memory_mask, cache=cache)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, memory_mask = self.encode(src)
@@ -170,15 +185,20 @@ class Seq2Seq(nn.Module):
         )
 
     @torch.no_grad()
-    def greedy_decode(self, src: Tensor, max_new_tokens: int | None = None) -> Tensor:
-        """Write the target one token at a time, each the argmax given the ones before.
+    def greedy_decode(
+        self, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True
+    ) -> Tensor:
+        """Write the target one token at a time, each the argmax given the ones before
+        (:func:`~transformer_book.decoder.greedy_decode`).
 
         Starts from ``<bos>``; stops when every sequence has written ``<eos>`` or after
         ``max_new_tokens`` (default ``max_len - 1``). Call ``model.eval()`` first (dropout
-        would make the choices random). The decoder is rerun on the whole prefix at
-        every step; chapter 09's KV cache removes that repeated work.
-        Shapes: src (B, S) -> (B, L) with L <= max_new_tokens, ``<bos>`` not included;
-        positions after a sequence's ``<eos>`` hold ``pad_id``.
+        would make the choices random). ``use_cache=True`` keeps each decoder layer's
+        keys and values (:class:`~transformer_book.kv_cache.DecoderCache`), so a step
+        reads only the newest token; ``False`` reruns the decoder on the whole prefix.
+        Both write the same tokens. Shapes: src (B, S) -> (B, L) with
+        L <= max_new_tokens, ``<bos>`` not included; positions after a sequence's
+        ``<eos>`` hold ``pad_id``.
         """
         cfg = self.cfg
         limit = cfg.max_len - 1 if max_new_tokens is None else max_new_tokens
@@ -188,17 +208,16 @@ class Seq2Seq(nn.Module):
                 f"got {max_new_tokens}"
             )
         memory, memory_mask = self.encode(src)
-        ys = src.new_full((src.shape[0], 1), cfg.bos_id)  # (B, 1)
-        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
-        for _ in range(limit):
-            h = self._decode_hidden(ys, memory, memory_mask)[:, -1]  # (B, D): last only
-            logits = self.head(h)  # (B, V)
-            nxt = logits.argmax(dim=-1).masked_fill(done, cfg.pad_id)  # (B,)
-            ys = torch.cat([ys, nxt[:, None]], dim=1)  # (B, t + 1)
-            done = done | (nxt == cfg.eos_id)
-            if done.all():
-                break
-        return ys[:, 1:]  # (B, L): without <bos>
+        start = src.new_full((src.shape[0], 1), cfg.bos_id)  # (B, 1)
+        cache = new_decoder_cache(len(self.decoder.layers)) if use_cache else None
+        return greedy_decode(
+            lambda ids, cache: self.decode(ids, memory, memory_mask, cache),
+            start,
+            limit,
+            cfg.eos_id,
+            cfg.pad_id,
+            cache,
+        )
 
     def cut_at_eos(self, ids: Tensor) -> list[list[int]]:
         """The tokens of each row before its first ``<eos>`` (and without padding).
@@ -222,3 +241,74 @@ class Seq2Seq(nn.Module):
         return self.decoder.cross_attention_weights(
             self._embed(tgt_in), memory, self_mask, memory_mask
         )
+
+
+class PairBatches:
+    """Training batches (src, tgt) of (source, target) id sequences, grouped by source
+    length (:class:`~transformer_book.batching.LengthBatches`), each padded with
+    ``pad_id`` to its longest source and its longest target; one shuffled epoch per
+    iteration (``training.train`` cycles it). Batches are CPU tensors; the training
+    loop moves them. The targets end in ``<eos>``, ready for :meth:`Seq2Seq.loss`.
+
+    Shapes: N pairs -> src (b, S), tgt (b, T), b <= batch_size.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Sequence[int]],
+        targets: Sequence[Sequence[int]],
+        batch_size: int,
+        pad_id: int,
+        seed: int = 0,
+        shuffle: bool = True,
+    ) -> None:
+        if len(sources) != len(targets):
+            raise ValueError(
+                f"sources and targets must pair up, got {len(sources)} sources and "
+                f"{len(targets)} targets"
+            )
+        self.src, self.src_len = pad_sequences(sources, pad_id)  # (N, S_max), (N,)
+        self.tgt, self.tgt_len = pad_sequences(targets, pad_id)  # (N, T_max), (N,)
+        self.order = LengthBatches(self.src_len, batch_size, seed=seed, shuffle=shuffle)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        for idx in self.order:  # (b,)
+            S, T = int(self.src_len[idx].max()), int(self.tgt_len[idx].max())
+            yield self.src[idx, :S], self.tgt[idx, :T]  # (b, S), (b, T)
+
+
+@torch.no_grad()
+def greedy_decode_all(
+    model: Seq2Seq,
+    sources: Sequence[Sequence[int]],
+    batch_size: int = 64,
+    limit: Callable[[int], int] | None = None,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """:meth:`Seq2Seq.greedy_decode` of every source, in batches of similar length, on
+    the model's device and in eval mode (restored after); each output cut at its
+    ``<eos>`` (:meth:`Seq2Seq.cut_at_eos`), in the sources' order.
+
+    ``limit(S)`` bounds the tokens written for a batch whose longest source has S
+    tokens (never more than ``max_len - 1``, the default); a batch decodes until its
+    last row ends, so small batches wait less for stragglers. Shapes: N sources -> N
+    lists of ids.
+    """
+    if len(sources) == 0:
+        raise ValueError("sources is empty: nothing to decode")
+    ids, lengths = pad_sequences(sources, model.cfg.pad_id)  # (N, S_max), (N,)
+    n_max = model.cfg.max_len - 1
+    device, was_training = next(model.parameters()).device, model.training
+    model.eval()
+    out: list[list[int]] = [[] for _ in sources]
+    for idx in LengthBatches(lengths, batch_size, shuffle=False):
+        S = int(lengths[idx].max())
+        n = n_max if limit is None else min(limit(S), n_max)
+        written = model.greedy_decode(ids[idx, :S].to(device), n, use_cache)  # (b, L)
+        for i, toks in zip(idx.tolist(), model.cut_at_eos(written.cpu())):
+            out[i] = toks
+    model.train(was_training)
+    return out

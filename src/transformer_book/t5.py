@@ -19,11 +19,11 @@ of the book's floors 1–2 rather than new code:
 - one embedding for encoder input, decoder input and output layer, the decoder's
   output scaled by d_model^-0.5 before the tied output layer.
 
-The encoder is ``blocks.Encoder`` with those options; the decoder block is written here
-(self-attention, cross-attention, feed-forward). :func:`load_hf_t5` copies a Hugging
-Face ``T5ForConditionalGeneration``; the tests check the logits agree.
-:func:`span_corruption` (from :mod:`transformer_book.span_corruption`) is T5's
-pre-training objective.
+The encoder is ``blocks.Encoder`` and the decoder ``decoder.Decoder``, chapter 07's,
+with those options (and the decoder's cache for :meth:`T5.generate`).
+:func:`load_hf_t5` copies a Hugging Face ``T5ForConditionalGeneration``; the tests
+check the logits agree. :func:`span_corruption` (from
+:mod:`transformer_book.span_corruption`) is T5's pre-training objective.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from torch import Tensor, nn
 from . import masks
 from .attention import MultiHeadAttention
 from .blocks import Encoder, FeedForward
+from .decoder import Decoder, greedy_decode
+from .kv_cache import DecoderCache, new_decoder_cache
 from .norms import RMSNorm
 from .positions import T5RelativeBias
 from .span_corruption import merge_spans, noise_span_mask, span_corruption
@@ -46,9 +48,7 @@ from .span_corruption import merge_spans, noise_span_mask, span_corruption
 
 __all__ = [
     "T5Config",
-    "T5DecoderBlock",
     "T5",
-    "shift_right",
     "load_hf_t5",
     "noise_span_mask",
     "span_corruption",
@@ -94,50 +94,13 @@ class T5Config:
         return self.d_model // self.n_heads
 
 
-class T5DecoderBlock(nn.Module):
-    """Pre-norm decoder block without biases: causal self-attention (plus the decoder's
-    relative bias), cross-attention to the encoder's output (no bias), feed-forward.
-
-    Shapes: x (B, T, d_model), memory (B, S, d_model); self_mask and self_bias broadcast
-    to (B, H, T, T), memory_mask to (B, H, T, S). Returns (B, T, d_model).
-    """
-
-    def __init__(self, config: T5Config) -> None:
-        super().__init__()
-        c = config
-        self.self_attn = MultiHeadAttention(
-            c.d_model, c.n_heads, dropout=c.dropout, bias=False, scale=1.0
-        )
-        self.cross_attn = MultiHeadAttention(
-            c.d_model, c.n_heads, dropout=c.dropout, bias=False, scale=1.0
-        )
-        self.ff = FeedForward(c.d_model, c.d_ff, c.dropout, F.relu, bias=False)
-        self.norm1 = RMSNorm(c.d_model, eps=c.layer_norm_eps)  # self-attention
-        self.norm2 = RMSNorm(c.d_model, eps=c.layer_norm_eps)  # cross-attention
-        self.norm3 = RMSNorm(c.d_model, eps=c.layer_norm_eps)  # feed-forward
-        self.dropout = nn.Dropout(c.dropout)
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        self_bias: Tensor | None = None,
-    ) -> Tensor:
-        h = self.self_attn(self.norm1(x), mask=self_mask, bias=self_bias)[0]
-        x = x + self.dropout(h)
-        h = self.cross_attn(self.norm2(x), context=memory, mask=memory_mask)[0]
-        x = x + self.dropout(h)
-        return x + self.dropout(self.ff(self.norm3(x)))  # (B, T, d_model)
-
-
 class T5(nn.Module):
     """Encoder–decoder transformer with T5 v1.0's choices (see the module docstring).
 
     Shapes: ``forward(src, tgt_in)``: src (B, S), tgt_in (B, T) int64 -> logits
     (B, T, vocab_size); logits[:, t] predicts target token t (tgt_in is the target
-    shifted right, :func:`shift_right`). Source positions holding ``pad_id`` are masked.
+    shifted right, :func:`~transformer_book.decoder.shift_right` with ``pad_id``).
+    Source positions holding ``pad_id`` are masked.
     Raffel et al. (2020).
     """
 
@@ -148,11 +111,8 @@ class T5(nn.Module):
         self.encoder_bias = T5RelativeBias(
             c.n_heads, c.num_buckets, c.max_distance, bidirectional=True
         )
-        self.encoder = Encoder(
-            c.n_layers,
-            c.d_model,
-            c.n_heads,
-            c.d_ff,
+        sizes = (c.n_layers, c.d_model, c.n_heads, c.d_ff)
+        options = dict(
             dropout=c.dropout,
             norm_first=True,  # pre-norm, and a final norm after the last block
             activation=F.relu,
@@ -161,11 +121,11 @@ class T5(nn.Module):
             bias=False,
             scale=1.0,
         )
+        self.encoder = Encoder(*sizes, **options)
         self.decoder_bias = T5RelativeBias(
             c.n_heads, c.num_buckets, c.max_distance, bidirectional=False
         )
-        self.decoder = nn.ModuleList(T5DecoderBlock(c) for _ in range(c.n_layers))
-        self.decoder_norm = RMSNorm(c.d_model, eps=c.layer_norm_eps)
+        self.decoder = Decoder(*sizes, **options)  # its final norm too
         self.dropout = nn.Dropout(c.dropout)
         self.reset_parameters()
 
@@ -210,18 +170,25 @@ class T5(nn.Module):
         x = self.dropout(self.tok_emb(src))  # (B, S, d_model)
         return self.dropout(self.encoder(x, mask=mask, bias=bias)), mask
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, memory_mask: Tensor) -> Tensor:
-        """Logits for every target position. Shapes: tgt_in (B, T), memory (B, S, d),
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor,
+        cache: list[DecoderCache] | None = None,
+    ) -> Tensor:
+        """Logits for every target position; with ``cache`` (one
+        :class:`~transformer_book.kv_cache.DecoderCache` per layer) ``tgt_in`` holds only
+        the tokens after the cached ones. Shapes: tgt_in (B, T), memory (B, S, d),
         memory_mask (B, 1, 1, S) -> (B, T, vocab_size)."""
         self._check_ids("tgt_in", tgt_in)
         T = tgt_in.shape[1]
-        self_mask = masks.causal_mask(T, device=tgt_in.device)  # (T, T)
-        bias = self.decoder_bias(T, T)  # (1, H, T, T), shared by every layer
+        past = 0 if cache is None else cache[0].seq_len  # positions already cached
+        self_mask = masks.causal_mask(T, past + T, device=tgt_in.device)  # (T, past+T)
+        bias = self.decoder_bias(T, past + T)  # (1, H, T, past + T), every layer's
         x = self.dropout(self.tok_emb(tgt_in))  # (B, T, d_model)
-        for block in self.decoder:
-            x = block(x, memory, self_mask, memory_mask, bias)  # (B, T, d_model)
-        x = self.dropout(self.decoder_norm(x))
-        x = x * self.config.d_model**-0.5  # the tied output layer's rescaling
+        x = self.decoder(x, memory, self_mask, memory_mask, bias, cache=cache)
+        x = self.dropout(x) * self.config.d_model**-0.5  # the tied output's rescaling
         return x @ self.tok_emb.weight.T  # (B, T, vocab_size)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
@@ -229,30 +196,26 @@ class T5(nn.Module):
         return self.decode(tgt_in, memory, mask)
 
     @torch.no_grad()
-    def generate(self, src: Tensor, max_new_tokens: int) -> Tensor:
-        """Greedy decoding from the start token until every row has written ``eos_id``
-        or ``max_new_tokens`` tokens. Shapes: src (B, S) -> (B, ≤ max_new_tokens),
-        padded with ``pad_id`` after a row's eos. Call ``model.eval()`` first."""
+    def generate(
+        self, src: Tensor, max_new_tokens: int, use_cache: bool = True
+    ) -> Tensor:
+        """Greedy decoding (:func:`~transformer_book.decoder.greedy_decode`) from the
+        start token until every row has written ``eos_id`` or ``max_new_tokens`` tokens;
+        ``use_cache`` as in :meth:`~transformer_book.seq2seq.Seq2Seq.greedy_decode`.
+        Shapes: src (B, S) -> (B, ≤ max_new_tokens), padded with ``pad_id`` after a
+        row's eos. Call ``model.eval()`` first."""
         c = self.config
         memory, mask = self.encode(src)
-        out = torch.full((src.shape[0], 1), c.pad_id, device=src.device)  # start
-        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        for _ in range(max_new_tokens):
-            next_id = self.decode(out, memory, mask)[:, -1].argmax(-1)  # (B,)
-            next_id = next_id.masked_fill(done, c.pad_id)
-            out = torch.cat((out, next_id[:, None]), dim=1)  # (B, t + 1)
-            done |= next_id == c.eos_id
-            if done.all():
-                break
-        return out[:, 1:]
-
-
-def shift_right(labels: Tensor, start_id: int = 0) -> Tensor:
-    """The decoder's input for teacher forcing: the targets moved one step right, with
-    ``start_id`` first (T5 starts from the pad id). Shapes: (B, T) -> (B, T)."""
-    return torch.cat(
-        (labels.new_full((*labels.shape[:-1], 1), start_id), labels[..., :-1]), -1
-    )
+        start = torch.full((src.shape[0], 1), c.pad_id, device=src.device)  # T5's start
+        cache = new_decoder_cache(c.n_layers) if use_cache else None
+        return greedy_decode(
+            lambda ids, cache: self.decode(ids, memory, mask, cache),
+            start,
+            max_new_tokens,
+            c.eos_id,
+            c.pad_id,
+            cache,
+        )
 
 
 @torch.no_grad()
@@ -318,12 +281,12 @@ def load_hf_t5(model: T5, hf_model: nn.Module) -> T5:
         ff(mine.ff, ref.layer[1])
         mine.norm2.weight.copy_(ref.layer[1].layer_norm.weight)
     model.encoder.final_norm.weight.copy_(enc.final_layer_norm.weight)
-    for mine, ref in zip(model.decoder, dec.block):
+    for mine, ref in zip(model.decoder.layers, dec.block):
         attn(mine.self_attn, ref.layer[0].SelfAttention)
         mine.norm1.weight.copy_(ref.layer[0].layer_norm.weight)
         attn(mine.cross_attn, ref.layer[1].EncDecAttention)
         mine.norm2.weight.copy_(ref.layer[1].layer_norm.weight)
         ff(mine.ff, ref.layer[2])
         mine.norm3.weight.copy_(ref.layer[2].layer_norm.weight)
-    model.decoder_norm.weight.copy_(dec.final_layer_norm.weight)
+    model.decoder.final_norm.weight.copy_(dec.final_layer_norm.weight)
     return model
