@@ -29,7 +29,7 @@ ONE_THREAD := OMP_NUM_THREADS=1 TRANSFORMER_BOOK_MAX_THREADS=1
 # Each phase prints its wall time (.ci/run's log shows where the minutes go).
 TIMED := scripts/timed
 
-.PHONY: book test check lint execute html student clean
+.PHONY: book test check lint execute html student release clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,11 @@ check: lint
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# One dated archive of the course (site, notebooks, student edition, nbgrader course,
+# wheel, checkpoints, licences, MANIFEST.tsv): dist/transformers-step-by-step-DATE.tar.gz
+release: html
+	$(BIN)/python scripts/book.py release
 
 student: $(STAMP)
 	$(BIN)/python scripts/book.py student

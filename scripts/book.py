@@ -8,6 +8,7 @@
     python scripts/book.py outputs              # which outputs nbval compares, per chapter
     python scripts/book.py nbgrader --course D  # an nbgrader course: D/source/NN/NN.ipynb
     python scripts/book.py headers              # each chapter's first cell, from _config.yml
+    python scripts/book.py release [--site D]   # dist/transformers-step-by-step-DATE.tar.gz
 
 ``execute`` resolves ``device``/``profile`` ("auto" = CUDA, else MPS, else the CPU; the
 quick profile everywhere: full is asked for by name) and passes them to papermill, so
@@ -367,6 +368,69 @@ def nbgrader_course(args: argparse.Namespace) -> None:
     print(f"in {course}: nbgrader generate_assignment NN_slug  (one per chapter)")
 
 
+RELEASE_NAME = "transformers-step-by-step"
+RELEASE_FILES = ("README.md", "LICENSE", "LICENSE-TEXT.md", "CITATION.cff")
+
+
+def _manifest(folder: Path) -> str:
+    import hashlib
+
+    rows = ["sha256\tbytes\tpath"]
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = f.relative_to(folder).as_posix()
+        digest = hashlib.sha256(f.read_bytes()).hexdigest()
+        rows.append(f"{digest}\t{f.stat().st_size}\t{rel}")
+    return "\n".join(rows) + "\n"
+
+
+def release(args: argparse.Namespace) -> None:
+    """One dated archive for a course page or a lab machine without internet: the
+    rendered site, the executed notebooks (with solutions), the student edition, the
+    nbgrader course, the package as a wheel, the book's checkpoints, the licences and
+    the citation file, and a MANIFEST.tsv with every file's sha256."""
+    import shutil
+    import tarfile
+    import tempfile
+
+    site = Path(args.site)
+    if not (site / "index.html").is_file():
+        sys.exit(f"no rendered site in {site}: run `make html` first")
+    name = f"{RELEASE_NAME}-{args.date}"
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = Path(tmp) / name
+        shutil.copytree(site, stage / "site")
+        (stage / "notebooks").mkdir(parents=True)
+        for src in chapters():
+            shutil.copy2(BOOK / f"{src.stem}.ipynb", stage / "notebooks")
+        student(argparse.Namespace(out=str(stage / "student")))
+        nbgrader_course(argparse.Namespace(names=None, course=str(stage / "course")))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "-w",
+                str(stage / "wheel"),
+                str(ROOT),
+            ],
+            check=True,
+        )
+        if (ROOT / "checkpoints").is_dir():
+            shutil.copytree(ROOT / "checkpoints", stage / "checkpoints")
+        for f in RELEASE_FILES:
+            shutil.copy2(ROOT / f, stage / f)
+        (stage / "MANIFEST.tsv").write_text(_manifest(stage))
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        archive = out / f"{name}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(stage, arcname=name)
+    print(f"wrote {archive}")
+
+
 def outputs(_: argparse.Namespace) -> None:
     """Print, per chapter, how many code cells nbval compares and how the rest are held."""
     kinds = ("compared", "asserted", "measured", "plot", "silent")
@@ -404,6 +468,11 @@ def main() -> None:
     sub.add_parser("order").set_defaults(func=order)
     sub.add_parser("outputs").set_defaults(func=outputs)
     sub.add_parser("headers").set_defaults(func=headers)
+    rel = sub.add_parser("release")
+    rel.add_argument("--site", default=str(ROOT / "_build" / "html"))
+    rel.add_argument("--out", default=str(ROOT / "dist"))
+    rel.add_argument("--date", default=dt.date.today().isoformat())
+    rel.set_defaults(func=release)
     ng = sub.add_parser("nbgrader")
     ng.add_argument("names", nargs="*", help="chapter prefixes (default: all)")
     ng.add_argument("--course", default=str(ROOT / "course"))

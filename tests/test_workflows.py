@@ -54,3 +54,13 @@ def test_full_profile_runs_by_hand_on_a_gpu_runner_and_uploads_the_edition():
 
     folder = book.edition_folder("full", "cuda").relative_to(ROOT).as_posix()
     assert f"{folder}/*.ipynb" in upload[0]["with"]["path"]
+
+
+def test_a_version_tag_releases_the_course_archive():
+    wf, on = load("release.yml")
+    assert on["push"]["tags"] == ["v*"]
+    steps = wf["jobs"]["release"]["steps"]
+    script = " ".join(str(s.get("run", "")) for s in steps)
+    assert "make release" in script and "gh release create" in script
+    assert "dist/*.tar.gz" in script
+    assert wf["permissions"]["contents"] == "write"
