@@ -47,10 +47,11 @@ if "google.colab" in sys.modules:
 
 # %%
 
+from functools import partial
+
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_book import (
@@ -289,28 +290,16 @@ assert torch.equal(W[0], W[3])  # the two copies of 'the' have identical rows
 # The loop version and the matrix version do the same $O(T^2 d)$ arithmetic. What
 # differs first is how many times Python calls into torch. Count them: every
 # `X[i]`, `@`, `*`, `+=` in the loops is one call, each with a fixed cost of Python and
-# dispatch work (microseconds) however little arithmetic it does. A small helper counts
-# the torch calls a function makes:
-
+# dispatch work (microseconds) however little arithmetic it does.
+# `benchmark.CountTorchCalls` counts the torch calls made inside a `with` block (it
+# intercepts every call through torch's `TorchFunctionMode`):
 
 # %%
-class CountTorchCalls(TorchFunctionMode):
-    """Counts every torch function and tensor method called inside the `with` block."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        return func(*args, **(kwargs or {}))
-
-
 for T in (4, 8, 16):
     Xr = torch.randn(T, 64)
-    with torch.no_grad(), CountTorchCalls() as loops:
+    with torch.no_grad(), benchmark.CountTorchCalls() as loops:
         self_attention_loops(Xr)
-    with torch.no_grad(), CountTorchCalls() as matrix:
+    with torch.no_grad(), benchmark.CountTorchCalls() as matrix:
         self_attention_matrix(Xr)
     formula = 9 * T**2 + 5 * T + 2
     line = f"T = {T:2d}: loops {loops.calls:4d} calls (9T² + 5T + 2 = {formula})"
@@ -328,15 +317,11 @@ for T in (4, 8, 16):
 # few milliseconds comes out inflated by however busy the machine happens to be. On a
 # CPU we therefore time the CPU seconds our own process spends (`time.process_time`;
 # torch runs on one thread here, so that is the computation's time). On a GPU,
-# `benchmark.median_time` waits for the GPU to finish and reads the wall clock.
-
+# `benchmark.median_time` waits for the GPU to finish and reads the wall clock; its
+# `clock="auto"` picks the right one for the device.
 
 # %%
-def median_seconds(fn, repeats: int = 5) -> float:
-    """Median seconds of fn() after one warm-up: CPU time on a CPU, else wall clock."""
-    return benchmark.median_time(fn, repeats, device=run.device, clock="auto")
-
-
+median_seconds = partial(benchmark.median_time, device=run.device, clock="auto")
 clock = "CPU" if run.device.type == "cpu" else "wall-clock"
 print(f"timings on {run.device.type}: {clock} seconds")
 
@@ -363,15 +348,11 @@ report.glue("us_per_call_min", min(per_call) * 1e6, "{:.1f}")
 report.glue("us_per_call_max", max(per_call) * 1e6, "{:.1f}")
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-ax.loglog(lengths, loop_times, "o-", label="Python loops")
-ax.loglog(lengths, matrix_times, "s-", label="softmax(X Xᵀ) X")
-ax.set_xticks(lengths, [str(T) for T in lengths])
-ax.minorticks_off()
-ax.set_xlabel("sentence length T")
-ax.set_ylabel(f"{clock} seconds (median)")
-ax.set_title(f"Parameter-free self-attention on {run.device.type}, d = 64")
-ax.legend()
+plt.figure(figsize=plotting.SINGLE)
+times = {"Python loops": loop_times, "softmax(X Xᵀ) X": matrix_times}
+title = f"Parameter-free self-attention on {run.device.type}, d = 64"
+plotting.curves(lengths, times, xscale="log", yscale="log", xlabel="sentence length T",
+                ylabel=f"{clock} seconds (median)", title=title)  # fmt: skip
 plt.show()
 
 # %% [markdown]
@@ -414,28 +395,14 @@ plt.show()
 # produced a tensor, with links to the operations whose results it used. The longest
 # chain of links is the **critical path**: operations on it must run one after another,
 # whatever the hardware. For the recurrent cell above it grows with $T$; for
-# self-attention it does not:
-
+# self-attention it does not (`benchmark.critical_path` walks autograd's graph from
+# the output back to the inputs, keeping the longest chain to every operation):
 
 # %%
-def critical_path(t: torch.Tensor) -> int:
-    """Operations on the longest chain of autograd's graph that produced `t`."""
-    longest, todo = {}, [t.grad_fn]
-    while todo:
-        fn = todo[-1]
-        inputs = [f for f, _ in fn.next_functions if f is not None]
-        missing = [f for f in inputs if f not in longest]
-        if missing:
-            todo.extend(missing)
-            continue
-        todo.pop()
-        longest[fn] = 1 + max((longest[f] for f in inputs), default=0)
-    return longest[t.grad_fn]
-
-
 for T in (8, 32, 128):
     xs = torch.randn(1, T, d, device=run.device, requires_grad=True)  # (B, T, d)
-    rec, att = critical_path(rnn(xs)), critical_path(self_attention_matrix(xs))
+    rec = benchmark.critical_path(rnn(xs))
+    att = benchmark.critical_path(self_attention_matrix(xs))
     line = f"T = {T:3d}: recurrent cell {rec:3d} operations in sequence"
     print(f"{line} (3T + 3 = {3 * T + 3}), self-attention {att}")
 
@@ -520,17 +487,13 @@ for T in rnn_lengths:
 
 # %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
-ax1.loglog(rnn_lengths, rnn_times, "o-", label="GRU")
-ax1.loglog(rnn_lengths, att_times, "s-", label="attention")
-ax1.set(xlabel="sentence length T", ylabel=f"{clock} seconds (median)")
-ax1.set_title("Time per layer")
-for name, marker in (("GRU", "o-"), ("attention", "s-")):
-    ax2.semilogx(rnn_lengths, [r / 1e9 for r in rates[name]], marker, label=name)
-ax2.set(xlabel="sentence length T", ylabel="GFLOP per second", title="Arithmetic rate")
-for ax in (ax1, ax2):
-    ax.set_xticks(rnn_lengths[::2], [str(T) for T in rnn_lengths[::2]])
-    ax.minorticks_off()
-    ax.legend()
+axes = dict(xscale="log", xticks=rnn_lengths[::2], xlabel="sentence length T")
+plotting.curves(rnn_lengths, {"GRU": rnn_times, "attention": att_times}, ax1,
+                yscale="log", ylabel=f"{clock} seconds (median)",
+                title="Time per layer", **axes)  # fmt: skip
+gflops = {name: [r / 1e9 for r in rate] for name, rate in rates.items()}
+plotting.curves(rnn_lengths, gflops, ax2, ylabel="GFLOP per second",
+                title="Arithmetic rate", **axes)  # fmt: skip
 fig.suptitle(f"One layer, B = {rnn_batch}, d = {rnn_width}, on {run.device.type}")
 fig.tight_layout()
 plt.show()
@@ -760,8 +723,10 @@ checks.check_cosine_attention(cosine_attention)
 #   bias=None, scale=None)`: the general form of this chapter's formula, returning
 #   `(output, weights)`; chapter 2 explains the scale, the mask and the bias.
 # - `transformer_book.plotting.attention_map(weights, tokens)`: the heatmap used above.
-# - `transformer_book.benchmark.median_time(fn)`: the synchronised wall-clock timer
-#   behind the speed comparisons on a GPU (on a CPU, this chapter's `median_seconds`
-#   counts CPU time).
+# - `transformer_book.benchmark.median_time(fn, clock="auto")`: the timer behind the
+#   speed comparisons (CPU time on a CPU, synchronised wall-clock time on a GPU);
+#   `benchmark.CountTorchCalls` and `benchmark.critical_path`, the two counts that
+#   explain them.
+# - `transformer_book.plotting.curves`: the timing figures' boilerplate.
 # - `transformer_book.diagrams.attention.self_attention_matrix_form()` and
 #   `recurrence_vs_attention()`: the two diagrams of this chapter.

@@ -85,3 +85,42 @@ def test_cpu_clock_ignores_time_spent_waiting():
 
     waited = benchmark.median_time(lambda: time.sleep(0.05), repeats=3, clock="cpu")
     assert waited < 0.02, "sleeping costs wall-clock time, not CPU time"
+
+
+def test_count_torch_calls_counts_each_call_once():
+    x = torch.ones(3)
+    with benchmark.CountTorchCalls() as count:
+        y = x + 1  # one call
+        y.sum()  # and another
+    assert count.calls == 2
+    with benchmark.CountTorchCalls() as none:
+        pass
+    assert none.calls == 0
+
+
+def test_critical_path_grows_with_a_chain_and_not_with_a_batch():
+    x = torch.ones(4, requires_grad=True)
+    chain = x
+    for _ in range(5):
+        chain = chain * 2  # each step waits for the one before
+    wide = (x * 2) + (x * 3)  # two products side by side, then one addition
+    # the leaf's gradient accumulation counts as one operation on every path
+    assert benchmark.critical_path(chain) == 6
+    assert benchmark.critical_path(chain) - benchmark.critical_path(x * 2) == 4
+    assert benchmark.critical_path(wide) == benchmark.critical_path(x * 2) + 1
+
+
+def test_critical_path_rejects_a_tensor_without_history():
+    with pytest.raises(ValueError, match="t must come from operations autograd"):
+        benchmark.critical_path(torch.ones(2))
+
+
+def test_committed_result_is_found_from_any_folder_below_the_repository(tmp_path):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "r.json").write_text('{"ratio": 1.5}')
+    deep = tmp_path / "notebooks" / "sub"
+    deep.mkdir(parents=True)
+    assert benchmark.committed_result("r.json", start=deep) == {"ratio": 1.5}
+    with pytest.raises(ValueError, match="name must be a file name ending in .json"):
+        benchmark.committed_result("../r.json", start=deep)

@@ -1,26 +1,47 @@
 """Measuring speed and memory of a computation (chapters 01, 02, 08, 09).
 
-Timings are medians over repeats after a warm-up. Memory comes in two measures:
-:func:`allocated_bytes`, the bytes a computation asks for (on the CPU, every allocation
-summed, freed or not), and :func:`peak_bytes`, the most tensor memory alive at any one
-moment, which is what decides whether a computation fits (chapter 08: tiled attention
-allocates a tile per step, quadratic in total, but holds only a few at once).
-Notebooks print and plot these numbers; tests never assert wall-clock times.
+Timings are medians over repeats after a warm-up. Two counts explain them (chapter 01):
+:class:`CountTorchCalls`, the torch calls Python makes (each pays a fixed overhead), and
+:func:`critical_path`, the longest chain of operations that must run one after another.
+Memory comes in two measures: :func:`allocated_bytes`, the bytes a computation asks
+for (on the CPU, every allocation summed, freed or not), and :func:`peak_bytes`, the
+most tensor memory alive at any one moment, which is what decides whether a computation
+fits (chapter 08: tiled attention allocates a tile per step, quadratic in total, but
+holds only a few at once). Notebooks print and plot these numbers; tests never assert
+wall-clock times. A benchmark too long for a chapter runs as a script in
+``benchmarks/`` and commits its result; :func:`committed_result` reads it back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["median_time", "allocated_bytes", "peak_bytes"]
+__all__ = [
+    "median_time",
+    "allocated_bytes",
+    "peak_bytes",
+    "CountTorchCalls",
+    "critical_path",
+    "committed_result",
+]
+
+# where a committed result lives when no checkout holds it (Colab)
+RESULTS_URL = (
+    "https://raw.githubusercontent.com/transformers-step-by-step/"
+    "transformers-step-by-step/main/benchmarks/results"
+)
 
 
 def _sync(device: torch.device) -> None:
@@ -141,3 +162,52 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> 
         alive = max(0, alive + nbytes)
         peak = max(peak, alive)
     return peak
+
+
+class CountTorchCalls(TorchFunctionMode):
+    """Counts every torch function and tensor method called inside the ``with`` block
+    (in ``calls``): each is one trip from Python into torch, with its fixed cost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def critical_path(t: torch.Tensor) -> int:
+    """Operations on the longest chain of autograd's graph that produced ``t``: the
+    ones that must run one after another, whatever the hardware."""
+    if t.grad_fn is None:
+        raise ValueError(
+            "t must come from operations autograd recorded (an input with "
+            "requires_grad=True), got a tensor without grad_fn"
+        )
+    longest, todo = {}, [t.grad_fn]
+    while todo:
+        fn = todo[-1]
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        missing = [f for f in inputs if f not in longest]
+        if missing:
+            todo.extend(missing)
+            continue
+        todo.pop()
+        longest[fn] = 1 + max((longest[f] for f in inputs), default=0)
+    return longest[t.grad_fn]
+
+
+def committed_result(name: str, start: str | Path | None = None) -> dict:
+    """A benchmark result committed in the book's repository, ``benchmarks/results/``
+    in ``start`` (default: the working directory) or a folder above it; fetched from
+    the repository on GitHub where no checkout holds it (on Colab)."""
+    if Path(name).name != name or not name.endswith(".json"):
+        raise ValueError(f"name must be a file name ending in .json, got {name!r}")
+    here = Path.cwd() if start is None else Path(start)
+    for folder in (here, *here.parents):
+        path = folder / "benchmarks" / "results" / name
+        if path.is_file():
+            return json.loads(path.read_text())
+    with urllib.request.urlopen(f"{RESULTS_URL}/{name}") as f:  # noqa: S310
+        return json.load(f)
