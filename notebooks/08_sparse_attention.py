@@ -67,6 +67,7 @@ from transformer_book import (
     positions,
     report,
     runtime,
+    tiled_attention,
     training,
 )
 
@@ -621,10 +622,10 @@ diagrams.tiling.tiled_attention()
 plt.show()
 
 # %% [markdown]
-# `attention.tiled_attention(q, k, v, block_size, causal, scale)` implements it. It is
-# exact, not an approximation: it agrees with the explicit path for any tile size
-# (1, sizes that do not divide $T$, sizes larger than $T$), for fewer queries than keys,
-# causal or not:
+# `tiled_attention.tiled_attention(q, k, v, block_size, causal, scale)`, in a module of
+# its own, implements it. It is exact, not an approximation: it agrees with the explicit
+# path for any tile size (1, sizes that do not divide $T$, sizes larger than $T$), for
+# fewer queries than keys, causal or not:
 
 # %%
 print(" Tq  Tk  causal  block sizes 1, 7, 16, 64: agree within 1e-5")
@@ -636,7 +637,9 @@ for Tq, Tk in ((40, 40), (17, 40)):
         ref = attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
         agree = [
             torch.allclose(
-                attention.tiled_attention(q, k, v, b, causal=causal), ref, atol=1e-5
+                tiled_attention.tiled_attention(q, k, v, b, causal=causal),
+                ref,
+                atol=1e-5,
             )
             for b in (1, 7, 16, 64)
         ]
@@ -656,10 +659,10 @@ for Tq, Tk in ((40, 40), (17, 40)):
 # %% tags=["nbval-ignore-output"]
 windowed_name = f"tiled, window {tile_window}"
 candidates = {
-    "tiled": lambda q, k, v: attention.tiled_attention(
+    "tiled": lambda q, k, v: tiled_attention.tiled_attention(
         q, k, v, block_size, causal=True
     ),
-    windowed_name: lambda q, k, v: attention.tiled_attention(
+    windowed_name: lambda q, k, v: tiled_attention.tiled_attention(
         q, k, v, block_size, causal=True, window=tile_window
     ),
     "torch SDPA": lambda q, k, v: F.scaled_dot_product_attention(
@@ -787,7 +790,7 @@ totals = {}
 with torch.no_grad():
     for T in (256, 512):
         q, k, v = (t.cpu() for t in qkv(T))  # the CPU's measures, on any machine
-        run_it = lambda q=q, k=k, v=v: attention.tiled_attention(  # noqa: E731
+        run_it = lambda q=q, k=k, v=v: tiled_attention.tiled_attention(  # noqa: E731
             q, k, v, 64, causal=True
         )
         totals[T] = benchmark.allocated_bytes(run_it, "cpu") / 2**20
@@ -881,7 +884,10 @@ checks.check_earliest_input(earliest_input)
 # query: $m$ and $\ell$ of shape (n, 1), $o$ of shape (n, d)). Write
 # `merge(m1, l1, o1, m2, l2, o2)` returning $(m, \ell, o)$ of the union of two disjoint
 # sets, so that $o / \ell$ is the attention output over both. Mind the rows whose second
-# set is fully masked ($m_2 = -\infty$, $\ell_2 = 0$, $o_2 = 0$).
+# set is fully masked ($m_2 = -\infty$, $\ell_2 = 0$, $o_2 = 0$), and the rows whose two
+# sets both are: a query whose first key tiles all lie outside its causal or sliding
+# window has met only masked keys, and the merge must hand on $m = -\infty$, $\ell = 0$,
+# $o = 0$ rather than NaN ($e^{-\infty - (-\infty)}$ is undefined).
 
 
 # %%
@@ -893,7 +899,10 @@ def merge(m1, l1, o1, m2, l2, o2):
 # %% tags=["solution", "hide-cell"]
 def merge(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
-    a, b = torch.exp(m1 - m), torch.exp(m2 - m)  # move both to the new maximum
+    # both sets fully masked: m = -inf, and exp(-inf - (-inf)) would be NaN. Measure
+    # from 0 there instead (tiled_attention's guard): exp(-inf) = 0 keeps l = o = 0.
+    m_ref = m.masked_fill(m == float("-inf"), 0.0)
+    a, b = torch.exp(m1 - m_ref), torch.exp(m2 - m_ref)  # move both to the new maximum
     return m, l1 * a + l2 * b, o1 * a + o2 * b
 
 
@@ -910,7 +919,7 @@ checks.check_merge_softmax(merge)
 #   `causal_mask` for `window >= n_keys` and to Hugging Face's Mistral window;
 # - `with_global_tokens(mask, positions)`: Longformer's global tokens on top of any mask.
 #
-# `transformer_book.attention.tiled_attention(q, k, v, block_size, causal, scale,
+# `transformer_book.tiled_attention.tiled_attention(q, k, v, block_size, causal, scale,
 # window)`: exact attention tile by tile with the online softmax; peak memory linear in
 # $T$; key tiles outside a window are skipped.
 #

@@ -1,10 +1,11 @@
-"""transformer_book.attention.tiled_attention: exact attention, one tile at a time."""
+"""transformer_book.tiled_attention: exact attention, one tile at a time."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from transformer_book import attention, benchmark, masks
+from transformer_book.tiled_attention import tiled_attention
 
 
 def explicit(q, k, v, causal=False, window=None, scale=None):
@@ -31,14 +32,14 @@ def qkv(Tq, Tk, seed=0, batch=(2, 3), d_k=8, d_v=5):
 @pytest.mark.parametrize("Tq,Tk", [(37, 37), (20, 45), (1, 30), (64, 64)])
 def test_equals_explicit_attention(block_size, causal, Tq, Tk):
     q, k, v = qkv(Tq, Tk)
-    got = attention.tiled_attention(q, k, v, block_size=block_size, causal=causal)
+    got = tiled_attention(q, k, v, block_size=block_size, causal=causal)
     torch.testing.assert_close(got, explicit(q, k, v, causal), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("Tq,Tk", [(45, 20), (8, 30)])
 def test_non_causal_any_lengths(Tq, Tk):
     q, k, v = qkv(Tq, Tk, seed=1)
-    got = attention.tiled_attention(q, k, v, block_size=7)
+    got = tiled_attention(q, k, v, block_size=7)
     torch.testing.assert_close(got, explicit(q, k, v), atol=1e-5, rtol=0)
 
 
@@ -46,7 +47,7 @@ def test_equals_torch_sdpa_and_custom_scale():
     q, k, v = qkv(50, 50, seed=2, batch=(1, 2))
     for causal in (False, True):
         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3)
-        got = attention.tiled_attention(q, k, v, 16, causal=causal, scale=0.3)
+        got = tiled_attention(q, k, v, 16, causal=causal, scale=0.3)
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
 
 
@@ -55,7 +56,7 @@ def test_equals_torch_sdpa_and_custom_scale():
 @pytest.mark.parametrize("block_size", [1, 5, 16])
 def test_sliding_window_equals_masked_explicit(window, causal, block_size):
     q, k, v = qkv(33, 41, seed=3)
-    got = attention.tiled_attention(q, k, v, block_size, causal=causal, window=window)
+    got = tiled_attention(q, k, v, block_size, causal=causal, window=window)
     torch.testing.assert_close(
         got, explicit(q, k, v, causal, window), atol=1e-5, rtol=0
     )
@@ -65,7 +66,7 @@ def test_large_scores_do_not_overflow():
     """The running max keeps exp() finite where a naive exp(score) overflows."""
     q, k, v = qkv(30, 30, seed=4)
     q = q * 100.0  # scores in the hundreds: exp(score) = inf in fp32
-    got = attention.tiled_attention(q, k, v, block_size=8, causal=True)
+    got = tiled_attention(q, k, v, block_size=8, causal=True)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got, explicit(q, k, v, True), atol=1e-5, rtol=0)
 
@@ -76,7 +77,7 @@ def test_broadcast_batch_dims_and_gradients_agree():
     k = torch.randn(1, 4, 12, 6, generator=gen, dtype=torch.float64)  # broadcasts
     v = torch.randn(1, 4, 12, 3, generator=gen, dtype=torch.float64)
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
-    got = attention.tiled_attention(q, k, v, block_size=5, causal=True)
+    got = tiled_attention(q, k, v, block_size=5, causal=True)
     ref = explicit(q, k, v, causal=True)
     assert got.shape == (2, 4, 12, 3)
     torch.testing.assert_close(got, ref)
@@ -88,9 +89,9 @@ def test_broadcast_batch_dims_and_gradients_agree():
 
 def test_empty_inputs():
     q, k, v = qkv(0, 5)
-    assert attention.tiled_attention(q, k, v).shape == (2, 3, 0, 5)
+    assert tiled_attention(q, k, v).shape == (2, 3, 0, 5)
     q, k, v = qkv(3, 0)
-    assert torch.equal(attention.tiled_attention(q, k, v), torch.zeros(2, 3, 3, 5))
+    assert torch.equal(tiled_attention(q, k, v), torch.zeros(2, 3, 3, 5))
 
 
 def test_peak_memory_grows_linearly_not_quadratically():
@@ -100,9 +101,7 @@ def test_peak_memory_grows_linearly_not_quadratically():
         q, k, v = qkv(T, T, batch=(1, 1), d_k=32, d_v=32)
         with torch.no_grad():
             peaks[T] = (
-                benchmark.peak_bytes(
-                    lambda q=q, k=k, v=v: attention.tiled_attention(q, k, v)
-                ),
+                benchmark.peak_bytes(lambda q=q, k=k, v=v: tiled_attention(q, k, v)),
                 benchmark.peak_bytes(lambda q=q, k=k, v=v: explicit(q, k, v)),
             )
     tiled_ratio = peaks[512][0] / peaks[256][0]
@@ -114,16 +113,16 @@ def test_peak_memory_grows_linearly_not_quadratically():
 def test_bad_inputs():
     q, k, v = qkv(4, 6)
     with pytest.raises(ValueError, match="block_size must be an int >= 1, got 0"):
-        attention.tiled_attention(q, k, v, block_size=0)
+        tiled_attention(q, k, v, block_size=0)
     with pytest.raises(ValueError, match="block_size must be an int >= 1, got 2.0"):
-        attention.tiled_attention(q, k, v, block_size=2.0)
+        tiled_attention(q, k, v, block_size=2.0)
     with pytest.raises(ValueError, match="window must be None or an int >= 1"):
-        attention.tiled_attention(q, k, v, window=0)
+        tiled_attention(q, k, v, window=0)
     with pytest.raises(
         ValueError, match="window must be None or an int >= 1, got True"
     ):
-        attention.tiled_attention(q, k, v, window=True)
+        tiled_attention(q, k, v, window=True)
     with pytest.raises(ValueError, match="q and k must share their last dimension"):
-        attention.tiled_attention(q, k[..., :3], v)
+        tiled_attention(q, k[..., :3], v)
     with pytest.raises(ValueError, match="needs Tq <= Tk, got Tq=6, Tk=4"):
-        attention.tiled_attention(k, q, q, causal=True)
+        tiled_attention(k, q, q, causal=True)
