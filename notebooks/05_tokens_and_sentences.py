@@ -52,7 +52,6 @@ from collections import Counter, defaultdict
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 
 from transformer_book import (
     batching,
@@ -60,11 +59,11 @@ from transformer_book import (
     classifiers,
     data,
     diagrams,
+    masks,
     metrics,
     plotting,
     report,
     runtime,
-    training,
 )
 from transformer_book.vocab import Vocab
 
@@ -196,7 +195,9 @@ for previous in (None, "from", "to"):
 #
 # $$\text{logits}_t = W h_t + b, \qquad W \in \mathbb{R}^{C \times d},$$
 #
-# with $C$ the number of tags. The same $W$ serves every position.
+# with $C$ the number of tags. The same $W$ serves every position. This is
+# `classifiers.WordTagger` (chapter 12's `bert_heads.TokenClassifier` puts the same
+# per-token layer on a pre-trained encoder).
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Four words, flights to new york, enter one encoder block with a padding mask. Above the block each word has its contextual vector h_1 to h_4; the same linear layer W, b maps every h_t to that word's tag: O, O, B-toloc.city and I-toloc.city."}}
 diagrams.classifiers.token_classification()
@@ -214,7 +215,7 @@ slot_cfg = classifiers.ClassifierConfig(
     pad_id=words.pad_id,
     positions="relative",
 )
-slot_model = classifiers.TokenClassifier(slot_cfg).to(run.device)
+slot_model = classifiers.WordTagger(slot_cfg).to(run.device)
 print(slot_cfg)
 print(f"{sum(p.numel() for p in slot_model.parameters()):,} parameters")
 # (B, T, C): one score per tag for every token
@@ -255,18 +256,11 @@ train_ids, train_lengths = words.encode_batch(train.sentences)  # (N, T_max), (N
 train_tags, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)  # (N, T_max)
 grouped = batching.LengthBatches(train_lengths, batch_size, seed=0)
 shuffled = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
-
-
-def padding_share(index_batches):
-    """Fraction of the positions of the padded batches that are <pad>."""
-    real = sum(int(train_lengths[idx].sum()) for idx in index_batches)
-    padded = sum(len(idx) * int(train_lengths[idx].max()) for idx in index_batches)
-    return 1 - real / padded
-
-
+share = {"shuffled": shuffled.split(batch_size), "grouped by length": list(grouped)}
 print(f"{len(grouped)} batches per epoch; <pad> fills")
-print(f"  {padding_share(shuffled.split(batch_size)):.0%} of the positions if shuffled")
-print(f"  {padding_share(list(grouped)):.0%} if grouped by length")
+for how, index_batches in share.items():  # the share of the positions that are <pad>
+    pad = batching.padding_share(train_lengths, index_batches)
+    print(f"  {pad:.0%} of the positions if {how}")
 
 # %% [markdown]
 # Second, a test query may contain words the model has never seen, while the training
@@ -275,99 +269,55 @@ print(f"  {padding_share(list(grouped)):.0%} if grouped by length")
 # training word by `<unk>` with probability `p_unk`, afresh in every batch, so `<unk>`
 # gets trained and the model learns to fall back on the context. (This is the simplest
 # form, one rate for every word; {cite:t}`kiperwasser2016simple` drop rare words more
-# often than frequent ones.) The function below turns the index batches into an
-# endless stream of `(x, y)` batches; `training.train` takes as many as it needs.
+# often than frequent ones.) `batching.PaddedBatches` turns the index batches into
+# `(x, y)` batches, each cut to its longest query, and applies the word dropout to every
+# `x`; `training.train` goes through it again and again, as many batches as it needs.
 
 
 # %%
 def batches(targets, seed):
-    """Endless (x, y) training batches, grouped by length, with word dropout."""
-    index_batches = batching.LengthBatches(train_lengths, batch_size, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        for idx in index_batches:  # one epoch; idx (b,)
-            T = int(train_lengths[idx].max())  # pad only to this batch's longest query
-            x = words.word_dropout(train_ids[idx, :T], p_unk, generator=gen)  # (b, T)
-            # tags (b, T) for the slots, one class (b,) for the intents
-            y = targets[idx, :T] if targets.dim() == 2 else targets[idx]
-            yield x, y
+    """(x, y) training batches grouped by length, with word dropout on x."""
+    drop = lambda x, gen: words.word_dropout(x, p_unk, generator=gen)  # noqa: E731
+    return batching.PaddedBatches(
+        train_ids, train_lengths, targets, batch_size, seed, augment=drop
+    )  # y: tags (b, T) for the slots, one class (b,) for the intents
 
 
-x, y = next(batches(train_tags, seed=0))
+x, y = next(iter(batches(train_tags, seed=0)))
 n_words = int((x != words.pad_id).sum())
 print(x.shape, y.shape, f"{int((x == words.unk_id).sum())} of {n_words} words -> <unk>")
 
 # %% [markdown]
 # After its warm-up, `training.train` keeps the learning rate constant. We end every run
-# with a fifth more steps at a tenth of the rate, so that the weights settle instead of
-# hopping around a minimum. Whether that helps, and whether the model has trained long
-# enough, is a choice, so we read it off the dev split: every `eval_every` steps, `fit`
-# scores the model on dev (for the slots, the span F1 of section 7, which counts a slot
-# only when it comes out whole; higher is better).
+# with a fifth more steps at a tenth of the rate (`cooldown=`, in the same optimiser), so
+# that the weights settle instead of hopping around a minimum. Whether that helps, and
+# whether the model has trained long enough, is a choice, so we read it off the dev
+# split: `classifiers.fit` is one `training.train` run that scores the model on dev every
+# `eval_every` steps (for the slots, the span F1 of section 7, which counts a slot only
+# when it comes out whole; higher is better). The loss is `classifiers.token_loss`, the
+# cross-entropy above. `classifiers.predict_tags` predicts in batches of similar length
+# (`batching.sorted_batches`, in a fixed order) and puts each sentence's tags back in its
+# place; `tags_for` turns the ids into tag names.
 
 
 # %%
-def slot_loss(model, batch):
-    x, y = (t.to(run.device) for t in batch)
-    logits = model(x)  # (b, T, C)
-    # (b·T, C) against (b·T,); the targets -100 at the padding are skipped
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100)
-
-
-# %%
-def fit(model, batches, loss_fn, steps, score):
-    """`steps` AdamW steps at lr (after a warm-up), then steps // 5 at lr / 10.
-
-    Returns the training losses and {step: score(model)} every eval_every steps."""
-    history, dev_scores = [], {}
-
-    def evaluate(step, loss):
-        done = len(history) + step + 1  # steps so far, over both phases
-        if done % eval_every == 0 or done in (steps, steps + steps // 5):
-            dev_scores[done] = score(model.eval())
-            model.train()
-
-    for n, rate, warmup in ((steps, lr, 50), (steps // 5, lr / 10, 0)):
-        history += training.train(
-            model, batches, loss_fn, n, lr=rate, warmup=warmup, on_step=evaluate
-        )
-    return history, dev_scores
-
-
-# %% [markdown]
-# Evaluation batches, too, are cheaper when grouped by length; `LengthBatches` with
-# `shuffle=False` gives them in a fixed order, and the predictions go back to their
-# sentences' places.
-
-
-# %%
-def eval_batches(sentences, size=128):
-    """(indices, ids (b, T), lengths (b,)) of batches of similar length, fixed order."""
+def tags_for(model, sentences, rules=None):
+    """Tags of every sentence: word by word, or the best valid sequence under rules."""
     ids, lengths = words.encode_batch(sentences)  # (N, T_max), unknown words -> <unk>
-    for idx in batching.LengthBatches(lengths, size, shuffle=False):
-        T = int(lengths[idx].max())
-        yield idx.tolist(), ids[idx, :T].to(run.device), lengths[idx].tolist()
-
-
-@torch.no_grad()
-def predict_tags(model, sentences):
-    """The most likely tag of every word, chosen word by word."""
-    out = [None] * len(sentences)
-    for idx, ids, lengths in eval_batches(sentences):
-        best = model(ids).argmax(dim=-1).cpu()  # (b, T)
-        for i, row, k in zip(idx, best, lengths):
-            out[i] = tag_vocab.decode(row[:k])
-    return out
+    rows = classifiers.predict_tags(model, ids, lengths, rules)
+    return [tag_vocab.decode(row) for row in rows]
 
 
 # %%
 def dev_span_f1(model):
-    return metrics.span_scores(dev.tags, predict_tags(model, dev.sentences)).f1
+    return metrics.span_scores(dev.tags, tags_for(model, dev.sentences)).f1
 
 
-slot_history, slot_dev = fit(
-    slot_model, batches(train_tags, run.seed), slot_loss, slot_steps, dev_span_f1
-)
+cooldown = slot_steps // 5  # the last fifth of the steps at lr / 10
+slot_history, slot_dev = classifiers.fit(
+    slot_model, batches(train_tags, run.seed), classifiers.token_loss,
+    slot_steps + cooldown, dev_span_f1, eval_every, lr, warmup=50, cooldown=cooldown,
+)  # fmt: skip
 epochs = len(slot_history) * batch_size / len(train)
 print(f"{len(slot_history)} steps, {epochs:.1f} epochs, {len(slot_dev)} dev scores")
 
@@ -439,7 +389,7 @@ baseline = metrics.token_accuracy(dev.tags, all_o)
 print(f"dev token accuracy of the all-'O' baseline: {baseline:.4f}")
 
 # %% tags=["nbval-ignore-output"]
-dev_pred = predict_tags(slot_model, dev.sentences)
+dev_pred = tags_for(slot_model, dev.sentences)
 acc = metrics.token_accuracy(dev.tags, dev_pred)
 acc_slots = metrics.token_accuracy(dev.tags, dev_pred, ignore="O")
 print(f"dev token accuracy, model:                  {acc:.4f}")
@@ -555,24 +505,11 @@ print(
 )
 
 
-@torch.no_grad()
-def predict_tags_bio(model, sentences):
-    """The most likely tag sequence of every sentence that obeys the BIO rules."""
-    out = [None] * len(sentences)
-    for idx, ids, lengths in eval_batches(sentences):
-        log_probs = model(ids).log_softmax(dim=-1)  # (b, T, C)
-        lens = torch.tensor(lengths)  # (b,)
-        best = classifiers.bio_viterbi(log_probs, lens, may_start, may_follow)  # (b, T)
-        for i, row, k in zip(idx, best.cpu(), lengths):
-            out[i] = tag_vocab.decode(row[:k])
-    return out
-
-
 # %% [markdown]
 # Which decoding to use is a choice, so dev decides:
 
 # %% tags=["nbval-ignore-output"]
-dev_bio = predict_tags_bio(slot_model, dev.sentences)
+dev_bio = tags_for(slot_model, dev.sentences, (may_start, may_follow))
 viterbi_f1 = metrics.span_scores(dev.tags, dev_bio).f1
 print(f"dev span F1: word by word {dev_spans.f1:.4f}, BIO Viterbi {viterbi_f1:.4f}")
 n_left = sum(len(stray_inside(tags)) for tags in dev_bio)
@@ -581,7 +518,7 @@ assert n_left == 0  # Viterbi obeys the BIO rules by construction
 print("dev queries whose tags changed:", sum(a != b for a, b in zip(dev_pred, dev_bio)))
 # dev decides: the decoding with the higher dev span F1 is the one the test split sees
 use_viterbi = viterbi_f1 >= dev_spans.f1
-decode = predict_tags_bio if use_viterbi else predict_tags
+rules = (may_start, may_follow) if use_viterbi else None
 kept = report.glue("decoding", "BIO Viterbi" if use_viterbi else "word by word")
 print(f"kept: {kept}")
 assert abs(viterbi_f1 - dev_spans.f1) < 0.05  # a repair of the tags, not a new model
@@ -596,7 +533,7 @@ assert abs(viterbi_f1 - dev_spans.f1) < 0.05  # a repair of the tags, not a new 
 # Nothing after this cell changes the slot model.
 
 # %% tags=["nbval-ignore-output"]
-test_pred = decode(slot_model, test.sentences)  # the decoding dev chose
+test_pred = tags_for(slot_model, test.sentences, rules)  # the decoding dev chose
 test_o = [["O"] * len(s) for s in test.sentences]
 slot_scores = metrics.span_scores(test.tags, test_pred)
 print(f"test token accuracy {metrics.token_accuracy(test.tags, test_pred):.4f}", end="")
@@ -738,7 +675,7 @@ h = torch.tensor(
 )
 keep = torch.tensor([[True, True, True, True], [True, True, False, False]])  # (B, T)
 mine = (h * keep[..., None]).sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (B, D)
-torch.testing.assert_close(mine, classifiers.masked_mean(h, keep))
+torch.testing.assert_close(mine, masks.masked_mean(h, keep))
 print("masked mean of query 2:", mine[1].tolist())
 print("plain mean of query 2: ", h[1].mean(dim=0).tolist(), "(padding included)")
 
@@ -766,22 +703,14 @@ train_intent_ids = torch.tensor([intent_vocab[x] for x in train.intents])  # (N,
 poolings = ("cls", "mean")
 
 
-def intent_loss(model, batch):
-    x, y = (t.to(run.device) for t in batch)
-    return F.cross_entropy(model(x), y)  # model(x): (b, n_intents)
-
-
-@torch.no_grad()
-def predict_intents(model, sentences):
-    out = [None] * len(sentences)
-    for idx, ids, _ in eval_batches(sentences):
-        for i, best in zip(idx, model(ids).argmax(dim=-1).tolist()):  # model: (b, C)
-            out[i] = intent_vocab.itos[best]
-    return out
+def intents_for(model, sentences):
+    """The predicted intent of every sentence (classifiers.predict_classes)."""
+    ids, lengths = words.encode_batch(sentences)
+    return intent_vocab.decode(classifiers.predict_classes(model, ids, lengths))
 
 
 def dev_accuracy(model):
-    return metrics.accuracy(dev.intents, predict_intents(model, dev.sentences))
+    return metrics.accuracy(dev.intents, intents_for(model, dev.sentences))
 
 
 # %%
@@ -790,8 +719,11 @@ def train_intent_model(pooling, seed):
     runtime.seed_everything(seed)  # the same start for both poolings
     cfg = dataclasses.replace(slot_cfg, n_classes=len(intent_vocab), pooling=pooling)
     model = classifiers.SentenceClassifier(cfg).to(run.device)
-    stream = batches(train_intent_ids, seed)
-    losses, dev_curve = fit(model, stream, intent_loss, intent_steps, dev_accuracy)
+    stream, tail = batches(train_intent_ids, seed), intent_steps // 5
+    losses, dev_curve = classifiers.fit(
+        model, stream, classifiers.sentence_loss, intent_steps + tail, dev_accuracy,
+        eval_every, lr, warmup=50, cooldown=tail,
+    )  # fmt: skip
     return {"model": model, "losses": losses, "dev": dev_curve}
 
 
@@ -808,7 +740,7 @@ for p in poolings:
     runs = [intent_runs[p, s] for s in seeds]
     accuracy[p, "dev"] = [r["dev"][max(r["dev"])] for r in runs]
     accuracy[p, "test"] = [
-        metrics.accuracy(test.intents, predict_intents(r["model"], test.sentences))
+        metrics.accuracy(test.intents, intents_for(r["model"], test.sentences))
         for r in runs
     ]
     for name in ("dev", "test"):
@@ -945,7 +877,7 @@ with torch.no_grad():
     # (1, H, 1 + T, 1 + T): [CLS] is position 0
     weights = cls_model.attention_weights(q_ids)
 cls_weights = weights[0, :, 0].mean(dim=0).cpu()  # (1 + T,): the [CLS] row, head mean
-print(" ".join(query), "->", predict_intents(cls_model, [query])[0])
+print(" ".join(query), "->", intents_for(cls_model, [query])[0])
 keys = ["[CLS]"] + query
 largest = cls_weights.argsort(descending=True)[:3].tolist()
 top = ", ".join(f"{keys[k]} ({cls_weights[k]:.2f})" for k in largest)
@@ -1160,12 +1092,17 @@ checks.check_mean_pool(mean_pool)
 # - `transformer_book.vocab.Vocab`: a word (or label) vocabulary with `<pad>` and `<unk>`,
 #   built from the training split, with `encode_batch` for padded batches and
 #   `word_dropout` for training the `<unk>` embedding.
-# - `transformer_book.batching.LengthBatches`, first used here: index batches of similar
-#   length, reshuffled every epoch (chapters 7 and 12 batch the same way).
-# - `transformer_book.classifiers`: `ClassifierConfig`, `TokenClassifier`,
+# - `transformer_book.batching`: `LengthBatches`, first used here (index batches of
+#   similar length, reshuffled every epoch; chapters 6, 7 and 12 batch the same way),
+#   `PaddedBatches` (training batches cut to their longest row, with an `augment` such
+#   as word dropout), `sorted_batches` (evaluation in a fixed order) and
+#   `padding_share`.
+# - `transformer_book.classifiers`: `ClassifierConfig`, `WordTagger`,
 #   `SentenceClassifier` (`pooling="cls"` or `"mean"`, `positions="learned"` or
-#   `"relative"`), `masked_mean`, and `bio_transitions` with `bio_viterbi` for decoding
-#   valid BIO sequences.
+#   `"relative"`), `bio_transitions` with `bio_viterbi` for decoding valid BIO
+#   sequences, `token_loss`, `sentence_loss`, `mean_token_loss`, `predict_tags`,
+#   `predict_classes`, and `fit` (one training run scored on dev every few steps).
+# - `transformer_book.masks.masked_mean`: the mean over the real tokens only.
 # - `transformer_book.metrics`: `token_accuracy`, `accuracy`, `bio_spans`, `span_scores`,
 #   `span_scores_by_type` (conlleval-style spans).
 # - `transformer_book.diagrams.classifiers`: the two diagrams of this chapter.

@@ -47,7 +47,6 @@ if "google.colab" in sys.modules:
 # %%
 import math
 import statistics
-import time
 
 import matplotlib.pyplot as plt
 import torch
@@ -204,7 +203,7 @@ print(
 print(f"dev tokens scored: {int((dev_tags != IGNORE).sum())}, ignored: {unseen}")
 
 # %% [markdown]
-# The model is chapter 5's tagger (`classifiers.TokenClassifier`: word and learned
+# The model is chapter 5's tagger (`classifiers.WordTagger`: word and learned
 # position embeddings, an encoder, a linear layer per token) with its encoder replaced
 # by a deep stack whose norm we choose. No dropout, so that only the placement differs.
 
@@ -224,7 +223,7 @@ def make_tagger(n_layers, norm_first, norm="layer", seed=0):
         dropout=0.0,
         pad_id=words.pad_id,
     )  # fmt: skip  (n_layers=1: this stack is replaced below)
-    model = classifiers.TokenClassifier(cfg)
+    model = classifiers.WordTagger(cfg)
     model.body.encoder = blocks.Encoder(
         n_layers, d_model, n_heads, d_ff, norm_first=norm_first, norm=norm
     )  # a fresh stack; the rest of the tagger is unchanged
@@ -254,41 +253,23 @@ report.glue("prior_loss", prior_loss, "{:.2f}")
 print(f"dev loss of the tag frequencies alone: {prior_loss:.3f} nats per token")
 
 
+# %% [markdown]
+# Chapter 5's plumbing serves unchanged: `batching.PaddedBatches` draws training batches
+# of queries of similar length (and, with `shuffle=False`, the dev batches in a fixed
+# order), `classifiers.token_loss` is the loss per scored token, and
+# `classifiers.mean_token_loss` sums it over every scored dev token.
+
+
 # %%
-def tag_loss(model, batch):
-    """Mean cross-entropy over the scored tokens of a batch (ids, tags), each (b, T)."""
-    ids, y = (t.to(run.device) for t in batch)
-    logits = model(ids)  # (b, T, C)
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+def tag_batches(seed):
+    """Shuffled training batches (ids, tags) of queries of similar length."""
+    return batching.PaddedBatches(
+        train_ids, train_lengths, train_tags, batch_size, seed
+    )
 
 
-@torch.no_grad()
-def dev_loss(model):
-    """Mean loss per scored token of the dev split, in batches of similar length."""
-    model.eval()
-    total, count = 0.0, 0
-    for idx in batching.LengthBatches(dev_lengths, 128, shuffle=False):
-        T = int(dev_lengths[idx].max())
-        y = dev_tags[idx, :T]  # (b, T)
-        n = int((y != IGNORE).sum())  # scored tokens in this batch
-        total += tag_loss(model, (dev_ids[idx, :T], y)).item() * n
-        count += n
-    return total / count
-
-
-class TagBatches:
-    """Shuffled training batches of queries of similar length, one epoch per pass."""
-
-    def __init__(self, seed):
-        self.index = batching.LengthBatches(train_lengths, batch_size, seed=seed)
-
-    def __iter__(self):
-        for idx in self.index:
-            T = int(train_lengths[idx].max())  # pad only up to this batch's longest
-            yield train_ids[idx, :T], train_tags[idx, :T]  # (b, T), (b, T)
-
-
-ids, y = next(iter(TagBatches(seed=0)))
+dev_batches = batching.PaddedBatches(dev_ids, dev_lengths, dev_tags, 128, shuffle=False)
+ids, y = next(iter(tag_batches(seed=0)))
 print("a training batch:", tuple(ids.shape), tuple(y.shape))
 T = int(train_lengths[:64].max())
 probe = train_ids[:64, :T], train_tags[:64, :T]  # the first 64 queries, for section 3
@@ -401,7 +382,7 @@ assert cos_post[:, -1].min() > cos_pre[:, -1].max()  # ... more so in post-norm,
 def block_gradient_norms(n_layers, norm_first, seed):
     """‖∂loss/∂θ_l‖ for every block l of a freshly built tagger, on one batch."""
     model = make_tagger(n_layers, norm_first, seed=seed)
-    tag_loss(model, probe).backward()
+    classifiers.token_loss(model, training.to_device(probe, run.device)).backward()
     return torch.stack(
         [
             torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()
@@ -511,9 +492,10 @@ def train_tagger(norm_first, lr, warmup, seed, norm="layer", n_layers=depth):
     """Train one tagger; return its final dev loss (inf if training diverged)."""
     model = make_tagger(n_layers, norm_first, norm, seed)
     training.train(
-        model, TagBatches(seed), tag_loss, steps, lr=lr, warmup=warmup, clip=0
-    )
-    loss = dev_loss(model)
+        model, tag_batches(seed), classifiers.token_loss, steps, lr=lr, warmup=warmup,
+        clip=0,
+    )  # fmt: skip
+    loss = classifiers.mean_token_loss(model, dev_batches)
     return loss if math.isfinite(loss) else math.inf
 
 
@@ -773,17 +755,6 @@ def fwd_bwd(fn, shape):
     return step
 
 
-def cpu_seconds(step, repeats=7):
-    """Median CPU time of `step()` for this process, after one warm-up call."""
-    step()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        step()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
-
-
 # %% tags=["nbval-ignore-output"]
 shape = run.pick(quick=(8, 128, 256), full=(32, 512, 1024))  # (B, T, d)
 d = shape[-1]
@@ -802,11 +773,8 @@ for name, fns in pairs.items():
     t = []
     for fn in fns:
         fn = fn.to(run.device) if isinstance(fn, nn.Module) else fn
-        step = fwd_bwd(fn, shape)
-        if run.device.type == "cpu":
-            t.append(cpu_seconds(step))
-        else:  # a GPU: synchronised wall-clock time
-            t.append(benchmark.median_time(step, 7, 1, run.device))
+        # CPU seconds of this process on a CPU, synchronised wall-clock time on a GPU
+        t.append(benchmark.median_time(fwd_bwd(fn, shape), 7, 1, run.device, "auto"))
     seconds[name] = t
 ratio = {name: t_rms / t_ln for name, (t_ln, t_rms) in seconds.items()}
 for name, key in (("plain", "plain code"), ("torch", "torch built-in")):

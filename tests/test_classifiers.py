@@ -10,7 +10,7 @@ from transformer_book import checks, classifiers
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
-    TokenClassifier,
+    WordTagger,
 )
 
 PAD = 0
@@ -40,7 +40,7 @@ def padded(lengths, T, seed=0):
 
 @pytest.mark.parametrize("positions", classifiers.POSITIONS)
 def test_token_classifier_shapes(positions):
-    model = TokenClassifier(make_config(positions=positions)).eval()
+    model = WordTagger(make_config(positions=positions)).eval()
     ids, _ = padded([7, 3], 7)
     assert model(ids).shape == (2, 7, 5)
     assert model.contextual(ids).shape == (2, 7, 16)
@@ -58,7 +58,7 @@ def test_sentence_classifier_shapes(positions, pooling):
 @pytest.mark.parametrize("positions", classifiers.POSITIONS)
 def test_padding_does_not_change_real_tokens(positions):
     torch.manual_seed(0)
-    model = TokenClassifier(make_config(positions=positions)).eval()
+    model = WordTagger(make_config(positions=positions)).eval()
     ids, _ = padded([4], 4)
     alone = model(ids)  # (1, 4, C)
     longer = torch.cat(
@@ -88,7 +88,7 @@ def test_mean_pooling_is_the_masked_mean_of_the_contextual_vectors():
     cfg = make_config(pooling="mean")
     model = SentenceClassifier(cfg).eval()
     ids, keep = padded([6, 2], 6)
-    token_model = TokenClassifier(cfg).eval()
+    token_model = WordTagger(cfg).eval()
     token_model.body.load_state_dict(
         model.body.state_dict()
     )  # the same embeddings and encoder
@@ -130,7 +130,7 @@ def test_cls_and_mean_differ():
 
 
 def test_learned_positions_stop_at_max_len():
-    model = TokenClassifier(make_config(max_len=8))
+    model = WordTagger(make_config(max_len=8))
     model(torch.ones(1, 8, dtype=torch.long))  # exactly max_len is fine
     with pytest.raises(ValueError, match="9 tokens is longer than max_len=8"):
         model(torch.ones(1, 9, dtype=torch.long))
@@ -140,7 +140,7 @@ def test_learned_positions_stop_at_max_len():
         SentenceClassifier(make_config(max_len=8, pooling="cls"))(
             torch.ones(1, 8, dtype=torch.long)
         )
-    relative = TokenClassifier(make_config(max_len=8, positions="relative"))
+    relative = WordTagger(make_config(max_len=8, positions="relative"))
     assert relative(torch.ones(1, 20, dtype=torch.long)).shape == (
         1,
         20,
@@ -151,7 +151,7 @@ def test_learned_positions_stop_at_max_len():
 def test_positions_change_the_output_order_sensitively():
     torch.manual_seed(0)
     for positions in classifiers.POSITIONS:
-        model = TokenClassifier(make_config(positions=positions)).eval()
+        model = WordTagger(make_config(positions=positions)).eval()
         ids = torch.tensor([[3, 4, 5, 6]])
         flipped = ids.flip(1)
         # without positions the outputs would just be permuted; with them they are not
@@ -166,14 +166,14 @@ def test_bad_config_and_input():
     with pytest.raises(ValueError, match="pad_id must lie in"):
         make_config(pad_id=30)
     with pytest.raises(ValueError, match="ids must be an integer tensor of shape"):
-        TokenClassifier(make_config())(torch.zeros(2, 3))
+        WordTagger(make_config())(torch.zeros(2, 3))
     with pytest.raises(dataclasses.FrozenInstanceError):
         make_config().d_model = 8
 
 
 def test_training_step_ignores_padding_targets():
     torch.manual_seed(0)
-    model = TokenClassifier(make_config())
+    model = WordTagger(make_config())
     ids, keep = padded([5, 2], 5)
     targets = torch.randint(0, 5, ids.shape).masked_fill(~keep, -100)
     logits = model(ids)  # (B, T, C)
@@ -326,3 +326,79 @@ def test_attention_weights_are_what_the_first_block_uses(positions):
         seen["x"], mask=seen["kw"]["mask"], bias=seen["kw"]["bias"], need_weights=True
     )
     torch.testing.assert_close(w, ref)
+
+
+def test_predictions_come_back_in_the_rows_order_whatever_the_batching():
+    lengths = [5, 1, 3, 2, 4]
+    ids, keep = padded(lengths, 5, seed=1)
+    lens = torch.tensor(lengths)
+    tagger = WordTagger(make_config(positions="relative")).eval()
+    alone = [tagger(ids[n : n + 1, :k])[0].argmax(-1).tolist() for n, k in
+             enumerate(lengths)]  # fmt: skip
+    for size in (1, 2, 128):
+        assert classifiers.predict_tags(tagger, ids, lens, batch_size=size) == alone
+    sentence = SentenceClassifier(make_config(pooling="mean")).eval()
+    expected = [sentence(ids[n : n + 1, :k]).argmax(-1).item() for n, k in
+                enumerate(lengths)]  # fmt: skip
+    assert classifiers.predict_classes(sentence, ids, lens, batch_size=2) == expected
+    tagger.train()
+    classifiers.predict_tags(tagger, ids, lens)
+    assert tagger.training, "the model's mode is restored"
+
+
+def test_predict_tags_with_transitions_is_viterbi_and_obeys_them():
+    tags = ["O", "B-a", "I-a", "B-b", "I-b"]
+    start, allowed = classifiers.bio_transitions(tags)
+    lengths = torch.tensor([5, 3])
+    ids, _ = padded(lengths.tolist(), 5, seed=2)
+    tagger = WordTagger(make_config()).eval()
+    got = classifiers.predict_tags(tagger, ids, lengths, (start, allowed))
+    log_probs = tagger(ids).log_softmax(-1)
+    ref = classifiers.bio_viterbi(log_probs, lengths, start, allowed)
+    assert got == [ref[0].tolist(), ref[1, :3].tolist()]
+    for row in got:
+        assert start[row[0]] and all(allowed[a, b] for a, b in zip(row, row[1:]))
+
+
+def test_losses_skip_padding_and_mean_token_loss_counts_every_scored_token():
+    torch.manual_seed(0)
+    tagger = WordTagger(make_config()).eval()
+    ids, keep = padded([4, 2, 3], 4)
+    tags = torch.randint(0, 5, ids.shape).masked_fill(~keep, -100)
+    per_token = torch.nn.functional.cross_entropy(
+        tagger(ids)[keep], tags[keep]
+    )  # over the 9 real tokens only
+    torch.testing.assert_close(classifiers.token_loss(tagger, (ids, tags)), per_token)
+    # two batches of unequal size: the mean over tokens, not of the batch means
+    batches = [(ids[:1], tags[:1]), (ids[1:], tags[1:])]
+    got = classifiers.mean_token_loss(tagger, batches)
+    assert got == pytest.approx(per_token.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="no scored token"):
+        classifiers.mean_token_loss(tagger, [(ids, torch.full_like(tags, -100))])
+    sentence = SentenceClassifier(make_config()).eval()
+    labels = torch.tensor([0, 3, 1])
+    ref = torch.nn.functional.cross_entropy(sentence(ids), labels)
+    torch.testing.assert_close(classifiers.sentence_loss(sentence, (ids, labels)), ref)
+
+
+def test_fit_scores_every_few_steps_and_at_the_cooldown_and_the_end():
+    torch.manual_seed(0)
+    tagger = WordTagger(make_config())
+    ids, keep = padded([4, 2, 3], 4)
+    tags = torch.ones_like(ids).masked_fill(~keep, -100)  # tag 1 everywhere
+    calls = []
+
+    def score(model):
+        calls.append(model.training)
+        return classifiers.mean_token_loss(model, [(ids, tags)])
+
+    history, scores = classifiers.fit(
+        tagger, [(ids, tags)], classifiers.token_loss, 12, score, every=5, lr=1e-2,
+        cooldown=3,
+    )  # fmt: skip
+    assert len(history) == 12 and list(scores) == [5, 9, 10, 12]
+    assert scores[12] < scores[5] and all(calls), "scored mid-training, in train mode"
+    with pytest.raises(ValueError, match="every must be >= 1, got 0"):
+        classifiers.fit(
+            tagger, [(ids, tags)], classifiers.token_loss, 2, score, 0, 1e-3
+        )

@@ -8,34 +8,49 @@ top. Positions (chapter 04) are either learned absolute vectors added to the inp
 attention scores (``positions="relative"``, Raffel et al., 2020), which lets a head look
 at "the word to my left" with the same few numbers at every position.
 
-- :class:`TokenClassifier` applies the linear layer to every contextual embedding (slot filling:
-  one BIO tag per word). Its per-token choices can break the BIO rules (an ``I-x`` that
+- :class:`WordTagger` applies the linear layer to every contextual embedding (slot filling:
+  one BIO tag per word; chapter 12's pre-trained counterpart is
+  ``bert_heads.TokenClassifier``). Its per-token choices can break the BIO rules (an ``I-x`` that
   continues nothing); :func:`bio_viterbi` picks the best sequence that keeps them.
 - :class:`SentenceClassifier` first pools the sentence into one vector, either with a learned
   ``[CLS]`` vector prepended to the input and read back at the output (``pooling="cls"``, as in
   BERT, Devlin et al., 2019) or with the mean of the contextual embeddings over the real,
   non-padding tokens (``pooling="mean"``).
+
+Training and scoring them: :func:`token_loss` and :func:`sentence_loss` (cross-entropy,
+padding targets -100 skipped), :func:`mean_token_loss` over evaluation batches,
+:func:`predict_tags` and :func:`predict_classes` (batched by length, answers in the input
+order), and :func:`fit`, one ``training.train`` run scored on a dev split every few steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .batching import sorted_batches
 from .blocks import Encoder
 from .masks import masked_mean  # re-exported: chapter 5 meets it here
 from .positions import T5RelativeBias
+from .training import train
 
 __all__ = [
     "ClassifierConfig",
-    "TokenClassifier",
+    "WordTagger",
     "SentenceClassifier",
     "masked_mean",
     "bio_transitions",
     "bio_viterbi",
+    "token_loss",
+    "sentence_loss",
+    "mean_token_loss",
+    "predict_tags",
+    "predict_classes",
+    "fit",
     "POOLINGS",
     "POSITIONS",
 ]
@@ -138,7 +153,7 @@ class _EncoderBody(nn.Module):
         return layer.attn(h, mask=mask, bias=bias, need_weights=True)[1]
 
 
-class TokenClassifier(nn.Module):
+class WordTagger(nn.Module):
     """One label per token: logits_t = W · h_t + b on every contextual embedding h_t.
 
     Shapes: ids (B, T) with ``cfg.pad_id`` as padding -> logits (B, T, n_classes).
@@ -263,3 +278,129 @@ def bio_viterbi(
     for arg in reversed(back):
         path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)
     return torch.stack(path[::-1], dim=1)  # (B, T)
+
+
+IGNORE = -100  # the target of positions the losses skip (padding, unseen tags)
+
+
+def token_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    """Mean cross-entropy over the tokens whose target is not -100 (padding).
+
+    Shapes: batch (ids (B, T), tags (B, T)); ``model(ids)`` -> (B, T, C); a scalar.
+    """
+    ids, tags = batch
+    logits = model(ids)  # (B, T, C)
+    return F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=IGNORE)
+
+
+def sentence_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    """Mean cross-entropy of one label per sentence.
+
+    Shapes: batch (ids (B, T), labels (B,)); ``model(ids)`` -> (B, C); a scalar.
+    """
+    ids, labels = batch
+    return F.cross_entropy(model(ids), labels)
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def mean_token_loss(
+    model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]
+) -> float:
+    """:func:`token_loss` over every scored token of ``batches`` (not a mean of batch
+    means), in eval mode; the model's mode is restored afterwards."""
+    was_training, device = model.training, _device(model)
+    model.eval()
+    total, count = 0.0, 0
+    for ids, tags in batches:
+        logits = model(ids.to(device))  # (b, T, C)
+        tags = tags.to(device)
+        total += F.cross_entropy(
+            logits.flatten(0, 1), tags.flatten(), ignore_index=IGNORE, reduction="sum"
+        ).item()
+        count += int((tags != IGNORE).sum())
+    model.train(was_training)
+    if count == 0:
+        raise ValueError("batches hold no scored token: nothing to evaluate")
+    return total / count
+
+
+@torch.no_grad()
+def predict_tags(
+    model: nn.Module,
+    ids: Tensor,
+    lengths: Tensor,
+    transitions: tuple[Tensor, Tensor] | None = None,
+    batch_size: int = 128,
+) -> list[list[int]]:
+    """The tag id of every real token of every row, in the rows' order: word by word
+    (arg-max), or with ``transitions=(start, allowed)`` (:func:`bio_transitions`) the
+    best sequence the rules allow (:func:`bio_viterbi`). Eval mode, restored after.
+
+    Shapes: ids (N, T_max), lengths (N,) -> N lists, row n of length lengths[n].
+    """
+    was_training, device = model.training, _device(model)
+    model.eval()
+    out: list[list[int]] = [[] for _ in range(len(ids))]
+    for idx, x, lens in sorted_batches(ids, lengths, batch_size):
+        logits = model(x.to(device))  # (b, T, C)
+        if transitions is None:
+            best = logits.argmax(dim=-1)  # (b, T)
+        else:
+            best = bio_viterbi(logits.log_softmax(dim=-1), lens, *transitions)
+        for i, row, k in zip(idx.tolist(), best.cpu(), lens.tolist()):
+            out[i] = row[:k].tolist()
+    model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def predict_classes(
+    model: nn.Module, ids: Tensor, lengths: Tensor, batch_size: int = 128
+) -> list[int]:
+    """The arg-max class of every row, in the rows' order, batched by length; eval
+    mode, restored after. Shapes: ids (N, T_max), lengths (N,) -> N ints."""
+    was_training, device = model.training, _device(model)
+    model.eval()
+    out = [0] * len(ids)
+    for idx, x, _ in sorted_batches(ids, lengths, batch_size):
+        for i, best in zip(idx.tolist(), model(x.to(device)).argmax(dim=-1).tolist()):
+            out[i] = best
+    model.train(was_training)
+    return out
+
+
+def fit(
+    model: nn.Module,
+    batches: Iterable,
+    loss_fn: Callable[[nn.Module, object], Tensor],
+    steps: int,
+    score: Callable[[nn.Module], float],
+    every: int,
+    lr: float,
+    warmup: int = 0,
+    cooldown: int = 0,
+) -> tuple[list[float], dict[int, float]]:
+    """One ``training.train`` run of ``steps`` updates, the last ``cooldown`` of them at
+    a tenth of ``lr``, with ``score(model)`` (on a dev split, say) after every
+    ``every``-th update, at the start of the cooldown and at the end.
+
+    Returns the training loss of every step and {updates done: score}.
+    """
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    scores: dict[int, float] = {}
+
+    def evaluate(step: int, loss: float) -> None:
+        done = step + 1
+        if done % every == 0 or done in (steps - cooldown, steps):
+            scores[done] = score(model)
+
+    history = train(
+        model, batches, loss_fn, steps, lr=lr, warmup=warmup, cooldown=cooldown,
+        on_step=evaluate,
+    )  # fmt: skip
+    return history, scores
