@@ -3,7 +3,6 @@ configs and the real all-MiniLM-L6-v2 weights), masking statistics, NSP pairs,
 loading errors (chapter 11; the small pre-training run is in test_pretraining.py)."""
 
 import os
-import random
 import sys
 
 import pytest
@@ -192,71 +191,7 @@ def test_bad_input():
         model(torch.zeros(1, 25, dtype=torch.long))
 
 
-# --- masking and next-sentence pairs ------------------------------------------------
-
-
-def test_mask_tokens_statistics():
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, 1000, (400, 128), generator=g)
-    special = torch.zeros_like(ids, dtype=torch.bool)
-    special[:, 0] = special[:, -1] = True  # [CLS] and [SEP]
-    special[::2, 100:] = True  # padding
-    ids[special] = 0
-    inputs, labels = bert.mask_tokens(ids, 4, 1000, special, generator=g)
-    selected = labels != -100
-    n = selected.sum().item()
-    assert not (selected & special).any(), "special tokens are never selected"
-    assert torch.equal(labels[selected], ids[selected])
-    assert torch.equal(inputs[~selected], ids[~selected])
-    assert abs(n / (~special).sum().item() - 0.15) < 0.005
-    masked = (inputs == 4) & selected
-    unchanged = (inputs == ids) & selected
-    random_ = selected & ~masked & ~unchanged
-    assert abs(masked.sum().item() / n - 0.8) < 0.01
-    assert abs(random_.sum().item() / n - 0.1) < 0.01
-    # a random draw equals the original 1 time in 1000: "unchanged" is 10 % + a bit
-    assert abs(unchanged.sum().item() / n - 0.1) < 0.01
-    # p=0: nothing; p=1: every non-special token
-    _, none = bert.mask_tokens(ids, 4, 1000, special, p=0.0, generator=g)
-    assert (none == -100).all()
-    _, every = bert.mask_tokens(ids, 4, 1000, special, p=1.0, generator=g)
-    assert torch.equal(every != -100, ~special)
-
-
-def test_mask_tokens_is_reproducible_and_checks_input():
-    ids = torch.arange(40).view(2, 20)
-    special = ids < 3
-    a = bert.mask_tokens(
-        ids, 4, 50, special, generator=torch.Generator().manual_seed(3)
-    )
-    b = bert.mask_tokens(
-        ids, 4, 50, special, generator=torch.Generator().manual_seed(3)
-    )
-    assert all(torch.equal(x, y) for x, y in zip(a, b))
-    with pytest.raises(ValueError, match="special_mask"):
-        bert.mask_tokens(ids, 4, 50, special.long())
-    with pytest.raises(ValueError, match="p must be"):
-        bert.mask_tokens(ids, 4, 50, special, p=1.5)
-
-
-def test_next_sentence_pairs():
-    docs = [[f"d{i}w{j}" for j in range(2 + i % 5)] for i in range(2000)] + [["alone"]]
-    pairs = bert.next_sentence_pairs(docs, random.Random(0))
-    assert len(pairs) == 2000  # the one-word document cannot be cut
-    labels = [label for *_, label in pairs]
-    assert abs(labels.count(bert.IS_NEXT) / len(labels) - 0.5) < 0.03
-    for a, b, label in pairs:
-        doc_a, doc_b = a[0].split("w")[0], b[0].split("w")[0]
-        assert a and b
-        if label == bert.IS_NEXT:
-            assert a + b == docs[int(doc_a[1:])]  # B continues A exactly
-        else:
-            assert doc_a != doc_b  # B comes from another document
-    with pytest.raises(ValueError, match="at least two"):
-        bert.next_sentence_pairs([["a", "b"], ["c"]], random.Random(0))
-
-
-def test_fill_mask_and_pretraining_loss():
+def test_fill_mask():
     tok = WordPiece([*SPECIAL_TOKENS, "a", "b", "c"])
     config = bert.BertConfig(
         vocab_size=8, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=16
@@ -267,14 +202,6 @@ def test_fill_mask_and_pretraining_loss():
     assert all(p1 >= p2 for t in top for (_, p1), (_, p2) in zip(t, t[1:]))
     with pytest.raises(ValueError, match="must contain"):
         bert.fill_mask(model, tok, "a b c")
-    batch = tok.encode_batch([("a b", "c"), ("b", "a c a")])
-    batch["labels"] = torch.full_like(batch["ids"], -100)
-    batch["labels"][:, 1] = batch["ids"][:, 1]
-    batch["is_next"] = torch.tensor([bert.IS_NEXT, bert.NOT_NEXT])
-    total, mlm, nsp = bert.pretraining_loss(model, batch)
-    torch.testing.assert_close(total, mlm + nsp)
-    _, _, no_nsp = bert.pretraining_loss(model, batch, nsp=False)
-    assert no_nsp.item() == 0.0
 
 
 # --- exercise checks ----------------------------------------------------------------------

@@ -125,3 +125,19 @@ def test_sequence_classifier_mean_pooling_reads_the_real_tokens():
         bert_heads.SequenceClassifier(bert.BertModel(SMALL), 2, pooling="max")
     mask[0] = 0  # a row that is all padding: zeros pooled, a finite score (no NaN)
     assert torch.isfinite(model(ids, types, mask)).all()
+
+
+def test_mean_pooling_ignores_padding_and_pools_zeros_from_an_empty_row():
+    torch.manual_seed(3)
+    model = bert_heads.SequenceClassifier(bert.BertModel(SMALL), 2, pooling="mean")
+    model.eval()
+    ids = torch.tensor([[2, 5, 6, 3]])
+    longer = torch.cat([ids, torch.zeros(1, 3, dtype=torch.long)], dim=1)  # + [PAD]s
+    mask = torch.cat([torch.ones(1, 4), torch.zeros(1, 3)], dim=1).long()
+    torch.testing.assert_close(
+        model(longer, attention_mask=mask), model(ids), atol=1e-5, rtol=0
+    )
+    empty = torch.zeros_like(mask)  # nothing to pool: the head sees zeros
+    torch.testing.assert_close(
+        model(longer, attention_mask=empty)[0], model.classifier.bias, atol=0, rtol=0
+    )

@@ -311,3 +311,21 @@ def test_other_loaders_from_the_data_folder(real):
     assert len(data.load_sst2("train")[0]) == 67349
     texts, labels = data.load_rt_polarity()
     assert len(texts) == 10662 and labels.count(0) == labels.count(1) == 5331
+
+
+def test_review_split_is_disjoint_and_fixed():
+    split = data.review_split()
+    sizes = {k: len(v[0]) for k, v in split.items()}
+    assert sizes == {"train": 8662, "test": 1000, "dev": 1000}
+    assert all(len(texts) == len(labels) for texts, labels in split.values())
+    train, dev, test = (set(split[k][0]) for k in ("train", "dev", "test"))
+    assert not train & test and not train & dev and not dev & test  # no review twice
+    assert data.review_split()["test"] == split["test"]
+    assert 400 < sum(split["test"][1]) < 600  # both labels in the test part
+
+
+def test_without_overlap_compares_letters_and_digits():
+    kept = data.without_overlap(
+        ["It's a gem. Really.", "dull", "a -LRB- small -RRB- film"], ["it 's a gem ."]
+    )
+    assert kept == ["dull", "a -LRB- small -RRB- film"]

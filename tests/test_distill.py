@@ -1,6 +1,7 @@
 """Tests of distill: the distillation loss (identities, T² scaling, the reference
 formula), the student built from the teacher's layers (equal to a Hugging Face
-DistilBERT-style truncation of BertModel), and the classification loop."""
+DistilBERT-style truncation of BertModel), and the objective the fine-tuning recipe
+trains a student with."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import bert, distill, params
+from transformer_book import bert, bert_heads, distill, finetune, params
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 
@@ -154,10 +155,13 @@ def test_student_equals_hugging_face_with_the_same_layers():
 
 
 def test_student_of_a_classifier_and_parameter_count():
-    teacher = distill.BertClassifier(_small_bert(2, n_layers=6))
+    teacher = bert_heads.SequenceClassifier(
+        _small_bert(2, n_layers=6), 2, pooling="mean"
+    )
     student = distill.student_from_teacher(teacher, distill.every_other_layer(6))
-    assert isinstance(student, distill.BertClassifier)
-    torch.testing.assert_close(student.head.weight, teacher.head.weight)
+    assert isinstance(student, bert_heads.SequenceClassifier)
+    assert student.pooling == "mean" and student.encoder.config.n_layers == 3
+    torch.testing.assert_close(student.classifier.weight, teacher.classifier.weight)
     block = params.encoder_block_params(16, 32)
     assert params.count_params(teacher) - params.count_params(student) == 3 * block
 
@@ -173,39 +177,33 @@ def _toy_tokenizer() -> WordPiece:
     return WordPiece([*SPECIAL_TOKENS, "good", "bad", "film", "very", "a"])
 
 
-def test_classification_batches_cover_every_text_each_pass():
-    tok = _toy_tokenizer()
-    texts = ["good film", "bad film", "a very good film", "bad", "good", "very bad"]
-    batches = distill.classification_batches(tok, texts, [1, 0, 1, 0, 1, 0], 2, 8)
-    seen = [i for _ in range(3) for i in next(batches)["index"].tolist()]
-    assert sorted(seen) == list(range(6))
-    b = next(batches)
-    assert set(b) == {"ids", "attention_mask", "labels", "index"}
-    with pytest.raises(ValueError, match="same length"):
-        next(distill.classification_batches(tok, texts, [1, 0], 2, 8))
-
-
-def test_fine_tune_learns_a_separable_toy_task_and_distils():
+def test_the_recipe_distils_a_student_with_the_distillation_objective():
     tok = _toy_tokenizer()
     texts = ["good film", "very good", "a good film", "bad film", "very bad", "a bad"]
     texts, y = texts * 4, [1, 1, 1, 0, 0, 0] * 4
-    torch.manual_seed(0)
+    torch.manual_seed(3)
     cfg = bert.BertConfig(
-        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=8,
+        vocab_size=len(tok), d_model=16, n_layers=2, n_heads=2, d_ff=32, max_len=8,
         dropout=0.0,
     )  # fmt: skip
-    model = distill.BertClassifier(bert.BertModel(cfg), dropout=0.0)
-    distill.fine_tune(model, tok, texts, y, 60, 8, 1e-2, 8, freeze_embeddings=False)
-    logits = distill.predict_logits(model, tok, texts, 8)
-    assert distill.accuracy(logits, y) == 1.0
-    # a student distilled from it (no labels needed beyond the loss's hard part)
-    student = distill.student_from_teacher(model, [0])
-    hist = distill.fine_tune(
-        student, tok, texts, y, 10, 8, 1e-3, 8, teacher_logits=logits, temperature=2.0
+    teacher = bert_heads.SequenceClassifier(bert.BertModel(cfg), 2, dropout=0.0)
+    batches = finetune.classification_batches(tok, texts, y, 8, 8, seed=0)
+    finetune.fine_tune(teacher, batches, 60, 1e-2, freeze_token_embeddings=False)
+    logits = finetune.predict_logits(teacher, tok, texts, 8)
+    assert logits.argmax(-1).tolist() == y
+    student = distill.student_from_teacher(teacher, [0])
+    objective = distill.distillation_objective(logits, temperature=2.0, alpha=1.0)
+    batch = next(finetune.classification_batches(tok, texts, y, 8, 8, seed=1))
+    s_logits = student(batch["ids"], batch["token_type_ids"], batch["attention_mask"])
+    want = distill.distillation_loss(
+        s_logits, logits[batch["index"]], batch["labels"], 2.0, 1.0
     )
-    assert len(hist) == 10 and all(h == h for h in hist)
-    with pytest.raises(ValueError, match="one row per text"):
-        distill.fine_tune(student, tok, texts, y, 1, 8, teacher_logits=logits[:3])
+    torch.testing.assert_close(objective(student, batch), want)  # the rows of the batch
+    before = objective(student, batch).item()
+    finetune.fine_tune(student, batches, 30, 1e-3, objective, seed=0)
+    assert objective(student, batch).item() < before
+    with pytest.raises(ValueError, match=r"teacher_logits must be \(N, C\)"):
+        distill.distillation_objective(logits[:, 0])
 
 
 # --- the exercise checks of chapter 13 -------------------------------------------
@@ -289,26 +287,3 @@ def test_check_dynamic_masks(capsys):
         checks.check_dynamic_masks(
             lambda n, length, e, s: torch.rand(e, n, length) < 0.15
         )
-
-
-def test_fit_head_is_logistic_regression_on_pooled_vectors():
-    tok = _toy_tokenizer()
-    texts = ["good film", "very good", "a good film", "bad film", "very bad", "a bad"]
-    y = [1, 1, 1, 0, 0, 0]
-    model = distill.BertClassifier(_toy_bert(tok), dropout=0.0)
-    x = distill.pooled_features(model, tok, texts, 8)
-    assert x.shape == (6, 16)
-    torch.testing.assert_close(x[0], x[0])  # (no NaN)
-    acc = distill.fit_head(model, tok, texts, y, 8)
-    assert acc == 1.0  # six points in 16 dimensions are separable
-    logits = distill.predict_logits(model, tok, texts, 8)
-    torch.testing.assert_close(logits, model.head(x), atol=1e-5, rtol=1e-5)
-
-
-def _toy_bert(tok: WordPiece) -> bert.BertModel:
-    torch.manual_seed(3)
-    cfg = bert.BertConfig(
-        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=8,
-        dropout=0.0,
-    )  # fmt: skip
-    return bert.BertModel(cfg)

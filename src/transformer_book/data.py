@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import tarfile
 import urllib.request
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +51,8 @@ __all__ = [
     "load_tinyshakespeare",
     "load_sst2",
     "load_rt_polarity",
+    "review_split",
+    "without_overlap",
 ]
 
 DATA_ENV = "TRANSFORMER_BOOK_DATA"
@@ -468,3 +472,37 @@ def load_rt_polarity() -> tuple[list[str], list[int]]:
         texts += [line for line in lines if line]
         labels += [label] * sum(1 for line in lines if line)
     return texts, labels
+
+
+def review_split(seed: int = 0) -> dict[str, tuple[list[str], list[int]]]:
+    """rt-polarity (Pang & Lee, 2005) shuffled with ``seed`` and cut into ``train``
+    (8,662 reviews), ``dev`` and ``test`` (1,000 each): name -> (texts, labels).
+
+    Chapter 11 pre-trains on the train texts (labels dropped); chapters 12 and 13
+    fine-tune and evaluate on the same split, so no test review is seen in
+    pre-training.
+    """
+    texts, labels = load_rt_polarity()
+    order = list(range(len(texts)))
+    random.Random(seed).shuffle(order)
+    parts = {"train": order[:-2000], "test": order[-2000:-1000], "dev": order[-1000:]}
+    return {
+        name: ([texts[i] for i in idx], [labels[i] for i in idx])
+        for name, idx in parts.items()
+    }
+
+
+def _overlap_key(text: str) -> str:
+    text = text.lower().replace("-lrb-", "").replace("-rrb-", "")
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+def without_overlap(texts: Sequence[str], held_out: Sequence[str]) -> list[str]:
+    """``texts`` minus every text that contains one of ``held_out`` (compared on
+    lower-case letters and digits only, so "it's" matches SST's "it 's"): no
+    evaluation sentence may be seen, even unlabelled, in pre-training.
+
+    Conservative: a very short held-out text (a word or two) removes every text that
+    contains it, so more texts may go than there are held-out sentences."""
+    keys = [k for k in map(_overlap_key, held_out) if k]
+    return [t for t in texts if not any(k in _overlap_key(t) for k in keys)]

@@ -11,38 +11,26 @@ initialised from those layers, trained with a *triple loss*: this distillation t
 the masked-LM cross-entropy (here: the task's cross-entropy) and a cosine term that
 aligns the student's hidden states with the teacher's (:func:`hidden_cosine_loss`).
 
-The module also holds the small sentence-classification loop the chapter needs:
-:class:`BertClassifier` (mean-pooled BERT + a linear layer), :func:`classification_batches`,
-:func:`fine_tune` (plain cross-entropy, or distillation when teacher logits are given)
-and :func:`predict_logits`.
+Training is :func:`finetune.fine_tune`, the book's one fine-tuning recipe: this module
+passes its loss into it (:func:`distillation_objective`).
 """
 
 from __future__ import annotations
 
 import copy
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import training
-from .bert import BertConfig, BertModel, mean_pool
-from .tokenizer import WordPiece
+from .bert import BertConfig, BertModel
 
 __all__ = [
     "distillation_loss",
     "hidden_cosine_loss",
     "every_other_layer",
     "student_from_teacher",
-    "BertClassifier",
-    "classification_batches",
-    "pooled_features",
-    "fit_head",
-    "fine_tune",
-    "predict_logits",
-    "accuracy",
+    "distillation_objective",
 ]
 
 
@@ -111,22 +99,26 @@ def every_other_layer(n_teacher: int, n_student: int | None = None) -> list[int]
 
 
 def student_from_teacher(teacher: nn.Module, layers: Sequence[int]) -> nn.Module:
-    """A copy of ``teacher`` (a :class:`BertModel`, or a :class:`BertClassifier`) that
-    keeps only the encoder ``layers`` (in order); embeddings, pooler and head are copied.
+    """A copy of ``teacher`` (a :class:`BertModel`, or a task head over one as its
+    ``encoder``, e.g. :class:`bert_heads.SequenceClassifier`) that keeps only the
+    encoder ``layers`` (in order); embeddings, pooler and head are copied.
 
     Sanh et al. (2019), section 3: "initialize the student from the teacher by taking
     one layer out of two".
     """
-    bert = teacher.bert if isinstance(teacher, BertClassifier) else teacher
+    bert = (
+        teacher if isinstance(teacher, BertModel) else getattr(teacher, "encoder", None)
+    )
     if not isinstance(bert, BertModel):
         raise ValueError(
-            f"teacher must be a BertModel or BertClassifier, got {type(teacher).__name__}"
+            "teacher must be a BertModel or a head with a BertModel as its encoder, "
+            f"got {type(teacher).__name__}"
         )
     n = bert.config.n_layers
     if not layers or any(not 0 <= i < n for i in layers):
         raise ValueError(f"layers must be indices in [0, {n}), got {list(layers)}")
     student = copy.deepcopy(teacher)
-    s_bert = student.bert if isinstance(student, BertClassifier) else student
+    s_bert = student if isinstance(student, BertModel) else student.encoder
     s_bert.encoder.layers = nn.ModuleList(
         copy.deepcopy(bert.encoder.layers[i]) for i in layers
     )
@@ -139,195 +131,24 @@ def _with_layers(config: BertConfig, n_layers: int) -> BertConfig:
     return BertConfig(**fields)
 
 
-class BertClassifier(nn.Module):
-    """BERT, the mean of its real tokens' output vectors, dropout and a linear layer.
+def distillation_objective(
+    teacher_logits: Tensor, temperature: float = 2.0, alpha: float = 0.5
+) -> Callable[[nn.Module, dict[str, Tensor]], Tensor]:
+    """A ``loss_fn(student, batch)`` for :func:`finetune.fine_tune`:
+    :func:`distillation_loss` of the student's logits against the teacher's logits of
+    the same examples (``batch["index"]``) and the labels.
 
-    Mean pooling is how all-MiniLM-L6-v2 was trained to summarise a sentence (Reimers
-    & Gurevych, 2019). Shapes: ids, attention_mask (B, T) -> logits (B, n_classes).
+    Shapes: teacher_logits (N, C), one row per training text; batch ``ids`` ...
+    (B, T), ``labels`` and ``index`` (B,).
     """
-
-    def __init__(self, bert: BertModel, n_classes: int = 2, dropout: float = 0.1):
-        super().__init__()
-        self.bert = bert
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(bert.config.d_model, n_classes)
-
-    def forward(self, ids: Tensor, attention_mask: Tensor) -> Tensor:
-        h = self.bert(ids, None, attention_mask).hidden  # (B, T, d_model)
-        return self.head(self.dropout(mean_pool(h, attention_mask)))  # (B, n_classes)
-
-
-def classification_batches(
-    tok: WordPiece,
-    texts: Sequence[str],
-    labels: Sequence[int],
-    batch_size: int,
-    max_len: int,
-    seed: int = 0,
-) -> Iterator[dict[str, Tensor]]:
-    """An endless stream of batches of texts of similar length (less padding), in a
-    new random order every pass. Each batch: ``ids``, ``attention_mask`` (B, T),
-    ``labels`` and ``index`` (B,), the examples' positions in ``texts``."""
-    if len(texts) != len(labels) or len(texts) < batch_size:
+    if teacher_logits.dim() != 2:
         raise ValueError(
-            f"texts and labels must have the same length >= batch_size={batch_size}, "
-            f"got {len(texts)} and {len(labels)}"
+            f"teacher_logits must be (N, C), got {tuple(teacher_logits.shape)}"
         )
-    encs = [tok.encode(t, max_len=max_len) for t in texts]
-    rng = random.Random(seed)
-    while True:
-        order = list(range(len(texts)))
-        rng.shuffle(order)
-        window = 20 * batch_size  # sort by length inside windows of 20 batches
-        for w in range(0, len(order), window):
-            order[w : w + window] = sorted(
-                order[w : w + window], key=lambda i: len(encs[i])
-            )
-        starts = list(range(0, len(order) - batch_size + 1, batch_size))
-        rng.shuffle(starts)
-        for s in starts:
-            idx = order[s : s + batch_size]
-            batch = tok.pad([encs[i] for i in idx])
-            del batch["token_type_ids"]  # one segment: all zeros
-            batch["labels"] = torch.tensor([labels[i] for i in idx])  # (B,)
-            batch["index"] = torch.tensor(idx)  # (B,)
-            yield batch
 
-
-@torch.no_grad()
-def pooled_features(
-    model: BertClassifier, tok: WordPiece, texts: Sequence[str], max_len: int = 32
-) -> Tensor:
-    """Mean-pooled BERT vectors of ``texts``: (len(texts), d_model), in eval mode."""
-    model.eval()
-    device = next(model.parameters()).device
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
-    out = torch.empty(len(texts), model.bert.config.d_model)
-    for s in range(0, len(order), 64):
-        idx = order[s : s + 64]
-        batch = tok.encode_batch([texts[i] for i in idx], max_len=max_len)
-        ids, mask = batch["ids"].to(device), batch["attention_mask"].to(device)
-        out[idx] = mean_pool(model.bert(ids, None, mask).hidden, mask).float().cpu()
-    return out  # (N, d_model)
-
-
-def fit_head(
-    model: BertClassifier,
-    tok: WordPiece,
-    texts: Sequence[str],
-    labels: Sequence[int],
-    max_len: int = 32,
-    steps: int = 100,
-    weight_decay: float = 1e-2,
-) -> float:
-    """Fit the linear head alone on the frozen BERT's pooled vectors (logistic
-    regression, full-batch L-BFGS); returns its training accuracy.
-
-    Starting fine-tuning from a fitted head rather than a random one ("linear probe,
-    then fine-tune", Kumar et al., 2022) means the first updates do not push the
-    pre-trained layers around to serve a head that does not yet know the task.
-    """
-    x = pooled_features(model, tok, texts, max_len)  # (N, d_model)
-    y = torch.as_tensor(list(labels))
-    w = torch.zeros(model.head.out_features, x.shape[1], requires_grad=True)
-    b = torch.zeros(model.head.out_features, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
-
-    def closure() -> Tensor:
-        opt.zero_grad()
-        loss = F.cross_entropy(x @ w.T + b, y) + weight_decay * w.pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        model.head.weight.copy_(w)
-        model.head.bias.copy_(b)
-        return ((x @ w.T + b).argmax(-1) == y).float().mean().item()
-
-
-def fine_tune(
-    model: BertClassifier,
-    tok: WordPiece,
-    texts: Sequence[str],
-    labels: Sequence[int],
-    steps: int,
-    batch_size: int = 16,
-    lr: float = 1e-4,
-    max_len: int = 32,
-    seed: int = 0,
-    teacher_logits: Tensor | None = None,
-    temperature: float = 2.0,
-    alpha: float = 0.5,
-    freeze_embeddings: bool = True,
-    device: str | torch.device = "cpu",
-) -> list[float]:
-    """Train ``model`` on labelled texts; returns the loss of every step.
-
-    Without ``teacher_logits`` the loss is cross-entropy on the labels (the hard-label
-    student, or fine-tuning the teacher). With ``teacher_logits`` (N, C), one row per
-    text, it is :func:`distillation_loss` at ``temperature`` and ``alpha``. Warm-up
-    over 10 % of the steps then linear decay (AdamW, weight decay 0.01). The token
-    embeddings stay frozen by default: they are half of a small BERT's parameters,
-    and a few hundred examples cannot improve 30,522 word vectors. Everything random
-    draws from ``seed``; the caller's random state is left untouched.
-    """
-    if teacher_logits is not None and teacher_logits.shape[0] != len(texts):
-        raise ValueError(
-            f"teacher_logits must have one row per text ({len(texts)}), "
-            f"got shape {tuple(teacher_logits.shape)}"
-        )
-    model.bert.embeddings.token.weight.requires_grad_(not freeze_embeddings)
-    batches = classification_batches(tok, texts, labels, batch_size, max_len, seed)
-
-    def loss_fn(model: BertClassifier, batch: dict[str, Tensor]) -> Tensor:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits = model(batch["ids"], batch["attention_mask"])  # (B, C)
-        if teacher_logits is None:
-            return F.cross_entropy(logits, batch["labels"])
-        t = teacher_logits.to(device)[batch["index"]]  # (B, C)
+    def loss_fn(student: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+        logits = student(batch["ids"], batch["token_type_ids"], batch["attention_mask"])
+        t = teacher_logits.to(logits.device)[batch["index"]]  # (B, C)
         return distillation_loss(logits, t, batch["labels"], temperature, alpha)
 
-    dev = torch.device(device)
-    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
-        torch.manual_seed(seed)  # dropout
-        history = training.train(
-            model,
-            batches,
-            loss_fn,
-            steps,
-            lr=lr,
-            weight_decay=0.01,
-            warmup=max(1, steps // 10),
-            decay="linear",
-        )
-    model.bert.embeddings.token.weight.requires_grad_(True)
-    return history
-
-
-@torch.no_grad()
-def predict_logits(
-    model: BertClassifier,
-    tok: WordPiece,
-    texts: Sequence[str],
-    max_len: int = 32,
-    batch_size: int = 64,
-) -> Tensor:
-    """The model's logits for every text, in order: (len(texts), n_classes). Texts are
-    run in batches of similar length (less padding), in eval mode."""
-    model.eval()
-    device = next(model.parameters()).device
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = torch.empty(len(texts), model.head.out_features)
-    for s in range(0, len(order), batch_size):
-        idx = order[s : s + batch_size]
-        batch = tok.encode_batch([texts[i] for i in idx], max_len=max_len)
-        logits = model(batch["ids"].to(device), batch["attention_mask"].to(device))
-        out[idx] = logits.float().cpu()
-    return out
-
-
-def accuracy(logits: Tensor, labels: Sequence[int] | Tensor) -> float:
-    """Fraction of rows whose arg-max is the label."""
-    labels = torch.as_tensor(labels)
-    return (logits.argmax(-1) == labels).float().mean().item()
+    return loss_fn

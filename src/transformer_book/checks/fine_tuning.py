@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from .. import finetune, squad
+from .. import qa, tagging
 from ._core import ExerciseError, call, passed
 
 __all__ = ["check_best_span", "check_first_subword_labels"]
@@ -27,7 +27,7 @@ def check_best_span(fn: Callable) -> None:
         cases.append((s.tolist(), e.tolist(), 3, "random"))
     for s, e, L, what in cases:
         st, en = torch.tensor(s), torch.tensor(e)
-        exp = tuple(t.item() for t in squad.best_span(st[None], en[None], max_len=L))
+        exp = tuple(t.item() for t in qa.best_span(st[None], en[None], max_len=L))
         got = call(fn, st, en, L)
         try:
             got = (int(got[0]), int(got[1]))
@@ -65,7 +65,7 @@ def check_first_subword_labels(fn: Callable) -> None:
         ([0, 1, 1, 2, 2, 2], [4, 4, 2], "same label on neighbours"),
     ]
     for word_of, labels, what in cases:
-        exp = finetune.first_subword_labels(word_of, labels)
+        exp = tagging.first_subword_labels(word_of, labels)
         got = list(call(fn, list(word_of), list(labels)))
         if got == exp:
             continue
@@ -78,7 +78,7 @@ def check_first_subword_labels(fn: Callable) -> None:
             )
         elif len(got) != len(word_of):
             hint = f" Return one label per piece ({len(word_of)}), not per word."
-        elif got[0] == finetune.IGNORE:
+        elif got[0] == tagging.IGNORE:
             hint = " The first piece of a word carries its label; mark the others."
         raise ExerciseError(
             f"Case '{what}': word_of={word_of}, labels={labels}: you returned {got}, "

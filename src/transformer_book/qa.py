@@ -1,5 +1,5 @@
-"""Extractive question answering: SQuAD-style scores, the best-span search, and a QA
-set built from ATIS slots (chapter 12).
+"""Extractive question answering: SQuAD-style scores, the best-span search, a QA set
+built from ATIS slots, and its encoded features (chapter 12).
 
 An extractive reader scores every context token as a possible answer start and end;
 the answer is the span ``(i, j)`` that maximises ``start[i] + end[j]`` with
@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 
 from .metrics import bio_spans
+from .tagging import encode_words
+from .tokenizer import Encoding, WordPiece
 
 __all__ = [
     "normalize_answer",
@@ -32,6 +34,10 @@ __all__ = [
     "QAExample",
     "slot_question",
     "qa_from_slots",
+    "QAFeature",
+    "qa_features",
+    "ERROR_KINDS",
+    "error_kinds",
 ]
 
 _PUNCT = set(string.punctuation)
@@ -160,3 +166,91 @@ def qa_from_slots(
         for kind, spans in by_type.items():
             out.append(QAExample(list(words), slot_question(kind), spans, kind))
     return out
+
+
+@dataclass
+class QAFeature:
+    """A question-context pair as the reader sees it: ``[CLS] question [SEP] context
+    [SEP]``, which tokens belong to the context, the context word of every token (-1
+    elsewhere), and the first gold answer's start and end token."""
+
+    example: QAExample
+    encoding: Encoding
+    context_mask: list[bool]
+    word_of: list[int]
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return len(self.encoding)
+
+    def answer(self, start: int, end: int) -> str:
+        """The context words of tokens ``start`` .. ``end``, widened to whole words."""
+        return " ".join(
+            self.example.context[self.word_of[start] : self.word_of[end] + 1]
+        )
+
+
+def qa_features(
+    tok: WordPiece, examples: Sequence[QAExample], max_len: int
+) -> list[QAFeature]:
+    """Encode QA examples; the context is cut (never the question) to fit ``max_len``.
+    An answer cut off points at [CLS] (position 0), as BERT does for no answer."""
+    out = []
+    for ex in examples:
+        q = tok.convert_tokens_to_ids(tok.tokenize(ex.question))
+        ids, word_of = encode_words(tok, ex.context)
+        room = max_len - len(q) - 3
+        if room < 1:
+            raise ValueError(
+                f"max_len={max_len} leaves no room for the context of {ex.question!r}"
+            )
+        ids, word_of = ids[:room], word_of[:room]
+        enc = tok.add_special_tokens(q, ids)
+        offset = len(q) + 2  # [CLS] question [SEP]
+        ctx = [False] * len(enc)
+        ctx[offset : offset + len(ids)] = [True] * len(ids)
+        wmap = [-1] * len(enc)
+        wmap[offset : offset + len(ids)] = word_of
+        s, e = ex.answers[0]  # words s .. e-1
+        tokens = [t for t, w in enumerate(wmap) if s <= w < e]
+        start, end = (tokens[0], tokens[-1]) if tokens and wmap[-2] >= e - 1 else (0, 0)
+        out.append(QAFeature(ex, enc, ctx, wmap, start, end))
+    return out
+
+
+ERROR_KINDS = ("another slot's answer", "wrong borders", "other")
+
+
+def error_kinds(
+    features: Sequence[QAFeature], answers: Sequence[str]
+) -> tuple[Counter, dict[str, tuple[QAFeature, str]]]:
+    """What kind of mistake each wrong answer (no exact match) is: ``"wrong
+    borders"`` (it shares a word with a gold answer), ``"another slot's answer"`` (it
+    is the gold answer of another question about the same context), or ``"other"``.
+
+    Returns the count of each kind and the first (feature, answer) of each kind."""
+    if len(features) != len(answers):
+        raise ValueError(
+            f"answers must hold one answer per feature: {len(features)} features, "
+            f"{len(answers)} answers"
+        )
+    by_context: dict[tuple, set[str]] = {}
+    for f in features:
+        key = tuple(f.example.context)
+        by_context.setdefault(key, set()).update(f.example.answer_texts())
+    kinds: Counter = Counter()
+    first: dict[str, tuple[QAFeature, str]] = {}
+    for f, a in zip(features, answers):
+        golds = f.example.answer_texts()
+        if max(exact_match(a, g) for g in golds):
+            continue
+        if max(f1(a, g) for g in golds) > 0:
+            kind = "wrong borders"
+        elif a in by_context[tuple(f.example.context)]:
+            kind = "another slot's answer"
+        else:
+            kind = "other"
+        kinds[kind] += 1
+        first.setdefault(kind, (f, a))
+    return kinds, first

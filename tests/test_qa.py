@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from transformer_book import squad
+from transformer_book import qa
 
 
 # The SQuAD v1.1 evaluation script's functions (Rajpurkar et al., 2016), verbatim in
@@ -68,21 +68,19 @@ def test_normalize_and_scores_equal_the_official_script():
     rng = random.Random(0)
     for _ in range(2000):
         a, b = random_text(rng), random_text(rng)
-        assert squad.normalize_answer(a) == official_normalize(a)
-        assert squad.f1(a, b) == pytest.approx(official_f1(a, b))
-        assert squad.exact_match(a, b) == float(
+        assert qa.normalize_answer(a) == official_normalize(a)
+        assert qa.f1(a, b) == pytest.approx(official_f1(a, b))
+        assert qa.exact_match(a, b) == float(
             official_normalize(a) == official_normalize(b)
         )
 
 
 def test_normalisation_examples():
-    assert squad.normalize_answer("The  Denver, CO!") == "denver co"
-    assert (
-        squad.normalize_answer("theatre an Anna") == "theatre anna"
-    )  # whole words only
-    assert squad.exact_match("the Boston", "boston") == 1.0
-    assert squad.f1("flights to boston", "boston") == pytest.approx(0.5)
-    scores = squad.squad_scores(
+    assert qa.normalize_answer("The  Denver, CO!") == "denver co"
+    assert qa.normalize_answer("theatre an Anna") == "theatre anna"  # whole words only
+    assert qa.exact_match("the Boston", "boston") == 1.0
+    assert qa.f1("flights to boston", "boston") == pytest.approx(0.5)
+    scores = qa.squad_scores(
         ["boston", "new york"], [["Boston"], ["york", "new york city"]]
     )
     assert scores["exact_match"] == pytest.approx(0.5)
@@ -91,9 +89,9 @@ def test_normalisation_examples():
 
 def test_squad_scores_bad_input():
     with pytest.raises(ValueError, match="2 predictions, 1 gold lists"):
-        squad.squad_scores(["a", "b"], [["a"]])
+        qa.squad_scores(["a", "b"], [["a"]])
     with pytest.raises(ValueError, match="at least one gold answer"):
-        squad.squad_scores(["a"], [[]])
+        qa.squad_scores(["a"], [[]])
 
 
 def test_best_span_equals_brute_force():
@@ -103,7 +101,7 @@ def test_best_span_equals_brute_force():
         s, e = torch.randn(3, T, generator=g), torch.randn(3, T, generator=g)
         allowed = torch.rand(3, T, generator=g) < 0.7
         allowed[:, 4] = True
-        bs, be = squad.best_span(s, e, allowed, max_len=L)
+        bs, be = qa.best_span(s, e, allowed, max_len=L)
         for b in range(3):
             best = max(
                 (s[b, i] + e[b, j], i, j)
@@ -120,14 +118,14 @@ def test_best_span_never_ends_before_it_starts():
     end = torch.tensor(
         [[5.0, 0.0, 0.0, 1.0]]
     )  # the best end comes before the best start
-    s, e = squad.best_span(start, end, max_len=4)
+    s, e = qa.best_span(start, end, max_len=4)
     assert (s.item(), e.item()) == (2, 3)
     with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
-        squad.best_span(start, end, max_len=0)
+        qa.best_span(start, end, max_len=0)
     with pytest.raises(ValueError, match="shape \\(B, T\\)"):
-        squad.best_span(start[0], end[0])
+        qa.best_span(start[0], end[0])
     with pytest.raises(ValueError, match="at least one position"):
-        squad.best_span(start, end, torch.zeros(1, 4, dtype=torch.bool))
+        qa.best_span(start, end, torch.zeros(1, 4, dtype=torch.bool))
 
 
 def test_qa_from_slots():
@@ -141,12 +139,49 @@ def test_qa_from_slots():
         "O",
         "B-toloc.city_name",
     ]
-    qa = squad.qa_from_slots([words], [tags])
-    assert [q.question for q in qa] == [
+    questions = qa.qa_from_slots([words], [tags])
+    assert [q.question for q in questions] == [
         "what is the fromloc city name?",
         "what is the toloc city name?",
     ]
-    assert qa[1].answers == [(4, 5), (6, 7)]
-    assert qa[1].answer_texts() == ["denver", "dallas"]
+    assert questions[1].answers == [(4, 5), (6, 7)]
+    assert questions[1].answer_texts() == ["denver", "dallas"]
     with pytest.raises(ValueError, match="1 sentences, 0 tag lists"):
-        squad.qa_from_slots([words], [])
+        qa.qa_from_slots([words], [])
+
+
+def test_qa_features_point_at_the_answer():
+    from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+    tok = WordPiece([*SPECIAL_TOKENS, "to", "den", "##ver", "from", "boston", "what"])
+    questions = qa.qa_from_slots(
+        [["from", "boston", "to", "denver"]], [["O", "B-from", "O", "B-to"]]
+    )
+    f = qa.qa_features(tok, questions, max_len=32)
+    for feat in f:
+        pieces = feat.encoding.ids[feat.start : feat.end + 1]
+        assert tok.decode(pieces) == feat.example.answer_texts()[0]
+        assert feat.answer(feat.start, feat.end) == feat.example.answer_texts()[0]
+        assert all(feat.context_mask[feat.start : feat.end + 1])
+    assert sum(f[1].context_mask) == 5  # from boston to den ##ver
+    short = qa.qa_features(tok, questions, max_len=len(f[1].encoding) - 2)
+    assert (short[1].start, short[1].end) == (0, 0)  # answer cut off: points at [CLS]
+    with pytest.raises(ValueError, match="leaves no room"):
+        qa.qa_features(tok, questions, max_len=4)
+
+
+def test_error_kinds_tell_borders_from_another_slots_answer():
+    from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+    tok = WordPiece([*SPECIAL_TOKENS, "to", "denver", "from", "boston", "on", "monday"])
+    words = ["from", "boston", "to", "denver", "on", "monday"]
+    tags = ["O", "B-from", "O", "B-to", "O", "B-day"]
+    feats = qa.qa_features(tok, qa.qa_from_slots([words], [tags]), max_len=32)
+    answers = ["boston", "denver", "on monday"]  # right, the "from" answer, borders
+    kinds, first = qa.error_kinds(feats, ["boston", "boston", "on monday"])
+    assert kinds == {"another slot's answer": 1, "wrong borders": 1}
+    assert first["wrong borders"] == (feats[2], "on monday")
+    kinds, _ = qa.error_kinds(feats, ["boston", "denver", "to"])
+    assert kinds == {"other": 1} and set(kinds) <= set(qa.ERROR_KINDS)
+    with pytest.raises(ValueError, match="one answer per feature"):
+        qa.error_kinds(feats, answers[:1])

@@ -1,0 +1,214 @@
+"""BERT's pre-training objective as data: masked tokens, sentence pairs, and the
+batches that carry them, with static or dynamic masking (chapters 11 and 13).
+
+Devlin et al. (2019), section 3.1: 15 % of the tokens are selected and the model
+predicts them (*masked language modelling*, :func:`mask_tokens`); a second task asks
+whether segment B followed segment A (*next-sentence prediction*,
+:func:`next_sentence_pairs`). Liu et al. (2019), RoBERTa, sections 4.1-4.2: draw a
+new mask every time a text is seen (*dynamic* masking) instead of once when the data
+is prepared (*static*), and drop next-sentence prediction. :func:`mlm_batches` makes
+the batches of every one of these recipes; the models and the loss live elsewhere
+(:mod:`bert`, :mod:`pretraining`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+import torch
+from torch import Tensor
+
+from .batching import LengthBatches, pad_sequences
+from .tokenizer import WordPiece, basic_tokenize
+
+__all__ = [
+    "IGNORE",
+    "IS_NEXT",
+    "NOT_NEXT",
+    "MASKINGS",
+    "mask_tokens",
+    "next_sentence_pairs",
+    "word_pieces_by_word",
+    "mlm_batches",
+    "unigram_log_probs",
+]
+
+IGNORE = -100  # the label F.cross_entropy skips: a token that is not predicted
+IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, in the order of the original checkpoints
+MASKINGS = ("static", "dynamic")
+T = TypeVar("T")
+
+
+def mask_tokens(
+    ids: Tensor,
+    mask_id: int,
+    vocab_size: int,
+    special_mask: Tensor,
+    p: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """BERT's masking: each non-special token is selected with probability ``p``; a
+    selected token becomes [MASK] 80 % of the time, a random token 10 % and stays
+    itself 10 %. Devlin et al. (2019), section 3.1 and appendix C.2.
+
+    Shapes: ids, special_mask (bool, True = never select: [CLS], [SEP], [PAD]) (B, T).
+    Returns ``(inputs, labels)``, both (B, T): labels hold the original id at the
+    selected positions and :data:`IGNORE` everywhere else.
+    """
+    if special_mask.shape != ids.shape or special_mask.dtype != torch.bool:
+        raise ValueError(
+            f"special_mask must be a bool tensor of the shape of ids {tuple(ids.shape)}, "
+            f"got {special_mask.dtype} {tuple(special_mask.shape)}"
+        )
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be a probability in [0, 1], got {p}")
+    u = torch.rand(ids.shape, generator=generator)  # (B, T): who is selected
+    selected = (u < p) & ~special_mask.cpu()
+    action = torch.rand(ids.shape, generator=generator)  # (B, T): what happens to it
+    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+    ids_cpu = ids.cpu()
+    inputs = ids_cpu.clone()
+    inputs[selected & (action < 0.8)] = mask_id
+    swap = selected & (action >= 0.8) & (action < 0.9)
+    inputs[swap] = random_ids[swap]
+    labels = torch.where(selected, ids_cpu, torch.full_like(ids_cpu, IGNORE))
+    return inputs.to(ids.device), labels.to(ids.device)
+
+
+def next_sentence_pairs(
+    docs: Sequence[Sequence[T]], rng: random.Random, p_next: float = 0.5
+) -> list[tuple[list[T], list[T], int]]:
+    """Pairs (A, B, label) for next-sentence prediction. Each document, a sequence of
+    units (words, say), of two units or more is cut at a random point into A and B;
+    with probability ``p_next`` B stays (:data:`IS_NEXT`), otherwise it is replaced by
+    the second part of another document (:data:`NOT_NEXT`). A BERT "sentence" is any
+    span of contiguous text (Devlin et al., 2019, section 3.1).
+    """
+    if not 0.0 <= p_next <= 1.0:
+        raise ValueError(f"p_next must be a probability in [0, 1], got {p_next}")
+    cuts = []
+    for doc in docs:
+        if len(doc) >= 2:
+            k = rng.randint(1, len(doc) - 1)
+            cuts.append((list(doc[:k]), list(doc[k:])))
+    if len(cuts) < 2:
+        raise ValueError(
+            f"docs must hold at least two documents of two units or more, got {len(cuts)}"
+        )
+    pairs = []
+    for i, (a, b) in enumerate(cuts):
+        if rng.random() < p_next:
+            pairs.append((a, b, IS_NEXT))
+        else:
+            j = rng.randrange(len(cuts) - 1)
+            j += j >= i  # any document but this one
+            pairs.append((a, cuts[j][1], NOT_NEXT))
+    return pairs
+
+
+def word_pieces_by_word(tok: WordPiece, text: str) -> list[list[int]]:
+    """The ids of ``text`` grouped by word, so that segments are cut between words."""
+    return [
+        tok.convert_tokens_to_ids(tok.word_pieces(w))
+        for w in basic_tokenize(text, tok.lowercase)
+    ]
+
+
+def _flat(words: Sequence[Sequence[int]]) -> list[int]:
+    return [i for w in words for i in w]
+
+
+def mlm_batches(
+    tok: WordPiece,
+    docs: Sequence[list[list[int]]],
+    batch_size: int,
+    max_len: int,
+    nsp: bool = False,
+    masking: str = "dynamic",
+    seed: int = 0,
+    p_mask: float = 0.15,
+) -> Iterator[dict[str, Tensor]]:
+    """An endless stream of pre-training batches from ``docs`` (each a text as
+    :func:`word_pieces_by_word` gives it), one pass over the texts after another,
+    each pass in batches of similar length (:class:`batching.LengthBatches`).
+
+    ``nsp=True``: every pass cuts new segment pairs (:func:`next_sentence_pairs`),
+    BERT's recipe; ``nsp=False``: each text is one segment (RoBERTa's). ``masking``:
+    ``"dynamic"`` draws a fresh mask every time a text is seen; ``"static"`` masks each
+    text once, the first time it is drawn, and keeps that mask (BERT's data
+    preparation with one copy of the data; only without NSP, whose pairs change).
+
+    Shapes: each batch ``ids`` (masked), ``token_type_ids``, ``attention_mask``,
+    ``labels`` (B, T) and ``is_next`` (B,) (all :data:`IS_NEXT` without NSP).
+    """
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {MASKINGS}, got {masking!r}")
+    if nsp and masking == "static":
+        raise ValueError("masking='static' needs nsp=False: NSP pairs change each pass")
+    if len(docs) < batch_size:
+        raise ValueError(
+            f"need at least batch_size={batch_size} texts, got {len(docs)}"
+        )
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    special = torch.tensor(sorted(tok.special_ids))
+    frozen: dict[int, tuple[list[int], list[int]]] = {}  # static: text -> masked
+
+    def masked(i: int, ids: list[int]) -> tuple[list[int], list[int]]:
+        if i not in frozen:
+            row = torch.tensor([ids])  # (1, T)
+            x, y = mask_tokens(
+                row, tok.mask_id, len(tok), torch.isin(row, special), p_mask, gen
+            )
+            frozen[i] = x[0].tolist(), y[0].tolist()
+        return frozen[i]
+
+    while True:
+        if nsp:
+            units = next_sentence_pairs(docs, rng)
+        else:
+            units = [(d, None, IS_NEXT) for d in docs]
+        encs = [
+            tok.add_special_tokens(_flat(a), None if b is None else _flat(b), max_len)
+            for a, b, _ in units
+        ]
+        order = LengthBatches(
+            torch.tensor([len(e) for e in encs]), batch_size, seed=rng.randrange(2**31)
+        )
+        for idx in map(Tensor.tolist, order):
+            batch = tok.pad([encs[i] for i in idx])  # (B, T) each
+            if masking == "dynamic":
+                batch["ids"], batch["labels"] = mask_tokens(
+                    batch["ids"],
+                    tok.mask_id,
+                    len(tok),
+                    torch.isin(batch["ids"], special),
+                    p=p_mask,
+                    generator=gen,
+                )
+            else:
+                rows = [masked(i, encs[i].ids) for i in idx]
+                batch["ids"] = pad_sequences([r[0] for r in rows], tok.pad_id)[0]
+                batch["labels"] = pad_sequences([r[1] for r in rows], IGNORE)[0]
+            batch["is_next"] = torch.tensor([units[i][2] for i in idx])  # (B,)
+            yield batch
+
+
+def unigram_log_probs(tok: WordPiece, docs: Sequence[list[list[int]]]) -> Tensor:
+    """The masked-LM baseline that ignores the context: log p(token) from the pieces'
+    frequencies in ``docs`` (as :func:`word_pieces_by_word` gives them), add-one
+    smoothed over ``tok``'s vocabulary; special tokens ([UNK] and the like, never a
+    label) are not counted.
+
+    Shapes: -> (V,) log-probabilities, V = len(tok); ``exp`` sums to 1.
+    """
+    if not docs:
+        raise ValueError("docs is empty: there is nothing to count")
+    counts = Counter(i for doc in docs for word in doc for i in word)
+    for special in tok.special_ids:
+        counts.pop(special, None)
+    total = sum(counts.values()) + len(tok)
+    return torch.tensor([math.log((counts[i] + 1) / total) for i in range(len(tok))])
