@@ -868,6 +868,9 @@ checks.check_mean_pool_heads(mean_pool_heads)
 #   `mha_from_gqa` (tiling).
 # - `transformer_book.kv_cache`: `KVCache` (`update`, `seq_len`, `nbytes`), `new_cache`,
 #   `cache_nbytes` and the size formula `kv_cache_bytes`.
+# - `transformer_book.lm_data`: `char_vocab`, `split_stream`, `WindowBatches` (seeded
+#   random windows), `sequential_windows` (the held-out text once), `next_token_loss`
+#   and `mean_loss`; chapter 14 trains with them too.
 # - `transformer_book.sampling`: `apply_temperature`, `top_k_filter`, `top_p_filter`,
 #   `sample_next` (temperature 0 = greedy).
 # - `transformer_book.gpt`: `GPTConfig` (learned or rotary positions, LayerNorm or
