@@ -538,3 +538,29 @@ def test_noise_span_mask_mistakes(wrong, message):
 
     with pytest.raises(checks.ExerciseError, match=message):
         checks.check_noise_span_mask(wrong)
+
+
+def test_loss_and_target_scores():
+    config = t5.T5Config(vocab_size=30, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    model = t5.T5(config).eval()
+    src, tgt = torch.randint(2, 30, (3, 9)), torch.randint(2, 30, (3, 6))
+    with torch.no_grad():
+        logits = model(src, decoder.shift_right(tgt, config.pad_id))  # (3, 6, V)
+        expected = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), tgt.flatten()
+        )
+        torch.testing.assert_close(model.loss(src, tgt), expected)
+        padded = torch.cat((tgt, torch.zeros(3, 2, dtype=torch.long)), dim=1)
+        torch.testing.assert_close(model.loss(src, padded), expected)  # pads skipped
+    keep = lambda t: t % 2 == 0  # score the even ids only
+    model.train()
+    acc, nats = t5.target_scores(model, [(src[:2], tgt[:2]), (src[2:], tgt[2:])], keep)
+    assert model.training  # the mode comes back
+    logp = logits.log_softmax(-1)
+    mask = keep(tgt)
+    assert acc == pytest.approx(float((logp.argmax(-1) == tgt)[mask].float().mean()))
+    assert nats == pytest.approx(
+        float(-logp.gather(-1, tgt[..., None])[..., 0][mask].mean()), rel=1e-5
+    )
+    with pytest.raises(ValueError, match="selected no target token"):
+        t5.target_scores(model, [(src, tgt)], lambda t: t < 0)

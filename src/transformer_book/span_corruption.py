@@ -9,17 +9,24 @@ followed by the tokens it hid:
     targets   <X> for inviting <Y> last
 
 Raffel et al. (2020), section 3.1.4, Figure 2, and the ``random_spans_noise_mask``
-of their code. Re-exported by :mod:`transformer_book.t5`.
+of their code. Re-exported by :mod:`transformer_book.t5`. :func:`corrupted_windows`
+and :class:`SpanCorruptionBatches` turn a stream of token ids into training pairs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["noise_span_mask", "span_corruption", "merge_spans"]
+__all__ = [
+    "noise_span_mask",
+    "span_corruption",
+    "merge_spans",
+    "corrupted_windows",
+    "SpanCorruptionBatches",
+]
 
 
 def _random_segmentation(n_items: int, n_segments: int, gen) -> list[int]:
@@ -129,3 +136,69 @@ def merge_spans(
     for tok in (int(t) for t in inputs):
         out.extend(spans.get(tok, []) if tok in sentinels else [tok])
     return out
+
+
+def corrupted_windows(
+    stream: Tensor,
+    n: int,
+    window: int,
+    sentinel_ids: Sequence[int],
+    eos_id: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``n`` windows of ``window`` tokens from random places of ``stream``, each
+    span-corrupted (:func:`span_corruption`, T5's 15 % in spans of 3) with ``eos_id``
+    appended to its inputs and its targets. Every window has the same counts, so the
+    rows stack without padding.
+
+    Shapes: stream (N,) -> inputs (n, S), targets (n, T), int64 on the CPU.
+    """
+    stream = torch.as_tensor(stream, dtype=torch.long)
+    if stream.dim() != 1 or len(stream) <= window:
+        raise ValueError(
+            f"stream must be a 1-D tensor longer than window={window}, got shape "
+            f"{tuple(stream.shape)}"
+        )
+    if n < 1 or window < 2:
+        raise ValueError(f"need n >= 1 and window >= 2, got n={n}, window={window}")
+    starts = torch.randint(len(stream) - window, (n,), generator=generator).tolist()
+    pairs = [
+        span_corruption(stream[s : s + window], sentinel_ids=sentinel_ids,
+                        generator=generator)
+        for s in starts
+    ]  # fmt: skip
+    end = torch.tensor([eos_id])
+    inputs = torch.stack([torch.cat((i, end)) for i, _ in pairs])  # (n, S)
+    targets = torch.stack([torch.cat((t, end)) for _, t in pairs])  # (n, T)
+    return inputs, targets
+
+
+class SpanCorruptionBatches:
+    """An endless supply of training batches (inputs, targets) for T5's objective:
+    :func:`corrupted_windows` of ``batch_size`` fresh random windows each, drawn with a
+    generator seeded by ``seed`` (each iteration starts the draws afresh).
+
+    Shapes: stream (N,) -> batches of inputs (batch_size, S), targets (batch_size, T).
+    """
+
+    def __init__(
+        self,
+        stream: Tensor,
+        window: int,
+        batch_size: int,
+        sentinel_ids: Sequence[int],
+        eos_id: int,
+        seed: int = 0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.stream, self.window, self.batch_size = stream, window, batch_size
+        self.sentinel_ids, self.eos_id, self.seed = sentinel_ids, eos_id, seed
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            yield corrupted_windows(
+                self.stream, self.batch_size, self.window, self.sentinel_ids,
+                self.eos_id, gen,
+            )  # fmt: skip

@@ -28,6 +28,7 @@ check the logits agree. :func:`span_corruption` (from
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +38,7 @@ from torch import Tensor, nn
 from . import masks
 from .attention import MultiHeadAttention
 from .blocks import Encoder, FeedForward
-from .decoder import Decoder, greedy_decode
+from .decoder import Decoder, greedy_decode, shift_right
 from .kv_cache import DecoderCache, new_decoder_cache
 from .norms import RMSNorm
 from .positions import T5RelativeBias
@@ -49,6 +50,7 @@ from .span_corruption import merge_spans, noise_span_mask, span_corruption
 __all__ = [
     "T5Config",
     "T5",
+    "target_scores",
     "load_hf_t5",
     "noise_span_mask",
     "span_corruption",
@@ -195,6 +197,16 @@ class T5(nn.Module):
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
 
+    def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Teacher-forced cross-entropy per target token: the decoder reads ``tgt``
+        shifted right behind the start token (the pad id); positions holding
+        ``pad_id`` are skipped. Shapes: src (B, S), tgt (B, T) -> ()."""
+        self._check_ids("tgt", tgt)
+        logits = self(src, shift_right(tgt, self.config.pad_id))  # (B, T, V)
+        return F.cross_entropy(
+            logits.flatten(0, 1), tgt.flatten(), ignore_index=self.config.pad_id
+        )
+
     @torch.no_grad()
     def generate(
         self, src: Tensor, max_new_tokens: int, use_cache: bool = True
@@ -216,6 +228,35 @@ class T5(nn.Module):
             c.pad_id,
             cache,
         )
+
+
+@torch.no_grad()
+def target_scores(
+    model: T5,
+    batches: Iterable[tuple[Tensor, Tensor]],
+    scored: Callable[[Tensor], Tensor],
+) -> tuple[float, float]:
+    """Teacher-forced accuracy and cross-entropy (nats per token) of ``model`` on the
+    target tokens that ``scored(tgt)`` selects (a bool mask), over all ``batches`` of
+    (src, tgt), in eval mode (restored after). Chapter 10 scores the hidden words of
+    span corruption this way, without sentinels or the end token.
+
+    Shapes: src (B, S), tgt (B, T); scored(tgt) (B, T) bool -> two floats.
+    """
+    was_training, device = model.training, model.tok_emb.weight.device
+    model.eval()
+    hits = nats = total = 0.0
+    for src, tgt in batches:
+        src, tgt = src.to(device), tgt.to(device)
+        keep = scored(tgt)  # (B, T)
+        logp = model(src, shift_right(tgt, model.config.pad_id)).log_softmax(-1)
+        hits += float(((logp.argmax(-1) == tgt) & keep).sum())
+        nats -= float(logp.gather(-1, tgt[..., None])[..., 0][keep].sum())
+        total += float(keep.sum())
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("scored() selected no target token in batches")
+    return hits / total, nats / total
 
 
 @torch.no_grad()
