@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from transformer_book import checks, classifiers
+from transformer_book import checks, classifiers, masks
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
@@ -190,7 +190,7 @@ def test_training_step_ignores_padding_targets():
 def test_check_mean_pool(capsys):
     def reference(h, lengths):
         keep = torch.arange(h.shape[1]) < lengths[:, None]
-        return classifiers.masked_mean(h, keep)
+        return masks.masked_mean(h, keep)
 
     checks.check_mean_pool(reference)
     assert "Correct:" in capsys.readouterr().out

@@ -263,7 +263,14 @@ def test_check_earliest_input_no_clamp():
 
 def _merge(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
-    a, b = torch.exp(m1 - m), torch.exp(m2 - m)
+    safe = m.masked_fill(m == float("-inf"), 0.0)  # both sets masked: measure from 0
+    a, b = torch.exp(m1 - safe), torch.exp(m2 - safe)
+    return m, l1 * a + l2 * b, o1 * a + o2 * b
+
+
+def _unguarded_merge(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    a, b = torch.exp(m1 - m), torch.exp(m2 - m)  # NaN where m1 = m2 = -inf
     return m, l1 * a + l2 * b, o1 * a + o2 * b
 
 
@@ -289,6 +296,7 @@ def test_check_merge_softmax_accepts_the_answer(capsys):
         ),
         (lambda *a: (a[0] + a[3], *_merge(*a)[1:]), "m = max"),
         (lambda *a: _merge(*a)[:2], "tuple \\(m, l, o\\)"),
+        (_unguarded_merge, "masked in both sets .* gives NaN"),
     ],
 )
 def test_check_merge_softmax_explains_mistakes(wrong, message):
@@ -307,9 +315,3 @@ def test_masked_mean():
     )  # nothing kept: zeros
     with pytest.raises(ValueError, match="keep must be a bool tensor of shape"):
         masks.masked_mean(h, keep.float())
-
-
-def test_chapter_5s_mean_pooling_is_the_one_masked_mean():
-    from transformer_book import classifiers
-
-    assert classifiers.masked_mean is masks.masked_mean

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .. import classifiers
+from .. import masks
 from ._core import ExerciseError, call, expect_close, passed
 
 __all__ = ["check_mean_pool"]
@@ -22,7 +22,7 @@ def check_mean_pool(fn: Callable[[Tensor, Tensor], Tensor]) -> str:
     h = torch.randn(3, 6, 4, generator=g)
     lengths = torch.tensor([6, 2, 4])
     keep = torch.arange(6)[None, :] < lengths[:, None]  # (B, T)
-    expected = classifiers.masked_mean(h, keep)  # (B, D)
+    expected = masks.masked_mean(h, keep)  # (B, D)
     got = call(fn, h.clone(), lengths.clone())
     if isinstance(got, Tensor) and got.shape == expected.shape:
         if torch.allclose(got, h.mean(dim=1), atol=1e-5):

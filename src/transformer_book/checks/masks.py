@@ -184,6 +184,21 @@ def check_merge_softmax(fn: Callable[..., tuple[Tensor, Tensor, Tensor]]) -> Non
     expect_close(o, expected[2], "o", "o = o1·exp(m1 − m) + o2·exp(m2 − m).")
     attn = scores.softmax(dim=-1) @ values
     expect_close(o / l_sum, attn, "o / l", "o / l must equal softmax(scores) V.")
+    # A query whose keys are all masked in BOTH sets (a windowed tile can hold such a
+    # row): m1 = m2 = -inf, l = 0, o = 0. The merge must give the same back, not NaN
+    # (exp(m1 - m) is exp(-inf + inf) there unless the maximum is guarded).
+    masked = torch.full((1, 3), float("-inf"))  # one query, every key masked
+    empty = _partial(masked, values[:3])  # m = -inf (1, 1), l = 0 (1, 1), o = 0 (1, d)
+    got_empty = call(fn, *empty, *empty)
+    if isinstance(got_empty, (tuple, list)) and len(got_empty) == 3:
+        if any(isinstance(t, Tensor) and t.isnan().any() for t in got_empty[1:]):
+            raise ExerciseError(
+                "a row whose keys are masked in both sets (m1 = m2 = -inf) gives NaN: "
+                "exp(m1 - m) is exp(-inf + inf). Measure from 0 where m = -inf "
+                "(m_safe = torch.where(m == -inf, 0, m)), so that l = 0 and o = 0 stay."
+            )
+        expect_close(got_empty[1], empty[1], "l", "a fully masked row keeps l = 0.")
+        expect_close(got_empty[2], empty[2], "o", "a fully masked row keeps o = 0.")
     return passed(
         "merging (m, l, o) block by block gives exactly softmax(scores) V: the step "
         "tiled attention repeats for every tile."
