@@ -404,6 +404,15 @@ def release(args: argparse.Namespace) -> None:
             shutil.copy2(BOOK / f"{src.stem}.ipynb", stage / "notebooks")
         student(argparse.Namespace(out=str(stage / "student")))
         nbgrader_course(argparse.Namespace(names=None, course=str(stage / "course")))
+        # the wheel is built from a copy, so that setuptools' build/ stays out of ROOT
+        source = Path(tmp) / "source"
+        shutil.copytree(
+            ROOT / "src",
+            source / "src",
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+        )
+        for f in ("pyproject.toml", *RELEASE_FILES):
+            shutil.copy2(ROOT / f, source / f)
         subprocess.run(
             [
                 sys.executable,
@@ -414,7 +423,7 @@ def release(args: argparse.Namespace) -> None:
                 "--no-deps",
                 "-w",
                 str(stage / "wheel"),
-                str(ROOT),
+                str(source),
             ],
             check=True,
         )
