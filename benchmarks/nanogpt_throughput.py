@@ -23,7 +23,6 @@ import hashlib
 import importlib.util
 import io
 import json
-import os
 import platform
 import statistics
 import sys
@@ -36,7 +35,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import gpt  # noqa: E402
+from transformer_book import benchmark, gpt  # noqa: E402
 
 DEFAULT_NANOGPT = "../shared/reference/nanogpt"  # relative to the repository root
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "nanogpt_throughput.json"
@@ -131,16 +130,6 @@ def measure(steps: dict, n_steps: int, repeats: int, warmup: int, device) -> dic
     return {"wall": wall, "cpu": cpu}
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nanogpt", default=DEFAULT_NANOGPT, help="nanoGPT's folder")
@@ -176,12 +165,7 @@ def main(argv: list[str] | None = None) -> dict:
         "steps_per_repeat": args.steps,
         "threads": args.threads,
         "device": str(device),
-        "machine": {
-            "cpu": cpu_name(),
-            "cores": os.cpu_count(),
-            "platform": platform.platform(),
-            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        },
+        "machine": benchmark.machine(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(

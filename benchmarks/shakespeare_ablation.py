@@ -20,8 +20,6 @@ import dataclasses
 import datetime
 import fcntl
 import json
-import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import train  # noqa: E402
+from transformer_book import benchmark, train  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "shakespeare_ablation.json"
 NANOGPT = train.RECIPES["nanogpt-cpu"]
@@ -71,18 +69,6 @@ VARIANTS: dict[str, tuple[str, train.TrainConfig]] = {
         dataclasses.replace(QUICK, tie_embeddings=False),
     ),
 }
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -126,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
                 entry["runs"] = sorted([*entry["runs"], run], key=lambda x: x["seed"])
                 result.update(
                     threads=args.threads,
-                    machine=machine(),
+                    machine=benchmark.machine(),
                     torch=torch.__version__,
                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(
                         timespec="seconds"

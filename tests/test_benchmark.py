@@ -124,3 +124,9 @@ def test_committed_result_is_found_from_any_folder_below_the_repository(tmp_path
     assert benchmark.committed_result("r.json", start=deep) == {"ratio": 1.5}
     with pytest.raises(ValueError, match="name must be a file name ending in .json"):
         benchmark.committed_result("../r.json", start=deep)
+
+
+def test_machine_names_the_cpu_and_counts_cores():
+    m = benchmark.machine()
+    assert isinstance(m["cpu"], str) and m["cpu"]
+    assert m["cores"] >= 1 and m["platform"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import statistics
 import sys
 import time
@@ -35,6 +36,7 @@ __all__ = [
     "CountTorchCalls",
     "critical_path",
     "committed_result",
+    "machine",
 ]
 
 # where a committed result lives when no checkout holds it (Colab)
@@ -211,3 +213,22 @@ def committed_result(name: str, start: str | Path | None = None) -> dict:
             return json.loads(path.read_text())
     with urllib.request.urlopen(f"{RESULTS_URL}/{name}") as f:  # noqa: S310
         return json.load(f)
+
+
+def machine() -> dict:
+    """What a committed result says about the machine that measured it: the CPU's
+    model name, its cores, the platform and the load average (None where unknown)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
