@@ -68,8 +68,8 @@ from transformer_book import (
 from transformer_book.vocab import Vocab
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 # tiny models: one CPU thread is enough
@@ -293,11 +293,12 @@ print(x.shape, y.shape, f"{int((x == words.unk_id).sum())} of {n_words} words ->
 # that the weights settle instead of hopping around a minimum. Whether that helps, and
 # whether the model has trained long enough, is a choice, so we read it off the dev
 # split: `classifiers.fit` is one `training.train` run that scores the model on dev every
-# `eval_every` steps (for the slots, the span F1 of section 7, which counts a slot only
-# when it comes out whole; higher is better). The loss is `classifiers.token_loss`, the
-# cross-entropy above. `classifiers.predict_tags` predicts in batches of similar length
-# (`batching.sorted_batches`, in a fixed order) and puts each sentence's tags back in its
-# place; `tags_for` turns the ids into tag names.
+# `eval_every` steps and where the cool-down starts (for the slots, the span F1 of
+# section 7, which counts a slot only when it comes out whole; higher is better). The
+# loss is `classifiers.token_loss`, the cross-entropy above: `F.cross_entropy` over the
+# `(b·T, C)` scores with `ignore_index=-100`. `classifiers.predict_tags` predicts in
+# batches of similar length (`batching.sorted_batches`, in a fixed order) and puts each
+# sentence's tags back in its place; `tags_for` turns the ids into tag names.
 
 
 # %%
@@ -313,7 +314,7 @@ def dev_span_f1(model):
     return metrics.span_scores(dev.tags, tags_for(model, dev.sentences)).f1
 
 
-cooldown = slot_steps // 5  # the last fifth of the steps at lr / 10
+cooldown = slot_steps // 5  # then a fifth more steps, at lr / 10
 slot_history, slot_dev = classifiers.fit(
     slot_model, batches(train_tags, run.seed), classifiers.token_loss,
     slot_steps + cooldown, dev_span_f1, eval_every, lr, warmup=50, cooldown=cooldown,
@@ -495,7 +496,12 @@ assert n_stray > 0
 # $$\delta_t(j) = \log p_t(j) + \max_{i \,:\, i \to j \text{ allowed}} \delta_{t-1}(i),$$
 #
 # and then following the winning choices back from the end. No parameter changes; only the
-# way we read the model's probabilities.
+# way we read the model's probabilities. `classifiers.bio_viterbi` computes this
+# recursion for a whole batch at once (for every tag $j$, the max over the allowed
+# previous tags $i$ of $\delta_{t-1}(i)$, kept with its arg-max as the back-pointer),
+# over the log-softmax of the model's scores; `classifiers.bio_transitions` gives it
+# the rules, which tags may start a query and which pairs may follow each other.
+# `classifiers.predict_tags` runs it when `tags_for` passes those rules on (below).
 
 # %%
 may_start, may_follow = classifiers.bio_transitions(tag_vocab.itos)  # (C,), (C, C) bool
