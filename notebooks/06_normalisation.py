@@ -72,8 +72,8 @@ from transformer_book import (
 from transformer_book.vocab import Vocab
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 thread
@@ -203,9 +203,10 @@ print(
 print(f"dev tokens scored: {int((dev_tags != IGNORE).sum())}, ignored: {unseen}")
 
 # %% [markdown]
-# The model is chapter 5's tagger (`classifiers.WordTagger`: word and learned
-# position embeddings, an encoder, a linear layer per token) with its encoder replaced
-# by a deep stack whose norm we choose. No dropout, so that only the placement differs.
+# The model is chapter 5's tagger, `classifiers.WordTagger` (word embeddings, an
+# encoder, a linear layer per token), here with learned position vectors (its default;
+# chapter 5 chose the relative bias) and with its encoder replaced by a deep stack whose
+# norm we choose. No dropout, so that only the placement differs.
 
 
 # %%
@@ -257,7 +258,8 @@ print(f"dev loss of the tag frequencies alone: {prior_loss:.3f} nats per token")
 # Chapter 5's plumbing serves unchanged: `batching.PaddedBatches` draws training batches
 # of queries of similar length (and, with `shuffle=False`, the dev batches in a fixed
 # order), `classifiers.token_loss` is the loss per scored token, and
-# `classifiers.mean_token_loss` sums it over every scored dev token.
+# `classifiers.mean_token_loss` averages it over every scored dev token (not a mean
+# of batch means).
 
 
 # %%
@@ -340,9 +342,9 @@ plt.show()
 # after its last block (`blocks.Encoder` adds it as `final_norm`). On the right, the
 # tokens of a query drift towards the same direction as the stack gets deeper, in both
 # kinds, and faster in post-norm: after 24 blocks, the tokens of every post-norm
-# initialisation are more alike than those of every pre-norm one. A linear layer on top of vectors that are much alike
-# can do little more, at first, than predict the most frequent tags; keep that in mind
-# for section 4.
+# initialisation are more alike than those of every pre-norm one. A linear layer on top
+# of vectors that are much alike can do little more, at first, than predict the most
+# frequent tags; keep that in mind for section 4.
 
 # %% tags=["nbval-ignore-output"]
 (rms_post, cos_post), (rms_pre, cos_pre) = profiles.values()  # (seeds, blocks)
@@ -461,30 +463,29 @@ print("top quarter, post-norm, by depth:", ", ".join(f"{v:.3f}" for v in top_pos
 # post-norm it grows from the blocks near the input to the blocks near the output (at
 # 24 blocks, the last quarter's mean gradient is {glue:text}`ratio_post_24` times the
 # first quarter's, against {glue:text}`ratio_pre_24` in pre-norm). Single
-# initialisations are noisy (last column): {glue:text}`separate`. What holds for every initialisation at every depth is
-# that post-norm's top blocks get larger gradients than pre-norm's, and they do not get
-# smaller as the stack gets deeper. Such large gradients at the
-# top of a deep post-norm stack when training starts are Xiong et al.'s explanation of
-# why post-norm needs a small learning rate and a warm-up, and pre-norm does not. (The
-# slow shrinking of pre-norm's gradient with depth that their analysis also predicts is
-# too small to read in these measurements.)
+# initialisations are noisy (last column): {glue:text}`separate`. What holds for every
+# initialisation at every depth is that post-norm's top blocks get larger gradients than
+# pre-norm's; and, on average over the initialisations, they do not get smaller as the
+# stack gets deeper. Such large gradients at the top of a deep post-norm stack when
+# training starts are Xiong et al.'s explanation of why post-norm needs a small learning
+# rate and a warm-up, and pre-norm does not. (Their analysis also predicts that
+# pre-norm's gradient shrinks slowly as the stack gets deeper; the pre-norm rows of the
+# table show how much of that these few initialisations measure, and we assert
+# nothing about it.)
 
 # %% [markdown]
 # ## 4. Training deep stacks: learning rate and warm-up
 #
 # Now train 12-block taggers of both kinds with AdamW, from several seeds. The full
-# profile trains each learning rate with a constant rate and with a linear warm-up over
-# the first quarter of the steps (`training.train(..., warmup=...)`); the quick profile
-# trains the setting the comparison below rests on, a large rate without warm-up. The seed sets the
-# initialisation and the order of the batches; the same seeds are used for both
-# placements. There is no gradient clipping (`clip=0`), so that nothing but the
-# placement and the schedule keeps training stable. A run *diverges* when its loss
-# becomes NaN or infinite; we also mark the runs that end no better than the prior
-# ({glue:text}`prior_loss` nats): above it, or less than 0.02 below it.
-#
-# The full profile runs every combination of rate and schedule. To fit a laptop's
-# minute, the quick profile runs one setting only, the one the comparison rests on: the
-# largest rate, without warm-up.
+# profile trains every learning rate both with a constant rate and with a linear warm-up
+# over the first quarter of the steps (`training.train(..., warmup=...)`). To fit a
+# laptop's minute, the quick profile trains one setting only, the one the comparison
+# below rests on: the largest rate, without warm-up. The seed sets the initialisation
+# and the order of the batches; the same seeds are used for both placements. There is
+# no gradient clipping (`clip=0`), so that nothing but the placement and the schedule
+# keeps training stable. A run *diverges* when its loss becomes NaN or infinite; we also
+# mark the runs that end no better than the prior ({glue:text}`prior_loss` nats): above
+# it, or less than 0.02 below it.
 
 
 # %%
@@ -625,9 +626,9 @@ plt.show()
 # ({glue:text}`pre_clearly` ended more than 0.1 nats below the prior).
 # {glue:text}`grid_more`
 #
-# Two cautions. These runs are short ({glue:text}`steps` updates); the full profile (a
-# GPU, about ten times the steps) adds the small rates and the warm-up, and gives them
-# time.
+# Two cautions. These runs are short ({glue:text}`steps` updates); the full profile
+# (`profile = "full"`, with the step counts of the parameters cell, many times these)
+# adds the small rates and the warm-up, and gives them time.
 # And Xiong et al. do train post-norm transformers, with a long warm-up and a small
 # rate. What we measured is that, in the same number of steps, no run of a deep
 # post-norm stack ended 0.1 nats below the prior at a learning rate where a pre-norm one
