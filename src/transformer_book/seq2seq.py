@@ -79,7 +79,7 @@ class Seq2SeqConfig:
 
 class Seq2Seq(nn.Module):
     """Embeddings, positions, :class:`~transformer_book.blocks.Encoder`,
-    :class:`~transformer_book.blocks.Decoder` and a linear head over the vocabulary.
+    :class:`~transformer_book.decoder.Decoder` and a linear head over the vocabulary.
 
     Shapes: ``forward(src, tgt_in)``: src (B, S), tgt_in (B, T) integer ids padded with
     ``cfg.pad_id`` -> logits (B, T, vocab_size). Vaswani et al. (2017).
