@@ -72,8 +72,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 thread
@@ -162,9 +162,10 @@ report.glue("time_growth", time_growth, "{:.1f}")
 #
 # $$0 \le p - j < w,$$
 #
-# itself and the $w - 1$ tokens before it. (As for the causal mask of chapter 7, the
-# queries are the *last* positions when there are fewer queries than keys: query $i$
-# sits at $p = i + T_k - T_q$.) Written straight from the formula:
+# itself and the $w - 1$ tokens before it. (As for `masks.causal_mask`, the queries are
+# the *last* positions when there are fewer queries than keys, as when new tokens are
+# decoded against a cache of earlier ones, chapter 9: query $i$ sits at
+# $p = i + T_k - T_q$.) Written straight from the formula:
 
 # %%
 T, w = 8, 3
@@ -622,10 +623,24 @@ diagrams.tiling.tiled_attention()
 plt.show()
 
 # %% [markdown]
-# `tiled_attention.tiled_attention(q, k, v, block_size, causal, scale)`, in a module of
-# its own, implements it. It is exact, not an approximation: it agrees with the explicit
-# path for any tile size (1, sizes that do not divide $T$, sizes larger than $T$), for
-# fewer queries than keys, causal or not:
+# `tiled_attention.tiled_attention(q, k, v, block_size, causal, scale)`, in the module
+# `transformer_book.tiled_attention`, implements it. For each block of queries $Q_i$ it
+# starts from $m = -\infty$, $\ell = 0$, $o = 0$ (one $m$ and $\ell$ per query) and, for
+# each block of keys and values $K_j, V_j$ that some query of the block may see, applies
+# the steps of the diagram:
+#
+# $$S = Q_i K_j^\top / \sqrt{d_k} \ (\text{masked entries} = -\infty), \qquad
+# m' = \max\big(m, \operatorname{rowmax} S\big),$$
+#
+# $$\ell \leftarrow \ell\, e^{m - m'} + \operatorname{rowsum} e^{S - m'}, \qquad
+# o \leftarrow o\, e^{m - m'} + e^{S - m'} V_j, \qquad m \leftarrow m',$$
+#
+# and writes $o / \ell$ for the block after its last key tile. A row that has so far met
+# only masked keys still has $m' = -\infty$; the function subtracts 0 there instead of
+# $m'$, so that $e^{-\infty - (-\infty)}$ never makes a NaN (exercise 3 writes that
+# step), and a query with no key at all gets zeros. It is exact, not an approximation:
+# it agrees with the explicit path for any tile size (1, sizes that do not divide $T$,
+# sizes larger than $T$), for fewer queries than keys, causal or not:
 
 # %%
 print(" Tq  Tk  causal  block sizes 1, 7, 16, 64: agree within 1e-5")
