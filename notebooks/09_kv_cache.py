@@ -71,8 +71,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # small models: 1 thread
@@ -114,14 +114,15 @@ print(repr(text[:72]))
 # window shifted by one, so every position is a next-character prediction.
 # `lm_data.WindowBatches` draws training windows at random places, from a seed;
 # `lm_data.sequential_windows` cuts the held-out text into consecutive windows, so that
-# `lm_data.mean_loss` reads every held-out character once (in the quick profile, the
-# first {glue:text}`n_heldout` of them). The loss is `lm_data.next_token_loss`, the
-# cross-entropy averaged over every position of the batch.
+# `lm_data.mean_loss` scores each held-out character at most once: here the first
+# {glue:text}`n_heldout` of them (the characters after the last full window are left
+# out). The loss is `lm_data.next_token_loss`, the cross-entropy averaged over every
+# position of the batch.
 
 # %%
-n_heldout = run.pick(8 * batch_size * context, len(heldout_ids))  # characters scored
+n_heldout = run.pick(8 * batch_size * context, len(heldout_ids))  # characters read
 heldout = lm_data.sequential_windows(heldout_ids[: n_heldout + 1], context, batch_size)
-report.glue("n_heldout", f"{n_heldout:,}")
+report.glue("n_heldout", f"{sum(y.numel() for _, y in heldout):,}")  # scored
 x, y = heldout[0]
 print(f"{len(heldout)} batches of inputs and targets", tuple(x.shape), tuple(y.shape))
 print(repr("".join(chars.decode(x[0, :30].tolist()))))
@@ -151,8 +152,8 @@ print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 
 # %% [markdown]
 # A brief training run with the book's training loop, `training.train` (AdamW, warm-up,
-# cosine decay). Before training the model guesses uniformly, a loss of
-# $\ln 65 \approx 4.17$ nats per character.
+# cosine decay). The bar it must clear: a model that guessed uniformly among the 65
+# characters would score $\ln 65 \approx 4.17$ nats per character.
 
 # %% tags=["nbval-ignore-output"]
 history = training.train(
@@ -169,6 +170,7 @@ base_loss = lm_data.mean_loss(model, heldout)
 print(f"held-out loss after {n_steps} steps: {base_loss:.3f} nats per character")
 report.glue("base_loss", base_loss, "{:.2f}")
 report.glue("n_steps", f"{n_steps:,}")
+report.glue("uptrain_share", uptrain_steps / n_steps, "{:.0%}")  # for section 8
 assert base_loss < run.pick(2.6, 1.8)  # far below the uniform guess's 4.17
 
 # %% tags=["hide-input"]
@@ -445,10 +447,11 @@ plt.show()
 # for a single token; an uncached step over $t$ tokens pays them once for all $t$,
 # which is why its time at $t$ is far less than $t$ cached steps (here
 # {glue:text}`last_plain_ms` ms for the last uncached step, {glue:text}`all_cached_s` s
-# for all the cached ones). A batch of sequences decoded together shares those costs, which is why servers
-# batch requests. Measured: one cached step after 128 tokens, for 1 sequence and for 16
-# decoded together. (The cache is filled with random keys and values: the time of a step
-# does not depend on them, and the 16 × 128 tokens need not be run through the model.)
+# for all the cached ones). A batch of sequences decoded together shares those costs,
+# which is why servers batch requests. Measured: one cached step after 128 tokens, for
+# 1 sequence and for 16 decoded together. (The cache is filled with random keys and
+# values: the time of a step does not depend on them, and the 16 × 128 tokens need not
+# be run through the model.)
 
 # %% tags=["nbval-ignore-output"]
 per_step = {}  # batch size -> median seconds of one cached step
@@ -529,8 +532,8 @@ speed_model = speed_model.float()  # back to fp32 for whoever uses it next
 # %% [markdown]
 # The bytes are proportional to $n_\text{kv heads}$, the one factor an architecture can
 # change without changing the model's width, depth or number of query heads. The
-# next section shows how; here is what it buys, by the formula for Llama-2-7B's shape and measured on the speed
-# model's shape with 6, 3, 2 and 1 key/value heads:
+# next section shows how; here is what it buys, by the formula for Llama-2-7B's shape
+# and measured on the speed model's shape with 6, 3, 2 and 1 key/value heads:
 
 # %%
 measured = {}
@@ -654,11 +657,11 @@ assert base_loss < converted[groups[0]] < converted[1]  # fewer heads, more dama
 # fewer there are, the more the loss rises. Ainslie et al. compare mean pooling with
 # keeping the first head of each group and with starting the shared heads from scratch,
 # and find mean pooling best after uptraining. Now the uptraining here:
-# `uptrain_steps` more steps (10 % of the original training) at a small constant learning
-# rate, for each converted model and, as the control, for the unconverted multi-head
-# model: the gap to the control measures what the conversion costs, not what the extra
-# steps would have given any model. Three seeds vary the batches seen; the model they
-# start from is the one trained above.
+# `uptrain_steps` more steps ({glue:text}`uptrain_share` of the original training) at a
+# small constant learning rate, for each converted model and, as the control, for the
+# unconverted multi-head model: the gap to the control measures what the conversion
+# costs, not what the extra steps would have given any model. Three seeds vary the
+# batches seen; the model they start from is the one trained above.
 
 # %% tags=["nbval-ignore-output"]
 after = {}  # key/value heads -> held-out losses after uptraining, one per seed
@@ -732,14 +735,16 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# Uptraining for 10 % of the original steps wins back {glue:text}`recovered_gqa` % of the
-# loss that the conversion to GQA cost and {glue:text}`recovered_mqa` % for MQA. After
-# uptraining, {glue:text}`ranking`. That is the paper's trade-off in small: GQA keeps
-# close to multi-head quality with a fraction of the cache, MQA saves the most memory and
-# loses the most (in the mean over the seeds). The MHA control can end slightly above
-# where it started: uptraining restarts at a rate above the end of the original
-# schedule's decay, which first costs a little. The saving, for this model's cache over
-# a full context:
+# Uptraining for {glue:text}`uptrain_share` of the original steps wins back
+# {glue:text}`recovered_gqa` % of the loss that the conversion to GQA cost and
+# {glue:text}`recovered_mqa` % for MQA. After uptraining, {glue:text}`ranking`. That is
+# the paper's trade-off in small: GQA keeps close to multi-head quality with a fraction
+# of the cache, MQA saves the most memory and loses the most (in the mean over the
+# seeds). The MHA control need not improve at all (compare its two columns in the
+# table): uptraining restarts at a constant rate, `uptrain_lr`, above the one the
+# original schedule's decay ended at (`lr` times its `min_lr_factor`), and a larger rate
+# can cost a little before it helps. The saving, for this model's cache over a full
+# context:
 
 # %%
 for g in [n_heads, *groups]:
