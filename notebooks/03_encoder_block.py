@@ -47,6 +47,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import math
+from functools import partial
 
 import matplotlib.pyplot as plt
 import torch
@@ -57,6 +58,7 @@ from transformer_book import (
     benchmark,
     blocks,
     checks,
+    deep_stacks,
     diagrams,
     masks,
     norms,
@@ -248,81 +250,24 @@ assert abs(fwd - 1) < 0.1 and abs(bwd - 1) < 0.1
 # $\lVert \partial \ell / \partial x \rVert$. We compute in float64 so that tiny
 # gradients do not underflow to zero.
 #
-# To run all seeds at once, the weights of one stack per seed are stacked along a
-# leading seed axis $S$; the matrix products then run every seed's stack side by side.
-# Each stack is still built from `blocks.FeedForward` modules:
+# To run all seeds at once, `deep_stacks.make_stacks` stacks the weights of one stack
+# per seed along a leading seed axis $S$ (each stack still built from
+# `blocks.FeedForward` modules); the matrix products then run every seed's stack side
+# by side. `deep_stacks.stack_forward` applies the three update rules above, and
+# `deep_stacks.gradients` runs the backward pass and returns, per seed, the two norms,
+# the same norm at the input through the skip path alone (used below) and the output's
+# standard deviation:
 
 # %%
-ARCHS = ["plain", "residual", "residual + LayerNorm"]
-INITS = ["default", "He"]
-
-
-def make_stacks(depth: int, d: int, init: str, seeds, dtype=torch.float32) -> list:
-    """One stack of `depth` FeedForward(d, 4d) per seed, weights stacked by seed.
-
-    Returns [W1, b1, W2, b2] of shapes (S, depth, d, 4d), (S, depth, 1, 4d),
-    (S, depth, 4d, d) and (S, depth, 1, d): leaf tensors, ready to train."""
-    per_seed = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        ffs = [blocks.FeedForward(d, 4 * d) for _ in range(depth)]
-        if init == "He":
-            ffs = [he_init_(f) for f in ffs]
-        # nn.Linear computes x @ weight.T + bias: W1 = up_proj.weight.T
-        W1 = torch.stack([f.up_proj.weight.T for f in ffs])  # (depth, d, 4d)
-        b1 = torch.stack([f.up_proj.bias[None] for f in ffs])  # (depth, 1, 4d)
-        W2 = torch.stack([f.down_proj.weight.T for f in ffs])  # (depth, 4d, d)
-        b2 = torch.stack([f.down_proj.bias[None] for f in ffs])  # (depth, 1, d)
-        per_seed.append([W1, b1, W2, b2])
-    stacked = [torch.stack(p).to(run.device, dtype) for p in zip(*per_seed)]
-    return [p.detach().requires_grad_() for p in stacked]  # leaves we can train
-
-
-def stack_forward(x: torch.Tensor, weights: list, arch: str, skip_only=False):
-    """Run every seed's stack. Shapes: x (N, d) or (S, N, d) -> (S, N, d).
-    skip_only: detach every F(x), so that gradients flow through the skip path only."""
-    for W1, b1, W2, b2 in zip(*(w.unbind(1) for w in weights)):  # layer by layer
-        f = torch.relu(x @ W1 + b1) @ W2 + b2  # (S, N, d): the sublayer F(x)
-        f = f.detach() if skip_only else f
-        x = f if arch == "plain" else x + f
-        if arch == "residual + LayerNorm":
-            x = nn.functional.layer_norm(x, x.shape[-1:])  # γ = 1, β = 0
-    return x
-
-
-W = make_stacks(3, 8, "He", seeds=range(2))  # 2 seeds, 3 layers, d = 8
-y = stack_forward(torch.ones(5, 8), W, "plain")  # 5 tokens
+ARCHS = deep_stacks.ARCHS
+INITS = {"default": None, "He": he_init_}  # name -> how to initialise a sublayer
+W = deep_stacks.make_stacks(3, 8, he_init_, seeds=range(2))  # 2 seeds, 3 layers, d 8
+y = deep_stacks.stack_forward(torch.ones(5, 8), W, "plain")  # 5 tokens
 print([tuple(w.shape) for w in W], "->", tuple(y.shape))
-
-
-# %%
-def gradients(depth: int, arch: str, init: str, d: int, seeds) -> torch.Tensor:
-    """Per seed: ‖∂ℓ/∂W1‖ of layer 1, ‖∂ℓ/∂x‖/‖g‖, the same through the skip path
-    alone, and the output's std. Shape (4, S)."""
-    W = make_stacks(depth, d, init, seeds, torch.float64)
-    x = torch.randn(len(seeds), 16, d, dtype=torch.float64, device=run.device)
-    x.requires_grad_()  # (S, N, d): 16 random tokens for each stack
-    y = stack_forward(x, W, arch)
-    g = torch.randn_like(y)  # the gradient arriving from above, ∂ℓ/∂y
-    (y * g).sum().backward()
-    norm = lambda t: t.flatten(1).norm(dim=1)  # (S,): one norm per seed
-    grad_W1 = norm(W[0].grad[:, 0])  # W[0] holds every W1; [:, 0] is layer 1's
-    out_std = y.detach().flatten(1).std(1)  # (S,)
-    skip = torch.zeros_like(out_std)  # a plain stack has no skip path
-    if arch != "plain":  # backpropagate g again, through the skip path alone
-        x0 = x.detach().requires_grad_()
-        (stack_forward(x0, W, arch, skip_only=True) * g).sum().backward()
-        skip = norm(x0.grad) / norm(g)
-    return torch.stack([grad_W1, norm(x.grad) / norm(g), skip, out_std])
-
-
-stats = {
-    (arch, init): torch.stack(
-        [gradients(L, arch, init, grad_width, range(n_seeds)) for L in depths]
-    ).cpu()
-    for arch in ARCHS
-    for init in INITS
-}
+grads = partial(deep_stacks.gradients, d=grad_width, seeds=range(n_seeds),
+                device=run.device)  # fmt: skip
+stats = {(arch, init): torch.stack([grads(L, arch, fn) for L in depths]).cpu()
+         for arch in ARCHS for init, fn in INITS.items()}  # fmt: skip
 print("per stack, (depths, 4, seeds):", tuple(stats["plain", "He"].shape))
 
 # %% [markdown]
@@ -336,9 +281,8 @@ print(f"{'':>3}" + "".join(f"{short[k[0]]:>13}" for k in stats))
 print(f"{'L':>3}" + "".join(f"{k[1]:>13}" for k in stats))
 for i, L in enumerate(depths):
     print(f"{L:>3}" + "".join(f"{10 ** mean[k][i].item():>13.3g}" for k in stats))
-spread = max(
-    (g.log10().amax(1) - g.log10().amin(1)).max().item() for g in grad.values()
-)
+spread = max((g.log10().amax(1) - g.log10().amin(1)).max().item()
+             for g in grad.values())  # fmt: skip
 print(f"largest spread over the seeds: ×{10**spread:.1f} (max / min)")
 # predicted for plain, default: a factor √18 per sublayer on the way down
 drop = (mean["plain", "default"][0] - mean["plain", "default"][-1]).item()
@@ -360,29 +304,21 @@ colors = dict(zip(ARCHS, plotting.PALETTE))
 style = {"default": dict(ls="-", marker="o"), "He": dict(ls="--", marker="s")}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
 for (arch, init), g in grad.items():
-    kw = dict(color=colors[arch], ms=4, **style[init])
-    ax1.plot(depths, 10 ** mean[arch, init], label=f"{arch}, {init}", **kw)
+    kw = dict(color=colors[arch], ms=4, label=f"{arch}, {init}", **style[init])
+    ax1.plot(depths, 10 ** mean[arch, init], **kw)
     ax1.fill_between(depths, g.amin(1), g.amax(1), color=colors[arch], alpha=0.2)
     if (arch, init) not in [("plain", "default"), ("residual", "He")]:
-        relative = 10 ** (mean[arch, init] - mean[arch, init][0])
-        ax2.plot(depths, relative, label=f"{arch}, {init}", **kw)
-predicted = (19 / 18) ** ((Ls - 1) / 2)
-ax2.plot(depths, predicted, ":", color="black", label=r"$(19/18)^{(L-1)/2}$")
-ax1.set(
-    yscale="log",
-    ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
-    title="Gradient at the first layer",
-)
-ax2.set(
-    ylim=(0, None),
-    ylabel="‖∂ℓ/∂W‖, relative to depth 1",
-    title="The well-behaved stacks, linear scale",
-)
-for ax in (ax1, ax2):
+        ax2.plot(depths, 10 ** (mean[arch, init] - mean[arch, init][0]), **kw)
+predicted, label = (19 / 18) ** ((Ls - 1) / 2), r"$(19/18)^{(L-1)/2}$"
+ax2.plot(depths, predicted, ":", color="black", label=label)
+ax1.set(yscale="log", ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
+        title="Gradient at the first layer")  # fmt: skip
+ax2.set(ylim=(0, None), ylabel="‖∂ℓ/∂W‖, relative to depth 1",
+        title="The well-behaved stacks, linear scale")  # fmt: skip
+for ax, corner in ((ax1, "lower left"), (ax2, "upper left")):
     ax.set_xscale("log", base=2)
     ax.set(xticks=depths, xticklabels=depths, xlabel="depth L (stacked sublayers)")
-ax1.legend(fontsize=8, loc="lower left")
-ax2.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc=corner)
 fig.tight_layout()
 plt.show()
 
@@ -435,10 +371,8 @@ assert min(ratio[k].min() for k in post.values()) > 0.1  # carried by the sublay
 # the stream's growth: (1 + 1/18) or (1 + 1) times the second moment per sublayer
 growth = {"default": (19 / 18) ** (L / 2), "He": 2 ** (L / 2)}
 for init, pred in growth.items():
-    print(
-        f"residual, {init}: output std {out_std['residual', init][-1]:.3g}, "
-        f"predicted {pred:.3g}"
-    )
+    print(f"residual, {init}: output std {out_std['residual', init][-1]:.3g}, "
+          f"predicted {pred:.3g}")  # fmt: skip
     assert abs(math.log2(out_std["residual", init][-1] / pred)) < 1
 assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 
@@ -468,7 +402,8 @@ assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 #
 # A healthy gradient at the start is necessary, not sufficient. The real test is
 # training. Each stack now learns a fixed random function, a small "teacher" network
-# $y = 1.5 \tanh(xA)\,B$ with $x \in \mathbb{R}^{d}$, from fresh random inputs at
+# $y = 1.5 \tanh(xA)\,B$ with $x \in \mathbb{R}^{d}$ (`deep_stacks.teacher_task` draws
+# it and its inputs), from fresh random inputs at
 # every step, with a linear read-out on top (as a real model has an output layer). The
 # loss is the mean squared error as a fraction of the target's variance: 1.0 is no
 # better than predicting the average. For each stack, the learning rate of Adam is
@@ -476,61 +411,27 @@ assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 # separate test set reports.
 
 # %%
-gen = torch.Generator().manual_seed(1234)  # the task's own random numbers
-d = train_width
-A = torch.randn(d, 2 * d, generator=gen) / math.sqrt(d)  # the teacher's weights
-B_teacher = torch.randn(2 * d, d, generator=gen) / math.sqrt(2 * d)
-train_x = torch.randn(train_steps, 32, d, generator=gen)  # a fresh batch every step
-dev_x, test_x = torch.randn(2, 1024, d, generator=gen)  # (1024, d) each
-A, B_teacher, train_x, dev_x, test_x = (
-    t.to(run.device) for t in (A, B_teacher, train_x, dev_x, test_x)
-)
-
-
-def teacher(x: torch.Tensor) -> torch.Tensor:
-    """The function to learn. Shapes: (..., d) -> (..., d)."""
-    return 1.5 * torch.tanh(x @ A) @ B_teacher
-
-
+task = deep_stacks.teacher_task(train_width, train_steps, device=run.device)
+teacher, train_x, dev_x, test_x = task  # y = 1.5 tanh(x A) B, and its inputs
 print(f"{train_steps} batches of {tuple(train_x.shape[1:])}; dev and test sets of")
 print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 
+# %% [markdown]
+# `deep_stacks.train_stacks` trains one stack plus a linear read-out (PyTorch's default
+# initialisation) per seed with Adam, one step per batch, and returns the dev and the
+# test loss of every seed:
 
 # %%
-def train_stacks(depth: int, arch: str, init: str, lr: float, seeds) -> list:
-    """Train one stack plus a linear read-out per seed with Adam; return the
-    [dev, test] losses, each (S,), as fractions of the target's variance."""
-    W = make_stacks(depth, train_width, init, seeds)
-    heads = [nn.Linear(train_width, train_width) for _ in seeds]  # default init
-    W_out = torch.stack([h.weight.T for h in heads]).detach()  # (S, d, d)
-    b_out = torch.stack([h.bias[None] for h in heads]).detach()  # (S, 1, d)
-    head = [p.to(run.device).requires_grad_() for p in (W_out, b_out)]
-    predict = lambda x: stack_forward(x, W, arch) @ head[0] + head[1]  # (S, N, d)
-    optimiser = torch.optim.Adam([*W, *head], lr=lr)
-    for x in train_x:
-        # one loss per stack, summed: each stack's weights get its own loss's gradient
-        loss = (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)).sum()
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    with torch.no_grad():
-        return [
-            (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)) / teacher(x).var()
-            for x in (dev_x, test_x)
-        ]
-
-
-ARMS = [
-    ("plain", "default"),
-    ("plain", "He"),
-    ("residual", "default"),
-    ("residual + LayerNorm", "default"),
-]
+ARMS = [("plain", "default"), ("plain", "He"), ("residual", "default"),
+        ("residual + LayerNorm", "default")]  # fmt: skip
 lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
 test_loss, best_lr = {}, {}
 for depth in train_depths:
     for arm in ARMS:
-        dev, test = zip(*(train_stacks(depth, *arm, lr, range(n_seeds)) for lr in lrs))
+        arch, init = arm[0], INITS[arm[1]]
+        runs = [deep_stacks.train_stacks(depth, arch, init, lr, **task) for lr in lrs]
+        dev, test = zip(*runs)
         dev = torch.stack(dev).mean(1).nan_to_num(torch.inf)  # (lrs,): mean over seeds
         best = int(dev.argmin())  # the learning rate is chosen on the dev set
         best_lr[depth, arm], test_loss[depth, arm] = lrs[best], test[best].cpu()
@@ -682,10 +583,8 @@ print("LayerNorm: mean of each token   ", show(ln_out.mean(dim=-1).flatten()))  
 print("           mean of each feature ", show(ln_out.mean(dim=(0, 1))))  # D values
 print("BatchNorm: mean of each token   ", show(bn_out.mean(dim=-1).flatten()))
 print("           mean of each feature ", show(bn_out.mean(dim=(0, 1))))
-assert (
-    ln_out.mean(dim=-1).abs().max() < 1e-5
-    and bn_out.mean(dim=(0, 1)).abs().max() < 1e-5
-)
+assert ln_out.mean(dim=-1).abs().max() < 1e-5  # LayerNorm: every token centred
+assert bn_out.mean(dim=(0, 1)).abs().max() < 1e-5  # BatchNorm: every feature
 assert ln_out.mean(dim=(0, 1)).abs().max() > 0.1 and bn_out.mean(-1).abs().max() > 0.1
 
 # %% [markdown]
@@ -700,10 +599,8 @@ x_other[1] = 10 * torch.randn(3, 4)  # replace the other sentence in the batch
 ln_change = (norms.LayerNorm(4)(x_other)[0] - ln_out[0]).abs().max().item()
 bn_other = bn(x_other.transpose(1, 2)).transpose(1, 2)  # (B, T, D)
 bn_change = (bn_other[0] - bn_out[0]).abs().max().item()
-print(
-    f"change in sentence 0's output: "
-    f"LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}"
-)
+print(f"change in sentence 0's output: "
+      f"LayerNorm {ln_change:.3g}, BatchNorm {bn_change:.3g}")  # fmt: skip
 assert ln_change == 0 and bn_change > 0.1
 
 # %% [markdown]
@@ -718,10 +615,8 @@ assert ln_change == 0 and bn_change > 0.1
 
 # %%
 m1, m2 = x.mean(dim=(0, 1)), x_other.mean(dim=(0, 1))  # (D,): the batches' means
-print(
-    "running mean == 0.09·m1 + 0.1·m2:",
-    torch.allclose(bn.running_mean, 0.09 * m1 + 0.1 * m2),
-)
+print("running mean == 0.09·m1 + 0.1·m2:",
+      torch.allclose(bn.running_mean, 0.09 * m1 + 0.1 * m2))  # fmt: skip
 
 # %% [markdown]
 # Evaluation mode would normalise with these half-formed averages. They become useful
@@ -786,10 +681,8 @@ up, down = ff.up_proj, ff.down_proj
 ff_out = feed_forward(x, up.weight.T, up.bias, down.weight.T, down.bias)
 torch.testing.assert_close(ff_out, ff(x))
 hidden = tuple(up(x).shape)
-print(
-    f"{tuple(x.shape)} -> hidden {hidden} -> {tuple(ff_out.shape)}; "
-    "equals blocks.FeedForward"
-)
+print(f"{tuple(x.shape)} -> hidden {hidden} -> {tuple(ff_out.shape)}; "
+      "equals blocks.FeedForward")  # fmt: skip
 
 # %% [markdown]
 # "Position-wise" is easy to check: the output for token 2 does not change when we feed
@@ -899,10 +792,8 @@ print("std per token: ", show(y.std(-1, unbiased=False).flatten()))
 drop = nn.Dropout(p=0.1)  # a new module is in training mode
 z = drop(torch.ones(100_000))
 zeroed, kept = (z == 0).float().mean().item(), z[z > 0].unique()
-print(
-    f"training: {zeroed:.3f} of the entries zeroed, "
-    f"the others = {show(kept, 4)} = 1/0.9"
-)
+print(f"training: {zeroed:.3f} of the entries zeroed, "
+      f"the others = {show(kept, 4)} = 1/0.9")  # fmt: skip
 print(f"          mean {z.mean():.3f} (the input's mean is 1)")
 drop.eval()
 print("evaluation: output == input:", torch.equal(drop(torch.ones(5)), torch.ones(5)))
@@ -986,28 +877,16 @@ print("Encoder == nn.TransformerEncoder")
 
 # %%
 rows = [
-    (
-        "multi-head attention",
-        params.mha_params(d_model),
-        attention.MultiHeadAttention(d_model, n_heads),
-    ),
-    (
-        "feed-forward",
-        params.feed_forward_params(d_model, d_ff),
-        blocks.FeedForward(d_model, d_ff),
-    ),
+    ("multi-head attention", params.mha_params(d_model),
+     attention.MultiHeadAttention(d_model, n_heads)),
+    ("feed-forward", params.feed_forward_params(d_model, d_ff),
+     blocks.FeedForward(d_model, d_ff)),
     ("LayerNorm", params.layer_norm_params(d_model), norms.LayerNorm(d_model)),
-    (
-        "encoder block",
-        params.encoder_block_params(d_model, d_ff),
-        blocks.EncoderBlock(d_model, n_heads, d_ff),
-    ),
-    (
-        "nn.TransformerEncoderLayer",
-        params.encoder_block_params(d_model, d_ff),
-        torch_layer,
-    ),
-]
+    ("encoder block", params.encoder_block_params(d_model, d_ff),
+     blocks.EncoderBlock(d_model, n_heads, d_ff)),
+    ("nn.TransformerEncoderLayer", params.encoder_block_params(d_model, d_ff),
+     torch_layer),
+]  # fmt: skip
 print(f"d_model={d_model}, d_ff={d_ff}\n{'part':<28}{'formula':>10}{'module':>10}")
 for name, formula, module in rows:
     assert formula == params.count_params(module)
@@ -1051,23 +930,9 @@ print(f"{'total (formula = module)':<24}{total:>12,}")
 
 
 # %%
-class TokenEncoder(nn.Module):
-    """Token embeddings followed by an encoder stack.
-    Shapes: ids (B, T) -> (B, T, d_model)."""
-
-    def __init__(
-        self, vocab_size: int, n_layers: int, d_model: int, n_heads: int, d_ff: int
-    ):
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.encoder = blocks.Encoder(n_layers, d_model, n_heads, d_ff)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.embed(ids))  # (B, T) -> (B, T, d_model)
-
-
 vocab_size = 1000
-model = TokenEncoder(vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64)
+# ids (B, T) -> token vectors (B, T, 32) -> 2 blocks of width 32, 2 heads, d_ff 64
+model = nn.Sequential(nn.Embedding(vocab_size, 32), blocks.Encoder(2, 32, 2, 64))
 model = model.to(run.device).eval()
 print(sorted({tuple(p.shape) for p in model.parameters()}), "<- every parameter shape")
 n_params = params.count_params(model)
@@ -1264,12 +1129,13 @@ checks.check_branch_scale(branch_scale)
 
 # %% tags=["nbval-ignore-output"]
 depth, alpha = depths[-1], branch_scale(depths[-1], 2.0)
-W = make_stacks(depth, grad_width, "He", range(n_seeds), torch.float64)
+W = deep_stacks.make_stacks(depth, grad_width, he_init_, range(n_seeds), torch.float64,
+                            run.device)  # fmt: skip
 with torch.no_grad():
     W[2].mul_(alpha)  # α·F(x): scale the last layer of every branch, W2 ...
     W[3].mul_(alpha)  # ... and b2
     x = torch.randn(n_seeds, 256, grad_width, dtype=torch.float64, device=run.device)
-    y = stack_forward(x, W, "residual")  # (S, 256, d)
+    y = deep_stacks.stack_forward(x, W, "residual")  # (S, 256, d)
 growth = (y.pow(2).mean() / x.pow(2).mean()).item()
 print(f"depth {depth}, α = {alpha:.4f}: the second moment grew by {growth:.2f}")
 assert abs(growth - 2) < 0.4
@@ -1287,6 +1153,8 @@ assert abs(growth - 2) < 0.4
 #   `torch.nn.TransformerEncoderLayer` into an `EncoderBlock`.
 # - `transformer_book.diagrams.blocks.encoder_block`: the diagram of the block, post-norm
 #   or (`norm_first=True`) pre-norm.
+# - `transformer_book.deep_stacks`: the deep-stack experiment of section 1
+#   (`make_stacks`, `stack_forward`, `gradients`, `teacher_task`, `train_stacks`).
 # - `transformer_book.params`: closed-form parameter counts (`mha_params`,
 #   `feed_forward_params`, `layer_norm_params`, `encoder_block_params`, `encoder_params`)
 #   and `count_params` for modules.
