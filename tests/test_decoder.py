@@ -312,3 +312,15 @@ def test_shift_right_and_greedy_decode_reject_bad_input():
         decoder.greedy_decode(
             lambda ys, c: ys, torch.zeros(2, 1), 0, eos_id=1, pad_id=0
         )
+
+
+def test_loading_rejects_grouped_query_or_rotary_blocks():
+    with pytest.raises(ValueError, match="built differently"):
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF, n_kv_heads=2), _torch_layer(False)
+        )
+    rope = positions.RotaryEmbedding(D // H)
+    with pytest.raises(ValueError, match="built differently"):
+        decoder.load_torch_decoder_layer(
+            decoder.DecoderBlock(D, H, D_FF, rope=rope), _torch_layer(False)
+        )

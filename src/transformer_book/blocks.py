@@ -272,6 +272,8 @@ def _check_built_alike(
     theirs = dict(
         d_model=sa.embed_dim,
         n_heads=sa.num_heads,
+        n_kv_heads=sa.num_heads,  # torch's layers: one key/value head per query head
+        rope=False,
         d_ff=layer.linear1.out_features,
         norm_first=layer.norm_first,
         norm="layer",  # torch's layers use LayerNorm
@@ -280,6 +282,8 @@ def _check_built_alike(
     ours = dict(
         d_model=block.d_model,
         n_heads=attn.n_heads,
+        n_kv_heads=attn.n_kv_heads,
+        rope=attn.rope is not None,
         d_ff=block.ff.d_ff,
         norm_first=block.norm_first,
         norm="rms" if isinstance(block.norm1, RMSNorm) else "layer",
