@@ -427,8 +427,9 @@ def release(args: argparse.Namespace) -> None:
             ],
             check=True,
         )
-        if (ROOT / "checkpoints").is_dir():
-            shutil.copytree(ROOT / "checkpoints", stage / "checkpoints")
+        shipped = ROOT / "src" / "transformer_book" / "trained"
+        if shipped.is_dir():  # also inside the wheel; here for readers of the cards
+            shutil.copytree(shipped, stage / "checkpoints")
         for f in RELEASE_FILES:
             shutil.copy2(ROOT / f, stage / f)
         (stage / "MANIFEST.tsv").write_text(_manifest(stage))

@@ -13,7 +13,7 @@ repository, and ships the result as a *checkpoint*: a folder ``NAME/`` with
 :func:`load` rebuilds the model from its card and refuses a weights file whose digest is
 not the card's, naming the file and both digests. Nothing here needs a network.
 Checkpoints are looked up in ``$TRANSFORMER_BOOK_CHECKPOINTS`` if set, else in the
-repository's ``checkpoints/`` folder.
+package's own ``trained/`` folder (package data: a wheel or a Colab install carries them).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from torch import nn
 
 __all__ = [
     "CHECKPOINTS_ENV",
+    "SHIPPED",
     "WEIGHTS",
     "CARD",
     "CheckpointError",
@@ -42,7 +43,7 @@ __all__ = [
 
 CHECKPOINTS_ENV = "TRANSFORMER_BOOK_CHECKPOINTS"
 WEIGHTS, CARD = "model.safetensors", "card.json"
-_REPO = Path(__file__).resolve().parents[2]  # src/transformer_book/ -> the repository
+SHIPPED = Path(__file__).resolve().parent / "trained"
 
 
 class CheckpointError(RuntimeError):
@@ -51,9 +52,9 @@ class CheckpointError(RuntimeError):
 
 def root() -> Path:
     """Where checkpoints are looked up: ``$TRANSFORMER_BOOK_CHECKPOINTS``, else the
-    repository's ``checkpoints/``."""
+    package's ``trained/`` folder."""
     env = os.environ.get(CHECKPOINTS_ENV)
-    return Path(env) if env else _REPO / "checkpoints"
+    return Path(env) if env else SHIPPED
 
 
 def sha256_of(file: str | Path) -> str:
