@@ -59,6 +59,7 @@ from transformer_book import (
     benchmark,
     checks,
     diagrams,
+    params,
     plotting,
     report,
     runtime,
@@ -421,18 +422,11 @@ for T in (8, 32, 128):
 # too, and the table says how: per token, the GRU does $12d^2$ floating-point operations
 # (three gates, each with an input and a hidden product), attention $8d^2 + 4Td$ (four
 # projections, then $QK^\top$ and the weighted sum). Attention does *more* arithmetic as
-# soon as $T > d$. We check the two formulas against torch's FLOP counter first.
+# soon as $T > d$. The two formulas are `params.gru_flops` and `params.attention_flops`;
+# we check them against torch's FLOP counter first.
 
 
 # %%
-def gru_flops(B: int, T: int, d: int) -> int:
-    return B * T * 12 * d * d  # 3 gates x (input + hidden) products, 2 per multiply-add
-
-
-def attention_flops(B: int, T: int, d: int) -> int:
-    return B * T * (8 * d * d + 4 * T * d)  # 4 projections + Q Kᵀ + weights · V
-
-
 gru = nn.GRU(rnn_width, rnn_width, batch_first=True)
 mha = attention.MultiHeadAttention(rnn_width, n_heads=4)
 xs = torch.randn(2, 32, rnn_width)  # (B, T, d), counted on the CPU
@@ -440,13 +434,10 @@ with FlopCounterMode(display=False) as count_gru, torch.no_grad():
     gru(xs)
 with FlopCounterMode(display=False) as count_mha, torch.no_grad():
     mha(xs, need_weights=True)  # the explicit path, whose products torch can count
-print(
-    "formula = count, GRU:", count_gru.get_total_flops() == gru_flops(2, 32, rnn_width)
-)
-print(
-    "formula = count, attention:",
-    count_mha.get_total_flops() == attention_flops(2, 32, rnn_width),
-)
+same_gru = count_gru.get_total_flops() == params.gru_flops(2, 32, rnn_width)
+same_mha = count_mha.get_total_flops() == params.attention_flops(2, 32, rnn_width)
+print("formula = count, GRU:", same_gru)
+print("formula = count, attention:", same_mha)
 gru, mha = gru.to(run.device), mha.to(run.device)
 
 # %% tags=["nbval-ignore-output"]
@@ -456,15 +447,10 @@ with torch.no_grad():
         xs = torch.randn(rnn_batch, T, rnn_width, device=run.device)  # (B, T, d)
         rnn_times.append(median_seconds(lambda: gru(xs)))
         att_times.append(median_seconds(lambda: mha(xs)))
-rates = {
-    "GRU": [
-        gru_flops(rnn_batch, T, rnn_width) / t for T, t in zip(rnn_lengths, rnn_times)
-    ],
-    "attention": [
-        attention_flops(rnn_batch, T, rnn_width) / t
-        for T, t in zip(rnn_lengths, att_times)
-    ],
-}
+flops = {"GRU": params.gru_flops, "attention": params.attention_flops}
+times = {"GRU": rnn_times, "attention": att_times}
+rates = {k: [flops[k](rnn_batch, T, rnn_width) / t for T, t in zip(rnn_lengths, ts)]
+         for k, ts in times.items()}  # fmt: skip
 print(f"B = {rnn_batch}, d = {rnn_width}, {run.device.type}")
 print("     T |   GRU ms | attention ms | GRU GFLOP/s | attention GFLOP/s")
 for i, T in enumerate(rnn_lengths):
@@ -472,9 +458,7 @@ for i, T in enumerate(rnn_lengths):
         f"{T:6d} | {rnn_times[i] * 1e3:8.2f} | {att_times[i] * 1e3:12.2f} | "
         f"{rates['GRU'][i] / 1e9:11.1f} | {rates['attention'][i] / 1e9:17.1f}"
     )
-ratio = rnn_times[-1] / att_times[-1]
-faster = "faster" if ratio > 1 else "slower"
-verdict = f"{max(ratio, 1 / ratio):.1f} times {faster} than the GRU"
+verdict = report.times_faster(rnn_times[-1] / att_times[-1]) + " than the GRU"
 rate_ratio = rates["attention"][-1] / rates["GRU"][-1]
 print(f"at T = {rnn_lengths[-1]}: attention was {verdict},")
 print(f"at {rate_ratio:.1f} times the GRU's FLOP per second")
@@ -482,7 +466,7 @@ report.glue("att_verdict", verdict)
 report.glue("rate_ratio", rate_ratio, "{:.1f}")
 # the prose compares arithmetic: attention does more than the GRU exactly when T > d
 for T in rnn_lengths:
-    more = attention_flops(1, T, rnn_width) > gru_flops(1, T, rnn_width)
+    more = params.attention_flops(1, T, rnn_width) > params.gru_flops(1, T, rnn_width)
     assert more == (rnn_width < T)
 
 # %% tags=["hide-input"]
@@ -557,9 +541,8 @@ print("Pᵀ P = I, and softmax(P A Pᵀ) = P softmax(A) Pᵀ (within 1e-5):", Tr
 # %%
 swapped = ["the", "fish", "ate", "the", "man"]
 # where each word of the new sentence came from
-perm = torch.tensor(
-    [sentence.index(w) if w != "the" else i for i, w in enumerate(swapped)]
-)
+perm = [sentence.index(w) if w != "the" else i for i, w in enumerate(swapped)]
+perm = torch.tensor(perm)
 X_swapped = X[perm]  # (T, 4): the same rows in the new order
 Y_swapped = self_attention_matrix(X_swapped)
 torch.testing.assert_close(Y_swapped, Y_matrix[perm])
@@ -726,7 +709,9 @@ checks.check_cosine_attention(cosine_attention)
 # - `transformer_book.benchmark.median_time(fn, clock="auto")`: the timer behind the
 #   speed comparisons (CPU time on a CPU, synchronised wall-clock time on a GPU);
 #   `benchmark.CountTorchCalls` and `benchmark.critical_path`, the two counts that
-#   explain them.
+#   explain them; `params.gru_flops` and `params.attention_flops`, the arithmetic of
+#   one layer.
+# - `transformer_book.report.times_faster`: a measured speed ratio in words.
 # - `transformer_book.plotting.curves`: the timing figures' boilerplate.
 # - `transformer_book.diagrams.attention.self_attention_matrix_form()` and
 #   `recurrence_vs_attention()`: the two diagrams of this chapter.

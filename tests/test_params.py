@@ -3,6 +3,7 @@
 import pytest
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_book import attention, blocks, norms, params
 
@@ -380,3 +381,17 @@ def test_adam_memory_equals_real_tensors():
 def test_model_calculators_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_layer_flops_match_torchs_flop_counter():
+    B, T, d = 2, 16, 32
+    gru, mha = torch.nn.GRU(d, d, batch_first=True), attention.MultiHeadAttention(d, 4)
+    x = torch.randn(B, T, d)
+    with FlopCounterMode(display=False) as count_gru, torch.no_grad():
+        gru(x)
+    with FlopCounterMode(display=False) as count_mha, torch.no_grad():
+        mha(x, need_weights=True)
+    assert count_gru.get_total_flops() == params.gru_flops(B, T, d)
+    assert count_mha.get_total_flops() == params.attention_flops(B, T, d)
+    with pytest.raises(ValueError, match="seq_len must be a positive integer"):
+        params.attention_flops(1, 0, 8)

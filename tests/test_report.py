@@ -32,3 +32,27 @@ def test_glue_emits_myst_nb_scrapbook_data(monkeypatch):
     prefix = "application/papermill.record/"
     assert data == {prefix + "text/plain": "0.931"}
     assert metadata == {"scrapbook": {"name": "slot_f1", "mime_prefix": prefix}}
+
+
+def test_compare_seeds_claims_a_ranking_only_where_every_seed_agrees():
+    assert (
+        report.compare_seeds([2.0, 2.1, 2.2], [1.7, 1.8, 1.9]) == "lower for every seed"
+    )
+    assert report.compare_seeds([1.7, 1.8, 1.9], [2.0, 2.1, 2.2]) == (
+        "higher for every seed"
+    )
+    assert report.compare_seeds([1.7, 2.0, 1.9], [1.8, 1.85, 1.95]) == (
+        "the seeds overlap: no ranking"
+    )
+    assert report.compare_seeds([2.0], [1.0, 1.1, 1.2]) == (
+        "fewer than three seeds: no ranking"
+    )
+    with pytest.raises(ValueError, match="got 0 and 1 values"):
+        report.compare_seeds([], [1.0])
+
+
+def test_times_faster_reads_true_both_ways():
+    assert report.times_faster(2.0) == "2.0 times faster"
+    assert report.times_faster(0.25) == "4.0 times slower"
+    with pytest.raises(ValueError, match="ratio must be a positive number"):
+        report.times_faster(0.0)

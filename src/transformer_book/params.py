@@ -16,7 +16,8 @@ applied to every token. Each function equals ``count_params`` of the matching mo
 Chapter 10 adds whole models, each checked against the book's module and against the
 ``transformers`` reference built from the published configuration: :func:`bert_params`,
 :func:`t5_params`, :func:`gpt_params`; and what training costs: :func:`training_flops`
-(6·N·D) and :func:`adam_memory_bytes`.
+(6·N·D) and :func:`adam_memory_bytes`. Chapter 01 compares the arithmetic of one layer:
+:func:`gru_flops` and :func:`attention_flops`.
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ __all__ += [
     "bert_params",
     "t5_params",
     "gpt_params",
+    "gru_flops",
+    "attention_flops",
     "training_flops",
     "adam_memory_bytes",
 ]
@@ -233,6 +236,23 @@ def gpt_params(
     return encoder_params(
         n_layers, d_model, d_ff, vocab_size, max_len=max_len, final_norm=True
     )
+
+
+def gru_flops(batch: int, seq_len: int, d_model: int) -> int:
+    """Floating-point operations of one GRU layer of width d over B sequences of T
+    tokens: per token three gates, each with an input and a hidden (d, d) product, 2
+    operations per multiply-add, so ``12 d²`` (the gates' element-wise work and biases
+    left out; Cho et al., 2014)."""
+    _positive(batch=batch, seq_len=seq_len, d_model=d_model)
+    return batch * seq_len * 12 * d_model * d_model
+
+
+def attention_flops(batch: int, seq_len: int, d_model: int) -> int:
+    """Floating-point operations of one multi-head self-attention layer over B
+    sequences of T tokens: per token the four (d, d) projections, ``8 d²``, and the
+    products Q Kᵀ and weights · V, ``4 T d`` (the softmax left out)."""
+    _positive(batch=batch, seq_len=seq_len, d_model=d_model)
+    return batch * seq_len * (8 * d_model * d_model + 4 * seq_len * d_model)
 
 
 def training_flops(n_params: int | float, n_tokens: int | float) -> float:

@@ -14,14 +14,18 @@ page; this module needs no myst-nb at run time (Colab and laptops lack it).
 
 A glued number that depends on the machine (a trained model's accuracy, a timing) is
 glued in a cell whose output nbval does not compare (tag ``nbval-ignore-output``), and
-that cell asserts the claim the prose makes about the number.
+that cell asserts the claim the prose makes about the number. A comparison of runs over
+seeds goes into the prose in words that say only what the seeds support
+(:func:`compare_seeds`), and so does a speed ratio measured on whatever machine ran
+the page (:func:`times_faster`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["glue"]
+__all__ = ["glue", "compare_seeds", "times_faster"]
 
 # myst-nb's prefix for glued data that the cell does not display
 _HIDDEN = "application/papermill.record/"
@@ -48,3 +52,36 @@ def glue(name: str, value: Any, fmt: str | None = None) -> str:
         metadata={"scrapbook": {"name": name, "mime_prefix": _HIDDEN}},
     )
     return text
+
+
+def compare_seeds(
+    before: Sequence[float], after: Sequence[float], min_seeds: int = 3
+) -> str:
+    """How the values of ``after`` compare with those of ``before`` (one per seed), in
+    words that claim no more than the seeds show: "lower for every seed" when every
+    value of ``after`` lies below every value of ``before``, "higher for every seed"
+    the other way round, else "the seeds overlap: no ranking"; with fewer than
+    ``min_seeds`` on either side, "fewer than three seeds: no ranking"."""
+    if not before or not after:
+        raise ValueError(
+            f"before and after must hold a value per seed, got {len(before)} and "
+            f"{len(after)} values"
+        )
+    if min(len(before), len(after)) < min_seeds:
+        return f"fewer than {_WORDS.get(min_seeds, min_seeds)} seeds: no ranking"
+    if max(after) < min(before):
+        return "lower for every seed"
+    if min(after) > max(before):
+        return "higher for every seed"
+    return "the seeds overlap: no ranking"
+
+
+_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def times_faster(ratio: float) -> str:
+    """A time ratio (the other's seconds / these seconds) in words that read true either
+    way: ``2.0`` -> "2.0 times faster", ``0.5`` -> "2.0 times slower"."""
+    if not ratio > 0:
+        raise ValueError(f"ratio must be a positive number of times, got {ratio}")
+    return f"{max(ratio, 1 / ratio):.1f} times {'faster' if ratio > 1 else 'slower'}"
