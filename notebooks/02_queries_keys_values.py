@@ -44,6 +44,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import math
+from functools import partial
 
 import matplotlib.pyplot as plt
 import torch
@@ -56,10 +57,10 @@ from transformer_book import (
     checks,
     diagrams,
     masks,
+    neighbours,
     plotting,
     report,
     runtime,
-    training,
 )
 
 # %% tags=["parameters"]
@@ -182,18 +183,14 @@ assert scaled_g.max() / scaled_g.min() < 1.2
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-axes[0].semilogx(dims, unscaled_w, "o-", label="q·k")
-axes[0].semilogx(dims, scaled_w, "s-", label="q·k / √d_k")
 axes[0].axhline(1 / 16, color="gray", ls=":", label="uniform over 16 keys")
-axes[0].set(xlabel="d_k", ylabel="mean largest weight", title="Softmax saturation")
-axes[1].loglog(dims, unscaled_g, "o-", label="q·k")
-axes[1].loglog(dims, scaled_g, "s-", label="q·k / √d_k")
-axes[1].set(xlabel="d_k", ylabel="mean ‖∂loss/∂scores‖", title="Gradient at the scores")
+plotting.curves(dims, {"q·k": unscaled_w, "q·k / √d_k": scaled_w}, axes[0],
+                xscale="log", xlabel="d_k", ylabel="mean largest weight",
+                title="Softmax saturation")  # fmt: skip
+plotting.curves(dims, {"q·k": unscaled_g, "q·k / √d_k": scaled_g}, axes[1],
+                xscale="log", yscale="log", xlabel="d_k", ylabel="mean ‖∂loss/∂scores‖",
+                title="Gradient at the scores")  # fmt: skip
 axes[1].set_yticks([0.03, 0.1, 0.3], ["0.03", "0.1", "0.3"])
-for ax in axes:
-    ax.set_xticks(dims, [str(d) for d in dims])
-    ax.minorticks_off()
-    ax.legend()
 fig.tight_layout()
 plt.show()
 
@@ -228,10 +225,8 @@ q = k = v = torch.randn(2, 5, 8)  # (B, T, d)
 out, w = attention.scaled_dot_product_attention(q, k, v, mask=pad[:, 0])
 print("sentence 2, query 1: weights on the padded keys", w[1, 0, 3:].tolist())
 real_sum = w[1, 0, :3].sum()
-print(
-    "weights on the real keys sum to 1:",
-    torch.isclose(real_sum, torch.tensor(1.0)).item(),
-)
+print("weights on the real keys sum to 1:",
+      torch.isclose(real_sum, torch.tensor(1.0)).item())  # fmt: skip
 nothing = torch.zeros(1, 5, dtype=torch.bool)  # (Tq=1, Tk=5): this query sees no key
 out_1, _ = attention.scaled_dot_product_attention(q[:1, :1], k[:1], v[:1], mask=nothing)
 print("fully masked row -> output", out_1.flatten().tolist())
@@ -307,13 +302,8 @@ mha = attention.MultiHeadAttention(d_model, H, bias=False)
 # head h's (d_model, d_k) block: columns h·d_k ... (h+1)·d_k - 1 of weight.T
 per_head = lambda lin: [lin.weight.T[:, h * d_k : (h + 1) * d_k] for h in range(H)]
 X = torch.randn(6, d_model)  # (T, d_model)
-Y_loop = multi_head_loop(
-    X,
-    per_head(mha.q_proj),
-    per_head(mha.k_proj),
-    per_head(mha.v_proj),
-    mha.o_proj.weight.T,
-)
+A_Q, A_K, A_V = (per_head(p) for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+Y_loop = multi_head_loop(X, A_Q, A_K, A_V, mha.o_proj.weight.T)
 Y_module, _ = mha(X[None])  # the module works on batches: (1, T, d_model)
 torch.testing.assert_close(Y_module[0], Y_loop)
 print("loop over heads == MultiHeadAttention:", tuple(Y_module.shape))
@@ -371,75 +361,21 @@ print("outputs and weights agree with nn.MultiheadAttention within 1e-5:", True)
 # it and the token **after** it (wrapping around at the ends). Positions are not part
 # of attention yet (chapter 4), so each input vector is the concatenation of a one-hot
 # token and a one-hot position.
+#
+# `transformer_book.neighbours` holds the task and the model: `make_batch` draws random
+# sequences of 8 token types and 8 positions with the two targets,
+# `NeighbourModel` is one two-head `MultiHeadAttention` with a linear read-out per
+# target, `train_neighbours(make_batch, seed, steps)` trains one from a seed and
+# evaluates it on 1000 held-out sequences, and `weight_at(w, offset)` measures, for
+# each head, the mean weight it puts on position $(i + \text{offset}) \bmod T$:
 
 # %%
-n_tokens, T = 8, 8
-d_model = n_tokens + T  # one-hot token | one-hot position
-
-
-def one_hot_inputs(tokens: torch.Tensor) -> torch.Tensor:
-    """Shapes: tokens (B, T) -> (B, T, d_model), one-hot token | one-hot position."""
-    positions = torch.arange(T).expand_as(tokens)  # (B, T)
-    parts = [F.one_hot(tokens, n_tokens), F.one_hot(positions, T)]
-    return torch.cat(parts, dim=-1).float()
-
-
-def make_batch(batch_size: int, gen: torch.Generator):
-    """Inputs and two targets per position: the previous token and the next one."""
-    tokens = torch.randint(n_tokens, (batch_size, T), generator=gen)  # (B, T)
-    return one_hot_inputs(tokens), [tokens.roll(1, dims=1), tokens.roll(-1, dims=1)]
-
-
-class NeighbourModel(nn.Module):
-    """A two-head attention layer and one linear classifier per target."""
-
-    def __init__(self, n_targets: int = 2):
-        super().__init__()
-        self.attn = attention.MultiHeadAttention(d_model, n_heads=2)
-        readouts = (nn.Linear(d_model, n_tokens) for _ in range(n_targets))
-        self.readouts = nn.ModuleList(readouts)
-
-    def forward(self, x):
-        h, w = self.attn(x, need_weights=True)  # (B, T, d_model), (B, 2, T, T)
-        return [readout(h) for readout in self.readouts], w
-
-
-def loss_fn(model, batch):
-    x, targets = batch
-    logits, _ = model(x)
-    pairs = zip(logits, targets)
-    return sum(F.cross_entropy(lg.flatten(0, 1), t.flatten()) for lg, t in pairs)
-
-
-# %% [markdown]
-# A helper trains one model from a seed and evaluates it on 1000 held-out sequences; a
-# second one measures, for each head, the mean weight it puts on position
-# $(i + \text{offset}) \bmod T$:
-
-
-# %%
-def train_neighbours(make_batch, seed: int):
-    """Train a NeighbourModel; return it, the loss history, held-out accuracy per
-    target and the held-out attention weights (B, 2, T, T)."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)  # the model's initial weights
-    model = NeighbourModel()
-    batches = [make_batch(64, gen) for _ in range(50)]
-    history = training.train(model, batches, loss_fn, steps=train_steps, lr=1e-2)
-    x, targets = make_batch(1000, gen)  # held out
-    with torch.no_grad():
-        logits, w = model(x)
-    accuracy = [
-        (lg.argmax(-1) == t).float().mean().item() for lg, t in zip(logits, targets)
-    ]
-    return model, history, accuracy, w
-
-
-def weight_at(w: torch.Tensor, offset: int) -> torch.Tensor:
-    """Mean weight of each head on position (i + offset) mod T. (B, H, T, T) -> (H,)."""
-    i = torch.arange(T)
-    return w[:, :, i, (i + offset) % T].mean(dim=(0, 2))
-
+n_tokens, T = neighbours.N_TOKENS, neighbours.LENGTH
+x, (before, after) = neighbours.make_batch(1, torch.Generator().manual_seed(0))
+print("input:", tuple(x.shape), "= (B, T, one-hot token | one-hot position)")
+print("tokens:         ", x[0, :, :n_tokens].argmax(-1).tolist())
+print("token before i: ", before[0].tolist())
+print("token after i:  ", after[0].tolist())
 
 # %% [markdown]
 # Train from several seeds: a head that specialises in one seed might be luck. For
@@ -447,11 +383,14 @@ def weight_at(w: torch.Tensor, offset: int) -> torch.Tensor:
 # each lookup puts on its neighbour.
 
 # %% tags=["nbval-ignore-output"]
-runs = [train_neighbours(make_batch, seed) for seed in range(n_seeds)]
+runs = [
+    neighbours.train_neighbours(neighbours.make_batch, seed, train_steps)
+    for seed in range(n_seeds)
+]
 print("seed | loss: first -> last | accuracy prev, next | weight on i-1, i+1 | heads")
 best = []
 for seed, (_, history, acc, w) in enumerate(runs):
-    prev_w, next_w = weight_at(w, -1), weight_at(w, +1)  # (2,) each
+    prev_w, next_w = neighbours.weight_at(w, -1), neighbours.weight_at(w, +1)  # (2,)
     h_prev, h_next = prev_w.argmax().item(), next_w.argmax().item()
     best.append((acc[0], acc[1], prev_w[h_prev].item(), next_w[h_next].item()))
     loss = f"{history[0]:6.2f} -> {history[-1]:6.3f}"
@@ -499,15 +438,10 @@ plt.show()
 #
 # Time, as in chapter 1, is CPU seconds on a CPU (the machine that executes these pages
 # is shared, and a wall clock would also count other programs' turns) and wall-clock
-# seconds on a GPU:
-
+# seconds on a GPU (`benchmark.median_time` with `clock="auto"`):
 
 # %%
-def median_seconds(fn, repeats: int = 5) -> float:
-    """Median seconds of fn() after one warm-up: CPU time on a CPU, else wall clock."""
-    return benchmark.median_time(fn, repeats, device=run.device, clock="auto")
-
-
+median_seconds = partial(benchmark.median_time, device=run.device, clock="auto")
 clock = "CPU" if run.device.type == "cpu" else "wall-clock"
 print(f"timings on {run.device.type}: {clock} seconds")
 
@@ -519,17 +453,12 @@ for seq_len in cost_lengths:
     q, k, v = (torch.randn(1, H, seq_len, Dh, device=run.device) for _ in range(3))
     naive = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=True)
     fused = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=False)
-    cost.append(
-        dict(
-            T=seq_len,
-            naive_s=median_seconds(naive),
-            fused_s=median_seconds(fused),
-            naive_mb=benchmark.peak_bytes(naive, run.device) / 2**20,
-            fused_mb=benchmark.peak_bytes(fused, run.device) / 2**20,
-            scores_mb=H * seq_len**2 * 4 / 2**20,  # one float32 (H, T, T) tensor
-            qkv_mb=3 * H * seq_len * Dh * 4 / 2**20,
-        )
-    )
+    mib = lambda fn: benchmark.peak_bytes(fn, run.device) / 2**20  # noqa: E731
+    cost.append(dict(T=seq_len, naive_s=median_seconds(naive),
+                     fused_s=median_seconds(fused),
+                     naive_mb=mib(naive), fused_mb=mib(fused),
+                     scores_mb=H * seq_len**2 * 4 / 2**20,  # one float32 (H, T, T)
+                     qkv_mb=3 * H * seq_len * Dh * 4 / 2**20))  # fmt: skip
 print(f"{clock} time and peak memory on {run.device.type}")
 print("     T | explicit ms | fused ms | explicit MiB | fused MiB | (H,T,T) MiB")
 for c in cost:
@@ -543,30 +472,23 @@ last = cost[-1]
 assert all(2 * c["scores_mb"] <= c["naive_mb"] < 3 * c["scores_mb"] for c in cost)
 # the fused kernel never holds one, and stays within a few times Q, K and V
 assert last["fused_mb"] < last["scores_mb"] and last["fused_mb"] < 3 * last["qkv_mb"]
-speed = last["naive_s"] / last["fused_s"]
-faster = "faster" if speed > 1 else "slower"
-report.glue("fused_speed", f"{max(speed, 1 / speed):.1f} times {faster}")
+report.glue("fused_speed", report.times_faster(last["naive_s"] / last["fused_s"]))
 report.glue("memory_ratio", last["naive_mb"] / last["fused_mb"], "{:.0f}")
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-Ts = [c["T"] for c in cost]
-axes[0].loglog(Ts, [c["naive_s"] for c in cost], "o-", label="explicit (weights kept)")
-axes[0].loglog(Ts, [c["fused_s"] for c in cost], "s-", label="fused kernel")
-axes[0].set(xlabel="sequence length T", ylabel=f"{clock} seconds (median)")
-axes[0].set_title("Time")
-axes[1].loglog(Ts, [c["naive_mb"] for c in cost], "o-", label="explicit (weights kept)")
-axes[1].loglog(Ts, [c["fused_mb"] for c in cost], "s-", label="fused kernel")
-score_line = [c["scores_mb"] for c in cost]
-axes[1].loglog(Ts, score_line, "k:", label="one float32 (H, T, T) tensor")
-axes[1].set(xlabel="sequence length T", ylabel="MiB (peak)", title="Memory")
-mib = [c["fused_mb"] for c in cost] + [c["naive_mb"] for c in cost]
+Ts, kept = [c["T"] for c in cost], "explicit (weights kept)"
+column = lambda key: [c[key] for c in cost]  # noqa: E731
+log = dict(xscale="log", yscale="log", xlabel="sequence length T")
+times = {kept: column("naive_s"), "fused kernel": column("fused_s")}
+plotting.curves(Ts, times, axes[0], ylabel=f"{clock} seconds (median)", title="Time",
+                **log)  # fmt: skip
+axes[1].loglog(Ts, column("scores_mb"), "k:", label="one float32 (H, T, T) tensor")
+plotting.curves(Ts, {kept: column("naive_mb"), "fused kernel": column("fused_mb")},
+                axes[1], ylabel="MiB (peak)", title="Memory", **log)  # fmt: skip
+mib = column("fused_mb") + column("naive_mb")
 decades = range(math.floor(math.log10(min(mib))), math.floor(math.log10(max(mib))) + 1)
 axes[1].set_yticks([10.0**e for e in decades], [f"{10.0**e:g}" for e in decades])
-for ax in axes:
-    ax.set_xticks(Ts, [str(t) for t in Ts])
-    ax.minorticks_off()
-    ax.legend()
 fig.suptitle(f"Attention over one sequence, H = {H}, d_k = {Dh}, on {run.device.type}")
 fig.tight_layout()
 plt.show()
@@ -620,13 +542,13 @@ checks.check_saturation_width(saturation_width)
 # ### Exercise 2: a head that looks two back (break and fix)
 #
 # A colleague wants one head that looks **two tokens back** and one that looks one
-# ahead. They reused `make_batch` and wrote:
+# ahead. They reused `neighbours.make_batch` and wrote:
 
 
 # %%
 def make_batch_two_back(batch_size: int, gen: torch.Generator):
     """Meant to ask for the token two places before and the one after. It has a bug."""
-    x, (_, after) = make_batch(batch_size, gen)
+    x, (_, after) = neighbours.make_batch(batch_size, gen)
     tokens = x[..., :n_tokens].argmax(dim=-1)  # (B, T): the tokens again
     return x, [tokens.roll(-2, dims=1), after]
 
@@ -635,12 +557,11 @@ def make_batch_two_back(batch_size: int, gen: torch.Generator):
 # **Predict** where the first target's head will attend, then train and look:
 
 # %% tags=["nbval-ignore-output"]
-_, _, acc, w_bug = train_neighbours(make_batch_two_back, seed=0)
+_, _, acc, w_bug = neighbours.train_neighbours(make_batch_two_back, 0, train_steps)
 for offset in (-2, +1, +2):
-    print(
-        f"weight on i{offset:+d}, per head:", weight_at(w_bug, offset).numpy().round(2)
-    )
-assert weight_at(w_bug, +2).max() > 0.6  # one head looks two *ahead*
+    per_head = neighbours.weight_at(w_bug, offset).numpy().round(2)
+    print(f"weight on i{offset:+d}, per head:", per_head)
+assert neighbours.weight_at(w_bug, +2).max() > 0.6  # one head looks two *ahead*
 
 # %% tags=["hide-input"]
 plotting.attention_maps(w_bug[0], labels, title="two back? head")
@@ -676,17 +597,17 @@ checks.check_shift_targets(shift_targets)
 # %% tags=["nbval-ignore-output"]
 def make_batch_fixed(batch_size: int, gen: torch.Generator):
     """The token two places before and the token after, at every position."""
-    x, _ = make_batch(batch_size, gen)
+    x, _ = neighbours.make_batch(batch_size, gen)
     tokens = x[..., :n_tokens].argmax(dim=-1)  # (B, T)
     return x, [shift_targets(tokens, -2), shift_targets(tokens, +1)]
 
 
-_, _, acc, w_fix = train_neighbours(make_batch_fixed, seed=0)
+_, _, acc, w_fix = neighbours.train_neighbours(make_batch_fixed, 0, train_steps)
 for offset in (-2, +1, +2):
-    print(
-        f"weight on i{offset:+d}, per head:", weight_at(w_fix, offset).numpy().round(2)
-    )
+    per_head = neighbours.weight_at(w_fix, offset).numpy().round(2)
+    print(f"weight on i{offset:+d}, per head:", per_head)
 print("held-out accuracy:", [round(a, 3) for a in acc])
+weight_at = neighbours.weight_at
 assert weight_at(w_fix, -2).max() > 0.6 and weight_at(w_fix, +1).max() > 0.6
 assert min(acc) > 0.99
 
@@ -722,8 +643,9 @@ checks.check_mha_parameter_count(mha_parameters)
 #   `k_proj`, `v_proj`, `o_proj`, and the reshapes `split_heads` / `merge_heads`.
 # - `transformer_book.masks.padding_mask`, `padding_mask_from_ids`, `causal_mask`.
 # - `transformer_book.training.train`: the small training loop used for the two-head
-#   model.
+#   model; `transformer_book.neighbours`: its task, model and the measure `weight_at`.
 # - `transformer_book.benchmark.peak_bytes` (the peak memory measured here) and
 #   `allocated_bytes` (the sum of allocations on a CPU; chapter 8 compares the two).
+# - `transformer_book.plotting.curves`: the figures' boilerplate.
 # - `transformer_book.diagrams.attention.scaled_dot_product_attention()` and
 #   `multi_head_attention()`: the two diagrams of this chapter.
