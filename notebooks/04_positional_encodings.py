@@ -56,6 +56,7 @@ import torch
 from torch import nn
 
 from transformer_book import (
+    attention,
     checks,
     diagrams,
     extrapolation,
@@ -97,7 +98,8 @@ gen = torch.Generator().manual_seed(0)
 vectors = dict(zip(["the", "man", "ate", "fish"], torch.randn(4, 8, generator=gen)))
 s1, s2 = ["the", "man", "ate", "the", "fish"], ["the", "fish", "ate", "the", "man"]
 X1, X2 = (torch.stack([vectors[w] for w in s]) for s in (s1, s2))  # (5, 8) each
-self_attention = lambda X: (X @ X.T).softmax(dim=-1) @ X  # chapter 1
+# chapter 1's parameter-free self-attention, softmax(X Xᵀ) X
+self_attention = lambda X: attention.scaled_dot_product_attention(X, X, X, scale=1)[0]
 P = positions.sinusoidal_encoding(5, 8)  # (5, 8): one vector per position
 for name, A, B in (("no positions  ", X1, X2), ("with positions", X1 + P, X2 + P)):
     man1, man2 = self_attention(A)[s1.index("man")], self_attention(B)[s2.index("man")]
@@ -269,10 +271,8 @@ omega = 10000.0 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)  # (64,
 for k in (0, 1, 5, 20, 45):
     diag = torch.diagonal(gram, offset=k)  # all pairs with n - m = k
     formula = torch.cos(k * omega).sum()
-    print(
-        f"n - m = {k:2d}: {len(diag):2d} pairs, dot products from {diag.min():8.4f} "
-        f"to {diag.max():8.4f};  sum_i cos(k w_i) = {formula:8.4f}"
-    )
+    print(f"n - m = {k:2d}: {len(diag):2d} pairs, dot products from {diag.min():8.4f} "
+          f"to {diag.max():8.4f};  sum_i cos(k w_i) = {formula:8.4f}")  # fmt: skip
 
 # %% [markdown]
 # The dot product is largest at distance 0 ($\cos 0 = 1$ in every pair, so it equals
@@ -399,11 +399,10 @@ fig, ax = plt.subplots(figsize=plotting.SINGLE)
 for bidirectional, label in ((True, "bidirectional (encoder)"), (False, "causal")):
     b = positions.t5_relative_position_bucket(rel, bidirectional=bidirectional)
     ax.step(rel, b, where="mid", label=label)
-ax.axvline(-128, color="grey", ls=":", lw=1)
-ax.axvline(128, color="grey", ls=":", lw=1, label="±max_distance")
-ax.set_xlabel("relative position j - i (key - query)")
-ax.set_ylabel("bucket")
-ax.set_title("T5 buckets: 32 buckets, max_distance = 128")
+for x, label in ((-128, None), (128, "±max_distance")):
+    ax.axvline(x, color="grey", ls=":", lw=1, label=label)
+ax.set(xlabel="relative position j - i (key - query)", ylabel="bucket",
+       title="T5 buckets: 32 buckets, max_distance = 128")  # fmt: skip
 ax.legend()
 plt.show()
 
@@ -476,11 +475,10 @@ for n in (6, 12):
 bias = positions.alibi_bias(8, 1, 33)[0, :, 0].flip(-1)
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
 for h in range(8):  # steep to shallow: dark to light
-    color = plt.cm.viridis(h / 8)
-    ax.plot(bias[h], color=color, label=f"head {h}: m = 1/{2 ** (h + 1)}")
-ax.set_xlabel("distance |i - j|")
-ax.set_ylabel("bias added to the score")
-ax.set_title("ALiBi penalties, 8 heads")
+    label = f"head {h}: m = 1/{2 ** (h + 1)}"
+    ax.plot(bias[h], color=plt.cm.viridis(h / 8), label=label)
+ax.set(xlabel="distance |i - j|", ylabel="bias added to the score",
+       title="ALiBi penalties, 8 heads")  # fmt: skip
 ax.legend(fontsize=8, ncol=2)
 plt.show()
 
@@ -498,10 +496,8 @@ plt.show()
 # sides alike, so without a causal mask ALiBi cannot tell left from right:
 
 # %%
-print(
-    "head 0, query at position 3 of 7, bias per key:",
-    positions.alibi_bias(8, 7)[0, 0, 3].tolist(),
-)
+print("head 0, query at position 3 of 7, bias per key:",
+      positions.alibi_bias(8, 7)[0, 0, 3].tolist())  # fmt: skip
 
 # %% [markdown]
 # ## 7. RoPE: rotate queries and keys
@@ -669,10 +665,8 @@ assert ratio.min() > 100  # ... but stays far above the scores
 # independent q, k: far scores as large as near ones (means over 10 or more distances)
 assert typical[200:].mean() > 0.9 * typical[:10].mean()
 assert score_same[:, 250].mean() < 0.4 * score_same[:, 0].mean()  # q = k: decay
-print(
-    "bound / mean |score|, smallest over the distances:",
-    report.glue("bound_ratio", ratio.min().item(), "{:.0f}"),
-)
+print("bound / mean |score|, smallest over the distances:",
+      report.glue("bound_ratio", ratio.min().item(), "{:.0f}"))  # fmt: skip
 
 # %% tags=["hide-input"]
 fig, (left, right) = plt.subplots(1, 2, figsize=plotting.WIDE)
@@ -681,21 +675,14 @@ left.plot(dist, mean_same, label="q = k", alpha=0.6)
 formula = 2 * torch.cos(dist[:, None] * theta).sum(1)  # the mean for q = k
 left.plot(dist, formula, "k:", lw=1.2, label=r"$2\sum_i \cos((m-n)\theta_i)$")
 left.plot(dist, mean_ind, label="independent q, k")
-left.fill_between(
-    dist,
-    mean_ind - std_ind,
-    mean_ind + std_ind,
-    alpha=0.25,
-    color=plotting.PALETTE[1],
-    label="independent: ± 1 std",
-)
+left.fill_between(dist, mean_ind - std_ind, mean_ind + std_ind, alpha=0.25,
+                  color=plotting.PALETTE[1], label="independent: ± 1 std")  # fmt: skip
 left.set(xlabel="distance m - n", ylabel="score", title=f"mean over {n_pairs} pairs")
 left.legend(fontsize=9)
-right.semilogy(dist, bound_ind.mean(0), label="RoFormer's bound (mean)")
-right.semilogy(dist, typical, label="mean |score|")
-right.set(xlabel="distance m - n", ylabel="size (log scale)")
-right.set_title("independent q, k: the bound and the score")
-right.legend(fontsize=9)
+sizes = {"RoFormer's bound (mean)": bound_ind.mean(0), "mean |score|": typical}
+plotting.curves(dist, sizes, right, styles=["-"], yscale="log", xlabel="distance m - n",
+                ylabel="size (log scale)",
+                title="independent q, k: the bound and the score")  # fmt: skip
 fig.tight_layout()
 plt.show()
 
@@ -833,21 +820,14 @@ def cell(values: list) -> str:
     return "      n/a       " if s is None else f"{s[0]:.2f} ({s[1]:.2f}–{s[2]:.2f})"
 
 
-print(
-    f"{'scheme':17s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2):16s} | "
-    f"{'marker @' + str(L1):16s} | {'marker @' + str(L2):16s}"
-)
+print(f"{'scheme':17s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2):16s} | "
+      f"{'marker @' + str(L1):16s} | {'marker @' + str(L2):16s}")  # fmt: skip
 for name in [*SCHEMES, *CONTROLS]:
-    row = [
-        cell(results[name, t][L]) if (name, t) in results else f"{'-':^16s}"
-        for t in TASKS
-        for L in (L1, L2)
-    ]
+    row = [cell(results[name, t][L]) if (name, t) in results else f"{'-':^16s}"
+           for t in TASKS for L in (L1, L2)]  # fmt: skip
     print(f"{name:17s}| " + " | ".join(row))
-chance = {}  # the accuracy of always guessing the most frequent answer
-for t, i in TASKS.items():
-    answers = tests[L2][i][tests[L2][i] != IGNORE]
-    chance[t] = answers.bincount().max().item() / len(answers)
+# the accuracy of always guessing the most frequent answer
+chance = {t: extrapolation.best_constant(tests[L2][i]) for t, i in TASKS.items()}
 assert chance["copy"] < 0.1 and 0.2 < chance["last marker"] < 0.3
 print("best constant guess at length 64:", {t: round(c, 2) for t, c in chance.items()})
 
@@ -891,15 +871,9 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
     assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
 # A seed near a cut (0.8 to learn, 90 % to keep) decides these two, and another CPU can
 # flip them: the text quotes the rule's verdict as a clause, not asserted.
-RULE = {
-    "keeps it": "every seed keeps at least 90 % of its accuracy at length 64",
-    "loses it": "no seed keeps 90 % of its accuracy at length 64",
-    "mixed": "some seeds keep 90 % of their accuracy at length 64, some do not",
-    "not learned": "a seed stays below 0.8 already at length 32, so the rule does "
-    "not count the task as learned",
-}
-alibi_rule = report.glue("alibi_rule", RULE[v["ALiBi", "last marker"]])
-sin_rule = report.glue("sin_rule", RULE[v["sinusoidal", "last marker"]])
+RULES = extrapolation.RULES  # each verdict in words
+alibi_rule = report.glue("alibi_rule", RULES[v["ALiBi", "last marker"]])
+sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 
 # %% [markdown]
 # A ranking at length 64 writes ">" only where the min–max intervals of neighbours do not
@@ -1181,26 +1155,11 @@ checks.check_rope_rotation(rope_rotate)
 # **Before running anything**, predict which of the six schemes both learn this task at
 # length 32 (accuracy ≥ 0.8) and keep at least 90 % of that accuracy at length 64. Write
 # down a reason for each. Then return your prediction as a set of names from `SCHEMES`.
-# The check trains six models of the quick profile's size (one layer, $d_{model} = 32$,
-# 80 steps, one seed, a few seconds, whatever the profile), compares your prediction
-# with the measurement, and explains every scheme you got wrong. (Hints, if you want
-# them: is offset 1 the *nearest* key for ALiBi? What else is new for RoPE at length 64?)
-
-
-# %%
-def measure_copy(offset: int, seed: int = 0) -> dict:
-    """Train every scheme on copy-at-offset at the quick profile's size, whatever the
-    profile; return scheme -> (accuracy at L1, accuracy at L2 or None)."""
-    tests = extrapolation.test_sets(n_test, (L1, L2), offset, run.device)
-    batches = extrapolation.train_batches(seed, 80, 16, L1, offset, run.device)
-    small = dict(train_len=L1, layers=1, width=32, n_heads=n_heads)
-    measured = {}
-    for s in SCHEMES:
-        acc, _ = extrapolation.train_and_test(
-            s, TASKS["copy"], seed, batches, tests, 80, 2e-2, run.device, **small
-        )
-        measured[s] = (acc[L1], acc[L2])
-    return measured
+# `extrapolation.measure_copy` trains six models of the quick profile's size (one layer,
+# $d_{model} = 32$, 80 steps, one seed, a few seconds, whatever the profile); the check
+# compares your prediction with the measurement, and explains every scheme you got
+# wrong. (Hints, if you want them: is offset 1 the *nearest* key for ALiBi? What else
+# is new for RoPE at length 64?)
 
 
 # %%
@@ -1220,7 +1179,8 @@ def my_prediction():
 
 
 # %% tags=["nbval-ignore-output"]
-checks.check_extrapolation_prediction(my_prediction, measure_copy(offset=1))
+measured = extrapolation.measure_copy(offset=1, n_test=n_test, device=run.device)
+checks.check_extrapolation_prediction(my_prediction, measured)
 
 # %% [markdown]
 # ## What we added to the package

@@ -101,3 +101,31 @@ def test_spread_verdict_and_ranking_follow_the_chapter_rules():
         extrapolation.verdict([0.9, 0.9], [0.9])
     spreads = {"a": (0.9, 0.85, 0.95), "b": (0.5, 0.4, 0.6), "c": (0.55, 0.5, 0.7)}
     assert extrapolation.ranking(spreads) == "a > c ≈ b"
+
+
+def test_measure_copy_reports_every_scheme_at_both_lengths():
+    measured = extrapolation.measure_copy(offset=1, n_test=8, train_len=16)
+    assert set(measured) == set(extrapolation.SCHEMES)
+    assert measured["learned"][1] is None  # no rows past train_len
+    assert all(0 <= a <= 1 for a, _ in measured.values())
+
+
+def test_every_verdict_has_its_rule_in_words():
+    verdicts = {
+        extrapolation.verdict(s, lg)
+        for s, lg in [
+            ([0.9], [0.9]),
+            ([0.9], [0.1]),
+            ([0.9, 0.9], [0.9, 0.1]),
+            ([0.1], [0.1]),
+            ([0.9], [None]),
+        ]
+    }
+    assert verdicts == set(extrapolation.RULES)
+
+
+def test_best_constant_is_the_share_of_the_most_frequent_answer():
+    target = torch.tensor([[IGNORE, 1, 1, 2], [3, 1, IGNORE, IGNORE]])
+    assert extrapolation.best_constant(target) == pytest.approx(3 / 5)
+    with pytest.raises(ValueError, match="at least one answer"):
+        extrapolation.best_constant(torch.full((1, 3), IGNORE))
