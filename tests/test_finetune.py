@@ -175,6 +175,9 @@ def test_fit_head_learns_a_separable_task_and_folds_the_scaling():
     assert acc >= 0.95
     with torch.no_grad():  # the folded weights predict on the raw features
         assert (head(x).argmax(-1) == y).float().mean().item() == acc
+    raw = torch.nn.Linear(5, 2)  # on the raw features: the same task, other weights
+    assert finetune.fit_head(raw, x, y.tolist(), standardize=False) >= 0.9
+    assert not torch.allclose(raw.weight, head.weight)
     with pytest.raises(ValueError, match=r"features must be \(N, 5\) with N = 3"):
         finetune.fit_head(head, x, [0, 1, 0])
 

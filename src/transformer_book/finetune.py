@@ -364,10 +364,15 @@ def fit_head(
     labels: Sequence[int] | Tensor,
     weight_decay: float = 1e-2,
     max_iter: int = 100,
+    standardize: bool = True,
 ) -> float:
     """Fit ``head`` alone as an L2-regularised logistic regression on frozen
     ``features`` (full-batch L-BFGS on standardised features, the standardisation
     then folded into the weights); returns its training accuracy.
+
+    ``standardize=False`` fits on the raw features: a head that leans less on
+    low-variance directions, for features that will move (a student copied from its
+    teacher, chapter 13).
 
     Shapes: features (N, D), labels (N,); head D -> C. A linear probe (Alain &
     Bengio, 2016); fitted before fine-tuning, it is "LP-FT" (Kumar et al., 2022).
@@ -380,6 +385,8 @@ def fit_head(
         )
     x = features.detach().float().cpu()
     mu, sd = x.mean(0), x.std(0) + 1e-6  # (D,) each
+    if not standardize:
+        mu, sd = torch.zeros_like(mu), torch.ones_like(sd)
     w = torch.zeros(x.shape[1], head.out_features, requires_grad=True)  # (D, C)
     b = torch.zeros(head.out_features, requires_grad=True)
     opt = torch.optim.LBFGS([w, b], max_iter=max_iter, line_search_fn="strong_wolfe")
