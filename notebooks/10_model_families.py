@@ -92,8 +92,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 thread
@@ -438,12 +438,18 @@ for name, table in tables.items():
 # and the runs alternate, kept first (the rule of T5's code). The target is short, so
 # the decoder's work per example is small: a cheaper objective than writing the whole
 # text again {cite}`raffel2020t5`.
+#
+# The module `transformer_book.span_corruption` holds these steps:
+# `span_corruption.noise_span_mask` draws the mask of noise tokens by the rule above
+# (exercise 3 asks you to write it), and `span_corruption.span_corruption` turns a
+# sequence and its mask into the pair: in the inputs, each noise run is replaced by the
+# next sentinel; the targets are each sentinel followed by the run it replaced.
 
 # %%
 text = "my teddy bear is cute and it is reading a book about transformers"
 sentence, names = text.split(), [f"<extra_id_{i}>" for i in range(4)]
 toy = vocab.Vocab([*dict.fromkeys(sentence), *names], pad_token=None, unk_token=None)
-inputs, targets = t5.span_corruption(
+inputs, targets = span_corruption.span_corruption(
     toy.encode(sentence), noise_density=0.4, sentinel_ids=toy.encode(names),
     generator=torch.Generator().manual_seed(3),
 )  # fmt: skip
@@ -451,7 +457,8 @@ print("inputs: ", " ".join(toy.decode(inputs)))
 print("targets:", " ".join(toy.decode(targets)))
 
 # %% [markdown]
-# Putting each span back in place of its sentinel (`t5.merge_spans`) must give the
+# Putting each span back in place of its sentinel (`span_corruption.merge_spans`) must
+# give the
 # original, for any length and any draw. With $L = 512$ tokens, every example
 # hides exactly 77 tokens in 26 spans, so inputs and targets have fixed lengths and
 # batch without padding:
@@ -462,8 +469,9 @@ sentinel_ids = list(range(1000, 1300))
 exact, sizes = True, set()
 for length in [2, 3, 5, 10, 31, 64, 100, 512, 1000] * 20:
     ids = list(range(length))
-    i, tgt = t5.span_corruption(ids, sentinel_ids=sentinel_ids, generator=gen)
-    exact &= t5.merge_spans(i, tgt, sentinel_ids) == ids
+    i, tgt = span_corruption.span_corruption(ids, sentinel_ids=sentinel_ids,
+                                             generator=gen)  # fmt: skip
+    exact &= span_corruption.merge_spans(i, tgt, sentinel_ids) == ids
     if length == 512:
         sizes.add((len(i), len(tgt)))
 print(f"reconstructs exactly every time: {exact}; (inputs, targets) at 512: {sizes}")
@@ -476,7 +484,7 @@ print(f"reconstructs exactly every time: {exact}; (inputs, targets) at 512: {siz
 # %%
 span_lengths, last_hidden = [], 0
 for _ in range(300):
-    mask = t5.noise_span_mask(512, 0.15, 3.0, gen)
+    mask = span_corruption.noise_span_mask(512, 0.15, 3.0, gen)
     edges = torch.diff(F.pad(mask.int(), (1, 1)))  # +1 where a span starts, -1 after it
     starts, ends = (edges == 1).nonzero(), (edges == -1).nonzero()
     span_lengths += (ends - starts).flatten().tolist()
@@ -504,9 +512,10 @@ plt.show()
 # Real text for a model that trains in seconds: the ATIS flight queries of chapter 5, read
 # as one stream of words with a full stop between queries. The vocabulary holds the
 # training split's words seen at least twice, an end-of-sequence token and eight
-# sentinels. A training example is a window of `window` words from the training split,
-# corrupted (`span_corruption.corrupted_windows`); the held-out examples come from
-# ATIS's test split.
+# sentinels. A training example is a window of `window` words from a random place of
+# the training split, corrupted as in section 6, with the end token `</s>` appended to
+# its inputs and to its targets (`span_corruption.corrupted_windows`); the held-out
+# examples come from ATIS's test split.
 
 # %%
 atis_train = [s + ["."] for s in data.load_atis("train").sentences]
@@ -531,8 +540,9 @@ print(" ".join(words.decode(tgt[0])))
 
 # %% [markdown]
 # The loss is the cross-entropy of the targets, fed to the decoder shifted right behind
-# the start token (T5 starts from the pad id): `T5.loss`. Batches of fresh windows come
-# from `span_corruption.SpanCorruptionBatches`. We train three seeds with the book's
+# the start token (T5 starts from the pad id): `T5.loss`. Every batch is
+# `batch_size` fresh random windows (`span_corruption.SpanCorruptionBatches`, seeded
+# per run). We train three seeds with the book's
 # loop (AdamW, warm-up, cosine decay; T5 itself used Adafactor); in each the
 # loss must fall well below where it started.
 
@@ -611,17 +621,37 @@ report.glue("t5_base_nats", base_nats, "{:.2f}")
 # each side: another CPU moves a single seed about as much as a change of seed does.
 assert mean(acc) > base_acc + 0.01
 assert mean(nats) < base_nats - 0.05
+# control: each window's targets scored behind another window's inputs (same shapes)
+swapped = [(s.roll(1, 0), t) for s, t in held_out]  # row i gets row i-1's inputs
+nats_swapped = [t5.target_scores(m, swapped, is_word)[1] for m in models.values()]
+context = report.compare_seeds(nats_swapped, nats)  # own inputs against another's
+reads = context == "lower for every seed"
+report.glue("t5_nats_own", mean(nats), "{:.3f}")
+report.glue("t5_nats_swapped", mean(nats_swapped), "{:.3f}")
+report.glue("t5_context", context)
+report.glue("t5_reads", "so part of its gain over the word frequencies comes from "
+            "reading its inputs" if reads else "so these runs give no evidence that "
+            "it reads its inputs: its gain over the word frequencies comes from the "
+            "target side (the earlier words and sentinels it is fed)")  # fmt: skip
+print(f"T5 cross-entropy behind its own inputs {mean(nats):.3f} nats, behind another "
+      f"window's {mean(nats_swapped):.3f}; seed by seed: {context}")  # fmt: skip
 
 # %% [markdown]
 # On average over the seeds, the model recovers more hidden words
 # ({glue:text}`t5_acc` %; the worst seed {glue:text}`t5_acc_min` %) than always
 # guessing the most frequent one ({glue:text}`t5_base` %), and pays fewer nats per
 # hidden word ({glue:text}`t5_nats`) than the word frequencies alone
-# ({glue:text}`t5_base_nats`): it has begun, barely at this budget, to read the
-# context around the gap. To see
-# what it writes on its own, decode greedily: the decoder starts from the start token,
-# writes a sentinel, the words it believes are hidden there, the next sentinel, and so
-# on, until it writes the end token.
+# ({glue:text}`t5_base_nats`). That alone does not show that it reads the context
+# around the gap: teacher-forced, the decoder also sees the target's earlier words, and
+# could have learned which words follow which within the targets. The control scores
+# every window's targets behind *another* window's inputs: {glue:text}`t5_nats_swapped`
+# nats, against {glue:text}`t5_nats_own` behind its own. A model that reads its inputs
+# pays less behind its own, for every seed; here, behind its own inputs against behind
+# another's, seed by seed: {glue:text}`t5_context`, {glue:text}`t5_reads`.
+#
+# To see what it writes on its own, decode greedily: the decoder starts from the start
+# token, writes a sentinel, the words it believes are hidden there, the next sentinel,
+# and so on, until it writes the end token.
 
 # %% tags=["nbval-ignore-output"]
 model = models[seeds[0]]
@@ -643,8 +673,8 @@ assert sum(in_order) >= 0.75 * len(in_order)
 # weights) the model has learned the format: one sentinel per gap, in order, then the
 # end token. What it writes inside a gap is mostly a few of ATIS's commonest words and
 # phrases, much the same whatever the gap (compare each "model" line with its "truth"):
-# the cross-entropy above says it has begun to use the context, not yet that it can
-# fill a particular gap. The full profile trains a wider, deeper model
+# whatever the control above says about the context, the model cannot yet fill a
+# particular gap. The full profile trains a wider, deeper model
 # for fifteen times as many steps.
 
 # %% [markdown]
