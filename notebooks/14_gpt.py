@@ -48,11 +48,9 @@ if "google.colab" in sys.modules:
 
 # %%
 import dataclasses
-import json
 import math
 import statistics
 import tempfile
-import urllib.request
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -60,6 +58,7 @@ import torch
 import transformers
 
 from transformer_book import (
+    benchmark,
     checks,
     data,
     diagrams,
@@ -84,9 +83,8 @@ print(run)
 # quick: the book's recipe, a narrower cousin of nanoGPT's CPU model (sections 2 and 5);
 # full (a GPU): nanoGPT's GPU model for Shakespeare (6 layers, d_model 384, context 256)
 recipe = train.RECIPES[run.pick("book-quick", "book-full")]
-target = run.pick(
-    1.88, 1.60
-)  # quick: nanoGPT's CPU result; full: its GPU one (1.47) + margin
+# quick: nanoGPT's CPU result; full: its GPU one (1.47) + margin
+target = run.pick(1.88, 1.60)
 samples_per_setting = run.pick(8, 32)  # sequences sampled per decoding setting
 
 # %% [markdown]
@@ -164,11 +162,9 @@ print(f"parameters: {n_toy:,}")
 
 # %%
 quick_recipe = train.RECIPES["book-quick"]
-changed = {
-    f.name: (getattr(nano, f.name), getattr(quick_recipe, f.name))
-    for f in dataclasses.fields(nano)
-    if getattr(nano, f.name) != getattr(quick_recipe, f.name)
-}
+fields = [f.name for f in dataclasses.fields(nano)]
+changed = {n: (getattr(nano, n), getattr(quick_recipe, n)) for n in fields
+           if getattr(nano, n) != getattr(quick_recipe, n)}  # fmt: skip
 print("book-quick differs from nanogpt-cpu in (nanogpt-cpu, book-quick):")
 for name, (old, new) in changed.items():
     print(f"  {name:14s} {old!s:>8} -> {new}")
@@ -232,23 +228,11 @@ plt.show()
 # kernel. `benchmarks/nanogpt_throughput.py` trains both models on the same
 # configuration, in the same process and with the same threads, taking turns, and
 # writes the medians; its result is committed in the repository (the script needs
-# nanoGPT's `model.py`, which this book does not ship):
-
+# nanoGPT's `model.py`, which this book does not ship), and
+# `benchmark.committed_result` reads it back:
 
 # %%
-def committed_result(name):
-    """A benchmark result committed in the book's repository (fetched on Colab)."""
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        path = folder / "benchmarks" / "results" / name
-        if path.is_file():
-            return json.loads(path.read_text())
-    raw = "https://raw.githubusercontent.com/transformers-step-by-step"
-    url = f"{raw}/transformers-step-by-step/main/benchmarks/results/{name}"
-    with urllib.request.urlopen(url) as f:
-        return json.load(f)
-
-
-bench = committed_result("nanogpt_throughput.json")
+bench = benchmark.committed_result("nanogpt_throughput.json")
 machine, date = bench["machine"], bench["date"][:10]
 threads = f"{bench['threads']} thread" + ("s" if bench["threads"] != 1 else "")
 print(f"measured {date}, torch {bench['torch']}, {threads}")
@@ -298,7 +282,7 @@ assert min(bench["ratio"], bench["ratio_cpu"]) > 0.9  # about equal speed, or fa
 # need a third split, touched once at the end.
 
 # %%
-ablation = committed_result("shakespeare_ablation.json")
+ablation = benchmark.committed_result("shakespeare_ablation.json")
 rows = {}
 for name, entry in ablation["variants"].items():
     losses = [r["val_loss"] for r in entry["runs"]]
@@ -316,27 +300,16 @@ print(f"{'recipe':14s}{'steps':>6s}{'lr':>7s}  val. loss mean ± std (min–max)
 for name, r in rows.items():
     m, n = statistics.mean(r["losses"]), len(r["losses"])
     low, high = min(r["losses"]), max(r["losses"])
-    if n > 1:
-        spread = f"± {statistics.stdev(r['losses']):.3f} ({low:.3f}–{high:.3f})"
-    else:
-        spread = "(one seed)"
-    print(
-        f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {spread:21s} {r['cpu']:5.0f}"
-    )
+    sd = statistics.stdev(r["losses"]) if n > 1 else 0
+    spread = f"± {sd:.3f} ({low:.3f}–{high:.3f})" if n > 1 else "(one seed)"
+    print(f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {spread:21s} "
+          f"{r['cpu']:5.0f}")  # fmt: skip
 ladder = ["nanogpt-short", "schedule", "width", "relu", "book-quick"]
 steps_said = {}
 for before, after in zip(ladder, ladder[1:]):
     old, new = rows[before]["losses"], rows[after]["losses"]
     gap = statistics.mean(new) - statistics.mean(old)
-    if min(len(old), len(new)) < 3:
-        side = "fewer than three seeds: no ranking"
-    elif max(new) < min(old):
-        side = "lower for every seed"
-    elif min(new) > max(old):
-        side = "higher for every seed"
-    else:
-        side = "the seeds overlap: no ranking"
-    steps_said[after] = f"{gap:+.3f} nats, {side}"
+    steps_said[after] = f"{gap:+.3f} nats, {report.compare_seeds(old, new)}"
     print(f"{before:>13s} -> {after:10s} {steps_said[after]}")
     report.glue(f"step_{after.replace('-', '_')}", steps_said[after])
 book = rows["book-quick"]
@@ -448,21 +421,19 @@ decode_settings = {"greedy": dict(temperature=0.0), "τ = 0.5": dict(temperature
                    "τ = 1": {}, "τ = 1.5": dict(temperature=1.5),
                    "top-p 0.9": dict(top_p=0.9)}  # fmt: skip
 start = prompt.repeat(samples_per_setting, 1)  # (B, T0)
-words = {}
+share, variety = {}, {}  # setting -> share of real words, of distinct words
 for name, kwargs in decode_settings.items():
     gen = torch.Generator(device=run.device).manual_seed(0)
     out = model.generate(start, 300, generator=gen, **kwargs)  # (B, T0 + 300)
     new = ["".join(chars.decode(row.tolist())) for row in out[:, prompt.shape[1] :]]
-    words[name] = [w for s in new for w in s.split()]
-    real = sum(w in known for w in words[name]) / len(words[name])
-    distinct = len(set(words[name])) / len(words[name])
-    print(f"{name:9s}: words found in the training text {real:5.1%}, "
-          f"distinct {distinct:5.1%}")  # fmt: skip
+    words = [w for s in new for w in s.split()]
+    share[name] = sum(w in known for w in words) / len(words)
+    variety[name] = len(set(words)) / len(words)
+    print(f"{name:9s}: words found in the training text {share[name]:5.1%}, "
+          f"distinct {variety[name]:5.1%}")  # fmt: skip
     if name == "τ = 1":
         sample_text = new[0]
 report.glue("samples_per_setting", samples_per_setting)
-share = {n: sum(w in known for w in ws) / len(ws) for n, ws in words.items()}
-variety = {n: len(set(ws)) / len(ws) for n, ws in words.items()}
 assert share["τ = 0.5"] > share["τ = 1"] > share["τ = 1.5"]  # colder: more real ones
 assert variety["greedy"] < variety["τ = 0.5"] < variety["τ = 1"]  # and less variety
 assert share["top-p 0.9"] > share["τ = 1"]  # cutting the tail removes misspellings
@@ -542,16 +513,10 @@ del gpt2_small
 
 # %%
 models = {
-    "this chapter": dict(
-        N=n_model,
-        D=tokens,
-        L=config.n_layers,
-        H=config.n_heads,
-        dh=config.d_model // config.n_heads,
-        T=config.context,
-    ),
+    "this chapter": dict(N=n_model, D=tokens, L=config.n_layers, H=config.n_heads,
+                         dh=config.d_model // config.n_heads, T=config.context),
     "GPT-3": dict(N=n_gpt3, D=300e9, L=96, H=96, dh=128, T=2048),
-}
+}  # fmt: skip
 for name, m in models.items():
     cache = kv_cache.kv_cache_bytes(m["L"], m["H"], m["dh"], seq_len=m["T"])
     print(f"{name:12s} N = {m['N']:.3g}, D = {m['D']:.3g} tokens, "
@@ -723,4 +688,6 @@ checks.check_training_days(training_days)
 #   recipes (`train.RECIPES`) and `train.run`.
 # - `benchmarks/nanogpt_throughput.py` and `benchmarks/shakespeare_ablation.py`, whose
 #   committed results sections 4 and 5 show.
+# - `benchmark.committed_result`, which reads those committed results back, and
+#   `report.compare_seeds`, which words the ablation's comparisons.
 # - `diagrams.gpt` (next-token prediction, data parallelism) and `checks.gpt`.
