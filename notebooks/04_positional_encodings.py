@@ -1179,8 +1179,9 @@ def my_prediction():
 
 
 # %% tags=["nbval-ignore-output"]
-measured = extrapolation.measure_copy(offset=1, n_test=n_test, device=run.device)
-checks.check_extrapolation_prediction(my_prediction, measured)
+checks.check_extrapolation_prediction(
+    my_prediction, extrapolation.measure_copy(1, n_test, device=run.device)
+)
 
 # %% [markdown]
 # ## What we added to the package
