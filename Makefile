@@ -77,6 +77,13 @@ lint: $(STAMP)
 release: html
 	$(BIN)/python scripts/book.py release
 
+# Retrain every checkpoint the book ships (src/transformer_book/trained/NAME/: fp16
+# weights and a card) from its recipe in scripts/train_checkpoints.py; one NAME with
+# `$(BIN)/python scripts/train_checkpoints.py NAME`. Minutes of CPU each.
+.PHONY: checkpoints
+checkpoints: $(STAMP)
+	$(BIN)/python scripts/train_checkpoints.py
+
 student: $(STAMP)
 	$(BIN)/python scripts/book.py student
 
