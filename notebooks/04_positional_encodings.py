@@ -67,8 +67,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 # tiny models: one CPU thread is enough
@@ -762,6 +762,14 @@ for md in (L1, 128):
 # Each seed fixes the initial weights and the training batches; for one seed, every
 # scheme starts from the same seed and sees the same batches. The test sequences are the
 # same for all seeds. Accuracy counts the positions that have an answer.
+#
+# Three functions of `extrapolation` run this: `test_sets` draws the test sequences of
+# each length from a generator seeded by the length alone; `train_batches` draws one
+# seed's training batches from a generator seeded by the seed; `train_and_test` builds
+# a `Tagger` for one scheme with the seed's initial weights, trains it on one task's
+# targets (cross-entropy over the positions with an answer, AdamW through
+# `training.train`, `n_steps` steps at learning rate `lr` over those batches) and
+# returns its accuracy at each test length (None where it cannot run) and the model.
 
 
 # %%
@@ -808,7 +816,9 @@ except ValueError as err:
 
 # %% [markdown]
 # The table gives the mean accuracy over the seeds and, in brackets, the lowest and the
-# highest. "n/a": the model cannot run at that length.
+# highest (`extrapolation.spread`). "n/a": the model cannot run at that length. The last
+# line is the baseline on the same test sequences: `extrapolation.best_constant`, the
+# accuracy of always guessing the most frequent answer.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -849,7 +859,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# What the table supports, computed from it. A scheme *learns* a task when every seed
+# What the table supports, computed from it by `extrapolation.verdict` (and put into
+# words by `extrapolation.RULES`). A scheme *learns* a task when every seed
 # reaches 0.8 at the training length; it *keeps* it when every seed keeps at least 90 %
 # of that accuracy at twice the length, and *loses* it when no seed does ("mixed"
 # otherwise). The text describes the quick profile, whose edition you are reading, and
@@ -876,8 +887,9 @@ alibi_rule = report.glue("alibi_rule", RULES[v["ALiBi", "last marker"]])
 sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 
 # %% [markdown]
-# A ranking at length 64 writes ">" only where the min–max intervals of neighbours do not
-# overlap, and "≈" where they do: "≈" means "not resolved by these seeds", not "equal".
+# A ranking at length 64 (`extrapolation.ranking`, schemes sorted by their mean) writes
+# ">" only where the min–max intervals of neighbours do not overlap, and "≈" where
+# they do: "≈" means "not resolved by these seeds", not "equal".
 
 
 # %% tags=["nbval-ignore-output"]
@@ -989,8 +1001,10 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 #
 # For the copy models, the share of the first layer's attention that queries at
 # positions 32–63 put on keys at least 32 places back, distances no training sequence
-# contained. For comparison, attention spread evenly over the keys a query may see would
-# put this share there:
+# contained (`extrapolation.far_attention` runs the first block's attention on the test
+# sequences of length 64, sums each query's weights on those keys and averages over
+# the queries, the heads and the sequences). For comparison, attention spread evenly
+# over the keys a query may see would put this share there:
 #
 # $$\frac{1}{32}\sum_{t=32}^{63} \frac{t - 31}{t + 1}.$$
 
@@ -1041,8 +1055,9 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 # - **what size and depth change**: ALiBi's failure on *copy* belongs to this small
 #   one-layer model and its 80 steps, not to ALiBi as such: a mixture of heads with
 #   different slopes, or a second layer, gives it ways to single out a distance, and 80
-#   steps are too few for the extra-layer control to find one. The full profile (on a
-#   GPU) trains the same models with $d_{model} = 64$ for 1500 steps, over 5 seeds;
+#   steps are too few for the extra-layer control to find one. The full profile
+#   (`profile = "full"`, meant for a GPU) trains the same models with
+#   $d_{model} = 64$ for 1500 steps, over 5 seeds;
 # - **language**: these are synthetic tasks at 32 and 64 tokens. The papers compare the
 #   schemes on language modelling with far longer inputs {cite}`press2022alibi`, where
 #   the margins differ.
@@ -1202,8 +1217,9 @@ checks.check_extrapolation_prediction(
 #
 # `transformer_book.extrapolation`: section 8's experiment as tested package code: the
 # two tasks (`make_batch`, `test_sets`, `train_batches`), the model `Tagger`,
-# `train_and_test`, `far_attention`, and the rules that read the seeds (`spread`,
-# `verdict`, `ranking`).
+# `train_and_test`, `far_attention`, the baseline `best_constant`, the rules that read
+# the seeds (`spread`, `verdict`, `ranking`, and `RULES` in words), and `measure_copy`,
+# exercise 4's measurement.
 #
 # `transformer_book.plotting`: `curves`, `heatmap` and `spread_bars`, the figures'
 # boilerplate.
