@@ -74,8 +74,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # a small model: 1 thread
@@ -175,7 +175,7 @@ print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 # %% [markdown]
 # ## 3. Training below 1.88
 #
-# `train.run` is the function behind the command line of section 7: it reads the text,
+# `train.run` is the function behind the command line of section 9: it reads the text,
 # splits it 90/10, trains `gpt.GPT` with `training.train`, and evaluates on **every**
 # held-out character once (nanoGPT's CPU run estimates its loss on 20 random batches of
 # 12 × 64 characters, a noisier number than ours). It times
@@ -278,8 +278,8 @@ assert min(bench["ratio"], bench["ratio_cpu"]) > 0.9  # about equal speed, or fa
 #
 # One caution. Like nanoGPT, the book splits Shakespeare into training and validation
 # text only, and the recipe was chosen by looking at the same validation loss it
-# reports. The book's 1.779 is therefore a little optimistic; an unbiased number would
-# need a third split, touched once at the end.
+# reports. The book's loss in the table below is therefore a little optimistic; an
+# unbiased number would need a third split, touched once at the end.
 
 # %%
 ablation = benchmark.committed_result("shakespeare_ablation.json")
@@ -318,17 +318,21 @@ nano_row = rows["nanogpt"]
 time_share = book["cpu"] / nano_row["cpu"]  # medians over the seeds on file
 print(f"book-quick trains in {time_share:.0%} of the CPU time of nanoGPT's recipe")
 assert time_share < 1  # less time than nanoGPT's recipe, on the same machine
+report.glue("time_share", f"about {round(time_share, 1):.0%}")
+report.glue("nano_loss", statistics.mean(nano_row["losses"]), "{:.3f}")
+report.glue("nano_seeds", len(nano_row["losses"]))
 for name in ("nanogpt", "book-quick"):
     entry = ablation["variants"][name]
     n_read = entry["config"]["steps"] * entry["config"]["batch_size"] * 64
     print(f"{name}: {n_read:,} training characters read")
-report.glue("time_share", f"about {round(time_share, 1):.0%}")
-report.glue("nano_loss", statistics.mean(nano_row["losses"]), "{:.3f}")
-report.glue("nano_seeds", len(nano_row["losses"]))
 
 # %% [markdown]
 # Read the table as a ladder: each rung adds one change to the rung above, so each
-# difference is what that change does *given the ones before it*, not on its own.
+# difference is what that change does *given the ones before it*, not on its own. Each
+# comparison below gives the difference of the means and, in words from
+# `report.compare_seeds`, what the seeds show: "lower for every seed" only when every
+# seed of the rung lies below every seed of the rung before it, "higher for every seed"
+# the other way round, "the seeds overlap: no ranking" otherwise.
 #
 # - The schedule (`nanogpt-short` → `schedule`): {glue:text}`step_schedule`. With only
 #   800 steps, nanoGPT's peak learning rate of $10^{-3}$ stops far short of 1.88; ten
@@ -525,10 +529,10 @@ for name, m in models.items():
     weights = f"{size / 1e9:,.1f} GB" if size >= 1e9 else f"{size / 1e6:,.1f} MB"
     print(f"{'':12s} fp16 weights {weights}, KV cache at "
           f"{m['T']} tokens {cache / 2**20:9,.2f} MiB")  # fmt: skip
-ratio = 6 * n_gpt3 * 300e9 / (6 * n_model * tokens)
-print(f"GPT-3's training took {ratio:.1e} times this chapter's compute")
 report.glue("gpt3_gb", 2 * n_gpt3 / 1e9, "{:.0f}")
 report.glue("gpt3_flop", 6 * n_gpt3 * 300e9, "{:.1e}")
+ratio = 6 * n_gpt3 * 300e9 / (6 * n_model * tokens)
+print(f"GPT-3's training took {ratio:.1e} times this chapter's compute")
 
 # %% [markdown]
 # {glue:text}`gpt3_gb` GB of weights do not fit on any single accelerator, and
