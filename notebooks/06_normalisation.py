@@ -50,7 +50,6 @@ import statistics
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book import (
@@ -288,50 +287,28 @@ print("the probe batch: ", tuple(probe[0].shape))
 
 
 # %%
-@torch.no_grad()
-def stream_profile(model, ids):
-    """Per block: RMS of the stream, and mean cosine between tokens of one query."""
-    keep = ids != words.pad_id  # (B, T): the real tokens
-    n = keep.sum(1).double()  # (B,): real tokens per query
-    rms, cos = [], []
-
-    def measure(block, inputs, x):  # x (B, T, D): the stream after this block
-        rms.append(x[keep].pow(2).mean().sqrt().item())
-        u = F.normalize(x, dim=-1) * keep[..., None]  # unit vectors, padding zeroed
-        pairs = (u.sum(1).pow(2).sum(-1) - n) / (n * (n - 1)).clamp(min=1)  # i != j
-        cos.append(pairs.mean().item())
-
-    hooks = [b.register_forward_hook(measure) for b in model.body.encoder.layers]
-    model(ids)
-    for h in hooks:
-        h.remove()
-    return rms, cos
-
-
+keep = probe[0] != words.pad_id  # (B, T): the real tokens of the probe batch
 profiles = {}  # name -> (RMS, cosine), each (seeds, blocks)
 for name, first in (("post-norm", False), ("pre-norm", True)):
+    models = [make_tagger(24, first, seed=s).cpu() for s in range(n_init_seeds)]
     runs = [
-        stream_profile(make_tagger(24, first, seed=s).cpu(), probe[0])
-        for s in range(n_init_seeds)
-    ]
+        blocks.stream_profile(m, m.body.encoder.layers, probe[0], keep) for m in models
+    ]  # per model: RMS and mean cosine of the stream after each block
     profiles[name] = tuple(torch.tensor(v) for v in zip(*runs))
 print({k: tuple(rms.shape) for k, (rms, cos) in profiles.items()}, "(seeds, blocks)")
 
 # %% tags=["hide-input"]
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
-for colour, (name, stats) in zip(plotting.PALETTE, profiles.items()):
-    for ax, v in zip((ax1, ax2), stats):  # v: (seeds, blocks)
-        ax.plot(range(1, 25), v.mean(0), "o-", ms=3, color=colour, label=name)
-        ax.fill_between(range(1, 25), v.amin(0), v.amax(0), color=colour, alpha=0.2)
-ax1.set(xlabel="block", ylabel="RMS of the residual stream", title="Size of the stream")
-ax2.set(
-    xlabel="block",
-    ylabel="mean cosine between tokens",
-    title="How alike the tokens of a query are",
-)
+fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
+for i, (ax, what, title) in enumerate(zip(
+    axes,
+    ("RMS of the residual stream", "mean cosine between tokens"),
+    ("Size of the stream", "How alike the tokens of a query are"),
+)):  # fmt: skip
+    runs = {name: stats[i] for name, stats in profiles.items()}  # (seeds, blocks)
+    plotting.seed_bands(
+        range(1, 25), runs, ax, xlabel="block", ylabel=what, title=title
+    )
 fig.suptitle(f"Mean over {n_init_seeds} initialisations (band: min to max)")
-ax1.legend()
-ax2.legend()
 fig.tight_layout()
 plt.show()
 
@@ -384,19 +361,13 @@ assert cos_post[:, -1].min() > cos_pre[:, -1].max()  # ... more so in post-norm,
 def block_gradient_norms(n_layers, norm_first, seed):
     """‖∂loss/∂θ_l‖ for every block l of a freshly built tagger, on one batch."""
     model = make_tagger(n_layers, norm_first, seed=seed)
-    classifiers.token_loss(model, training.to_device(probe, run.device)).backward()
-    return torch.stack(
-        [
-            torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()
-            for layer in model.body.encoder.layers
-        ]
-    ).cpu()  # (n_layers,)
+    layers = model.body.encoder.layers
+    return training.layer_gradient_norms(model, classifiers.token_loss, probe, layers)
 
 
-grads = {
-    (first, L): torch.stack(
-        [block_gradient_norms(L, first, s) for s in range(n_init_seeds)]
-    )  # (seeds, L)
+inits = range(n_init_seeds)
+grads = {  # (norm_first, L) -> (seeds, L)
+    (first, L): torch.stack([block_gradient_norms(L, first, s) for s in inits])
     for first in (False, True)
     for L in grad_depths
 }
@@ -590,30 +561,15 @@ for p in ("post", "pre"):
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.WIDE)
-for i, (lr, w) in enumerate(grid):
-    for dx, p, colour in (
-        (-0.15, "post", plotting.PALETTE[0]),
-        (0.15, "pre", plotting.PALETTE[1]),
-    ):
-        done = [v for v in final[p, lr, w] if math.isfinite(v)]
-        label = f"{p}-norm (one dot per seed; bar: mean)" if i == 0 else None
-        ax.plot([i + dx] * len(done), done, "o", color=colour, alpha=0.8, label=label)
-        if done:
-            ax.plot(
-                [i + dx - 0.1, i + dx + 0.1], [statistics.mean(done)] * 2, color=colour
-            )
-        if len(done) < n_seeds:  # diverged runs have no loss to plot
-            ax.annotate(f"{n_seeds - len(done)}†", (i + dx, prior_loss), ha="center")
-ax.axhline(prior_loss, color="gray", ls=":", label="tag frequencies alone")
-ax.set_xticks(
-    range(len(grid)),
+plotting.seed_dots(
     [f"lr {lr:g}\n" + (f"warm-up {w}" if w else "no warm-up") for lr, w in grid],
-)
-ax.set(
-    xlim=(-0.5, len(grid) - 0.5),
+    {f"{p}-norm": [final[p, lr, w] for lr, w in grid] for p in ("post", "pre")},
+    ax,
+    failed_at=prior_loss,  # diverged runs (k†) have no loss to plot
     ylabel="final dev loss per token",
     title=f"{depth}-block taggers after {steps} steps",
 )
+ax.axhline(prior_loss, color="gray", ls=":", label="tag frequencies alone")
 ax.legend()
 plt.show()
 

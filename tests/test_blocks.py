@@ -390,3 +390,34 @@ def test_checks_explain_a_stub():
     ):
         with pytest.raises(ExerciseError, match="not written yet"):
             check(stub)
+
+
+def test_stream_profile_measures_rms_and_cosine_of_real_tokens():
+    torch.manual_seed(0)
+    enc = blocks.Encoder(2, 8, 2, 16, norm_first=False)
+    x = torch.randn(2, 4, 8)
+    keep = torch.tensor([[True] * 4, [True, True, False, False]])
+    rms, cos = blocks.stream_profile(enc, enc.layers, x, keep)
+    assert len(rms) == len(cos) == 2
+    out = enc.layers[0](x)  # the stream after the first block
+    assert rms[0] == pytest.approx(out[keep].pow(2).mean().sqrt().item(), rel=1e-5)
+    u = torch.nn.functional.normalize(out, dim=-1)
+    pair = (u[1, 0] @ u[1, 1]).item()  # the short sequence: one pair
+    full = (u[0] @ u[0].T)[~torch.eye(4, dtype=torch.bool)].mean().item()
+    assert cos[0] == pytest.approx((full + pair) / 2, rel=1e-4, abs=1e-6)
+    assert not enc.layers[0]._forward_hooks  # hooks removed
+    with pytest.raises(ValueError, match="keep"):
+        blocks.stream_profile(enc, enc.layers, x, keep.float())
+
+
+def test_windowed_stack_reaches_as_far_as_its_windows_allow():
+    torch.manual_seed(0)
+    stack = blocks.WindowedStack([3, 3], 8, 2).double()
+    x = torch.randn(1, 12, 8, dtype=torch.float64, requires_grad=True)
+    stack(x)[0, -1].sum().backward()
+    reach = int((x.grad[0].norm(dim=-1) > 0).sum())
+    assert reach == 2 * (3 - 1) + 1  # L (w - 1) + 1 positions
+    full = blocks.WindowedStack([None], 8, 2)
+    assert full(torch.randn(2, 5, 8)).shape == (2, 5, 8)
+    with pytest.raises(ValueError, match="windows"):
+        blocks.WindowedStack([0], 8, 2)

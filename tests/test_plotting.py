@@ -96,3 +96,26 @@ def test_spread_bars_draws_a_bar_per_measured_value_and_text_for_none():
     with pytest.raises(ValueError, match="series 'short' has 1 values for 2 names"):
         plotting.spread_bars(["x", "y"], {"short": [None]}, ax)
     plt.close(fig)
+
+
+def test_seed_bands_and_dots_draw_each_series_and_reject_bad_shapes():
+    fig, (a1, a2) = plt.subplots(1, 2)
+    plotting.seed_bands([1, 2, 3], {"a": torch.rand(4, 3), "b": torch.rand(4, 3)}, a1)
+    assert [line.get_label() for line in a1.get_lines()] == ["a", "b"]
+    with pytest.raises(ValueError, match="runs"):
+        plotting.seed_bands([1, 2], {"a": torch.rand(4, 3)}, a1)
+    nan = float("nan")
+    plotting.seed_dots(["x", "y"], {"p": [[1.0, 2.0], [nan, 3.0]]}, a2)
+    assert [t.get_text() for t in a2.texts] == ["1†"]  # one run not finite
+    assert len(a2.get_lines()) == 4  # dots and mean bar per group
+    with pytest.raises(ValueError, match="groups"):
+        plotting.seed_dots(["x"], {"p": [[1.0], [2.0]]}, a2)
+    plt.close(fig)
+
+
+def test_trailing_mean_places_each_window_mean_at_its_last_step():
+    steps, means = plotting.trailing_mean([1.0, 2.0, 3.0, 4.0], window=2)
+    assert list(steps) == [2, 3, 4]
+    torch.testing.assert_close(means, torch.tensor([1.5, 2.5, 3.5]))
+    with pytest.raises(ValueError, match="window"):
+        plotting.trailing_mean([1.0], window=2)

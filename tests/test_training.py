@@ -280,3 +280,25 @@ def test_weight_drift():
     assert training.weight_drift(b, a) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="share no parameter"):
         training.weight_drift(a, torch.nn.Conv1d(1, 1, 1))
+
+
+def test_layer_gradient_norms_match_each_layers_own_gradient():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    x, y = torch.randn(5, 3), torch.randn(5, 2)
+
+    def loss_fn(m, batch):
+        return (m(batch[0]) - batch[1]).pow(2).mean()
+
+    got = training.layer_gradient_norms(model, loss_fn, (x, y), [model[0], model[2]])
+    model.zero_grad()
+    loss_fn(model, (x, y)).backward()
+    want = [
+        torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()
+        for layer in (model[0], model[2])
+    ]
+    torch.testing.assert_close(got, torch.stack(want))
+    again = training.layer_gradient_norms(model, loss_fn, (x, y), [model[0]])
+    torch.testing.assert_close(again, got[:1])  # gradients reset, not accumulated
+    with pytest.raises(ValueError, match="layers"):
+        training.layer_gradient_norms(model, loss_fn, (x, y), [nn.Tanh()])

@@ -24,9 +24,18 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .kv_cache import KVCache
+from .masks import causal_mask, sliding_window_mask
 from .norms import LayerNorm, RMSNorm, make_norm
+from .positions import RotaryEmbedding
 
-__all__ = ["FeedForward", "EncoderBlock", "Encoder", "load_torch_encoder_layer"]
+__all__ = [
+    "FeedForward",
+    "EncoderBlock",
+    "Encoder",
+    "WindowedStack",
+    "load_torch_encoder_layer",
+    "stream_profile",
+]
 
 Activation = Callable[[Tensor], Tensor]
 Rope = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
@@ -228,6 +237,75 @@ class Encoder(nn.Module):
             layer_cache = None if cache is None else cache[i]
             x = layer(x, mask, bias, layer_cache, is_causal)  # (B, T, d_model)
         return self.final_norm(x)
+
+
+class WindowedStack(nn.Module):
+    """Pre-norm encoder blocks with rotary positions, one causal attention pattern
+    per layer (chapter 08's local and global layers): an int ``w`` in ``windows`` is
+    a sliding window of the last ``w`` keys, ``None`` full causal attention. No
+    embedding and no final norm: the caller adds what its task needs.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model)."""
+
+    def __init__(
+        self,
+        windows: Sequence[int | None],
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not windows or any(w is not None and w < 1 for w in windows):
+            raise ValueError(f"windows must be ints >= 1 or None, got {windows}")
+        rope = RotaryEmbedding(d_model // n_heads)
+        self.windows = list(windows)
+        d_ff = 2 * d_model if d_ff is None else d_ff
+        self.layers = nn.ModuleList(
+            EncoderBlock(d_model, n_heads, d_ff, norm_first=True, rope=rope)
+            for _ in self.windows
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        T = x.shape[1]
+        for layer, w in zip(self.layers, self.windows):
+            mask = (
+                causal_mask(T, device=x.device)
+                if w is None
+                else sliding_window_mask(T, window=w, device=x.device)
+            )
+            x = layer(x, mask=mask)  # (B, T, d_model)
+        return x
+
+
+@torch.no_grad()
+def stream_profile(
+    model: nn.Module, layers: Sequence[nn.Module], inputs: Tensor, keep: Tensor
+) -> tuple[list[float], list[float]]:
+    """The residual stream after each of ``layers`` while ``model(inputs)`` runs: its
+    RMS over the real tokens, and the mean cosine between two different real tokens
+    of one sequence (chapter 06: how alike depth makes the tokens).
+
+    Shapes: inputs whatever ``model`` takes; keep (B, T) bool, True = a real token;
+    each layer's output (B, T, D). Returns two lists of ``len(layers)`` floats."""
+    if keep.dim() != 2 or keep.dtype != torch.bool:
+        raise ValueError(f"keep must be a (B, T) bool tensor, got {tuple(keep.shape)}")
+    n = keep.sum(1).double()  # (B,): real tokens per sequence
+    rms: list[float] = []
+    cos: list[float] = []
+
+    def measure(layer: nn.Module, args: object, x: Tensor) -> None:  # x (B, T, D)
+        rms.append(x[keep].pow(2).mean().sqrt().item())
+        u = nn.functional.normalize(x, dim=-1) * keep[..., None]  # padding zeroed
+        pairs = (u.sum(1).pow(2).sum(-1) - n) / (n * (n - 1)).clamp(min=1)  # i != j
+        cos.append(pairs.mean().item())
+
+    hooks = [layer.register_forward_hook(measure) for layer in layers]
+    try:
+        model(inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return rms, cos
 
 
 @torch.no_grad()

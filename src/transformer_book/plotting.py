@@ -8,9 +8,12 @@ the page's width, and three figure sizes (``SINGLE``, ``WIDE``, ``SQUARE``).
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import torch
 from torch import Tensor
 
 __all__ = [
@@ -23,7 +26,10 @@ __all__ = [
     "book_style",
     "curves",
     "heatmap",
+    "seed_bands",
+    "seed_dots",
     "spread_bars",
+    "trailing_mean",
     "use_book_style",
 ]
 
@@ -214,3 +220,75 @@ def spread_bars(
     ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
     ax.set_title(title)
     return ax
+
+
+def seed_bands(
+    x: Sequence[float],
+    runs: Mapping[str, Tensor],
+    ax: plt.Axes | None = None,
+    *,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+) -> plt.Axes:
+    """One line per entry of ``runs`` (label -> values of shape (seeds, len(x))): the
+    mean over the seeds, in a band from their minimum to their maximum."""
+    for label, v in runs.items():
+        if v.dim() != 2 or v.shape[1] != len(x):
+            raise ValueError(
+                f"runs[{label!r}] must be (seeds, {len(x)}), got {tuple(v.shape)}"
+            )
+    ax = ax or plt.gca()
+    for colour, (label, v) in zip(PALETTE, runs.items()):
+        ax.plot(x, v.mean(0), "o-", ms=3, color=colour, label=label)
+        ax.fill_between(x, v.amin(0), v.amax(0), color=colour, alpha=0.2)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend()
+    return ax
+
+
+def seed_dots(
+    names: Sequence[str],
+    series: Mapping[str, Sequence[Sequence[float]]],
+    ax: plt.Axes | None = None,
+    *,
+    failed_at: float = 0.0,
+    ylabel: str = "",
+    title: str = "",
+) -> plt.Axes:
+    """Per name, one column of dots per series (label -> one list of runs per name,
+    a value per seed) with a bar at their mean; runs that are not finite (diverged)
+    are not drawn but counted as ``k†`` at height ``failed_at``."""
+    for label, groups in series.items():
+        if len(groups) != len(names):
+            raise ValueError(
+                f"series {label!r} has {len(groups)} groups for {len(names)} names"
+            )
+    ax = ax or plt.gca()
+    for j, (colour, (label, groups)) in enumerate(zip(PALETTE, series.items())):
+        dx = (j - (len(series) - 1) / 2) * 0.3
+        for i, runs in enumerate(groups):
+            done = [v for v in runs if math.isfinite(v)]
+            legend = f"{label} (one dot per seed; bar: mean)" if i == 0 else None
+            ax.plot([i + dx] * len(done), done, "o", color=colour, alpha=0.8,
+                    label=legend)  # fmt: skip
+            if done:
+                mean = statistics.mean(done)
+                ax.plot([i + dx - 0.1, i + dx + 0.1], [mean] * 2, color=colour)
+            if len(done) < len(runs):
+                ax.annotate(f"{len(runs) - len(done)}†", (i + dx, failed_at),
+                            ha="center")  # fmt: skip
+    ax.set_xticks(range(len(names)), names)
+    ax.set(xlim=(-0.5, len(names) - 0.5), ylabel=ylabel, title=title)
+    return ax
+
+
+def trailing_mean(values: Sequence[float], window: int = 20) -> tuple[range, Tensor]:
+    """A smoothed training curve: the mean of every full window of ``window`` steps,
+    placed at the window's last step (steps count from 1).
+
+    Shapes: values (n,) -> (range of n - window + 1 steps, (n - window + 1,) means)."""
+    if not 1 <= window <= len(values):
+        raise ValueError(f"window must be in 1..{len(values)}, got {window}")
+    means = torch.tensor(values).unfold(0, window, 1).mean(dim=1)
+    return range(window, len(values) + 1), means

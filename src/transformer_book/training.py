@@ -441,6 +441,33 @@ class GradNorms:
             h.remove()
 
 
+def layer_gradient_norms(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, object], Tensor],
+    batch: object,
+    layers: Iterable[nn.Module],
+) -> Tensor:
+    """``||∂loss/∂θ_l||`` for every module l of ``layers`` (the blocks of a stack),
+    from one backward pass of ``loss_fn(model, batch)``, the batch moved to the
+    model's device: how the gradient is spread along a freshly built stack (chapter
+    06). The model's gradients are reset first and hold this batch's afterwards.
+
+    Shapes: returns (n_layers,), on the CPU."""
+    layers = list(layers)
+    if not layers or any(not list(layer.parameters()) for layer in layers):
+        raise ValueError("layers must be a non-empty list of modules with parameters")
+    model.zero_grad(set_to_none=True)
+    device = next(model.parameters()).device
+    loss_fn(model, to_device(batch, device)).backward()
+    norms = []
+    for layer in layers:
+        grads = [p.grad.flatten() for p in layer.parameters() if p.grad is not None]
+        if not grads:
+            raise ValueError("layers holds a module the loss does not depend on")
+        norms.append(torch.cat(grads).norm())
+    return torch.stack(norms).cpu()
+
+
 @torch.no_grad()
 def weight_drift(model: nn.Module, reference: nn.Module) -> float:
     """How far training moved the weights: ``||θ - θ₀|| / ||θ₀||`` over the
