@@ -330,15 +330,9 @@ print(f"{len(slot_history)} steps, {epochs:.1f} epochs, {len(slot_dev)} dev scor
 
 
 # %% tags=["hide-input"]
-def trailing_mean(values, window=20):
-    """Mean of every full window of steps, placed at the window's last step."""
-    means = torch.tensor(values).unfold(0, window, 1).mean(dim=1)  # (n - window + 1,)
-    return range(window, len(values) + 1), means
-
-
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
 ax_loss.plot(range(1, len(slot_history) + 1), slot_history, alpha=0.25, linewidth=1)
-ax_loss.plot(*trailing_mean(slot_history), label="mean of the last 20 steps")
+ax_loss.plot(*plotting.trailing_mean(slot_history), label="mean of the last 20 steps")
 ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per token")
 ax_loss.set_title("Slot filling: training loss")
 at, scores = zip(*slot_dev.items())
@@ -761,15 +755,9 @@ for p in poolings:
 
 
 # %% tags=["nbval-ignore-output"]
-def spread(xs):
-    """mean ± std (min–max)"""
-    mean, std = statistics.mean(xs), statistics.stdev(xs)
-    return f"{mean:.3f} ± {std:.3f} ({min(xs):.3f}–{max(xs):.3f})"
-
-
 print(f"intent accuracy over {len(seeds)} seeds: mean ± std (min–max)")
 for p in poolings:
-    dev_acc, test_acc = spread(accuracy[p, "dev"]), spread(accuracy[p, "test"])
+    dev_acc, test_acc = (report.mean_spread(accuracy[p, s]) for s in ("dev", "test"))
     print(f"{p:>4}  dev {dev_acc}  test {test_acc}")
 test_ranges = [max(accuracy[p, "test"]) - min(accuracy[p, "test"]) for p in poolings]
 assert max(test_ranges) > 0, "seeds alone move test accuracy"
@@ -851,22 +839,20 @@ assert gap < 0.05  # whichever is ahead, the two poolings land within a few poin
 
 # %% tags=["hide-input"]
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
+labels = {"cls": "[CLS] pooling", "mean": "mean pooling"}
+dev_curves = {}  # name -> (seeds, points): dev accuracy of every run
 for p in poolings:
     runs = [intent_runs[p, s] for s in seeds]
-    smoothed = [trailing_mean(r["losses"]) for r in runs]
+    smoothed = [plotting.trailing_mean(r["losses"]) for r in runs]
     mean_loss = torch.stack([means for _, means in smoothed]).mean(dim=0)
-    name = "[CLS] pooling" if p == "cls" else "mean pooling"
-    ax_loss.plot(smoothed[0][0], mean_loss, label=name)
-    at = list(runs[0]["dev"])
-    curves = torch.tensor([list(r["dev"].values()) for r in runs])  # (seeds, points)
-    ax_dev.plot(at, curves.mean(dim=0), marker="o", label=name)
-    low, high = curves.min(dim=0).values, curves.max(dim=0).values
-    ax_dev.fill_between(at, low, high, alpha=0.2)
+    ax_loss.plot(smoothed[0][0], mean_loss, label=labels[p])
+    dev_curves[labels[p]] = torch.tensor([list(r["dev"].values()) for r in runs])
+plotting.seed_bands(list(runs[0]["dev"]), dev_curves, ax_dev, xlabel="training step",
+                    ylabel="accuracy", title="Intent: dev accuracy")  # fmt: skip
 for ax in (ax_loss, ax_dev):
     ax.axvline(intent_steps, color="gray", linestyle=":", label="learning rate / 10")
 ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per query")
 ax_loss.set_title("Intent: training loss (mean of 20 steps)")
-ax_dev.set(xlabel="training step", ylabel="accuracy", title="Intent: dev accuracy")
 ax_dev.legend()
 plt.show()
 

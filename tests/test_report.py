@@ -56,3 +56,10 @@ def test_times_faster_reads_true_both_ways():
     assert report.times_faster(0.25) == "4.0 times slower"
     with pytest.raises(ValueError, match="ratio must be a positive number"):
         report.times_faster(0.0)
+
+
+def test_mean_spread_words_mean_std_and_range():
+    assert report.mean_spread([0.5, 0.7, 0.6]) == "0.600 ± 0.100 (0.500–0.700)"
+    assert report.mean_spread([2.0], "{:.1f}") == "2.0 ± 0.0 (2.0–2.0)"
+    with pytest.raises(ValueError, match="values"):
+        report.mean_spread([])

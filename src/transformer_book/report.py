@@ -22,10 +22,11 @@ the page (:func:`times_faster`).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["glue", "compare_seeds", "times_faster"]
+__all__ = ["glue", "compare_seeds", "mean_spread", "times_faster"]
 
 # myst-nb's prefix for glued data that the cell does not display
 _HIDDEN = "application/papermill.record/"
@@ -77,6 +78,18 @@ def compare_seeds(
 
 
 _WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def mean_spread(values: Sequence[float], fmt: str = "{:.3f}") -> str:
+    """One value per seed in words: "mean ± std (min–max)", each number in ``fmt``
+    (the standard deviation of the sample, 0 for a single value)."""
+    if not values:
+        raise ValueError("values must hold at least one value, got none")
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    mean, low, high = statistics.mean(values), min(values), max(values)
+    return (
+        f"{fmt.format(mean)} ± {fmt.format(std)} ({fmt.format(low)}–{fmt.format(high)})"
+    )
 
 
 def times_faster(ratio: float) -> str:
