@@ -74,8 +74,8 @@ from transformer_book import (
 )
 
 # %% tags=["parameters"]
-device = "auto"  # "auto": cuda when available, else cpu
-profile = "auto"  # "auto": full on a GPU, quick on a CPU
+device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
+profile = "auto"  # "auto": quick on every device; "full" by name
 
 # %%
 t_chapter = time.process_time(), time.perf_counter()  # CPU and wall time, see the end
@@ -599,14 +599,17 @@ for a, b, label in pairs:
 #   \tilde x)}_{\text{MLM, } S = \text{selected positions}}
 #   \; \underbrace{- \log p(\text{is\_next} \mid \tilde x)}_{\text{NSP}} ,$$
 #
-# AdamW with warm-up and linear decay, on the 8,662 pre-training reviews. The MLM
+# with AdamW (weight decay 0.01), warm-up over the first 10 % of the steps and linear
+# decay to 0, gradients clipped at norm 1 (`training.train`), on the 8,662
+# pre-training reviews. The MLM
 # output layer shares its matrix with the token embedding {cite}`press2017tying`.
 # Masks are drawn anew each time a pair comes round (the original BERT fixed ten
 # maskings per sequence in advance; chapter 13 compares the two). In the quick
 # profile the model is tiny, 2 layers of width 64, and trains for 500 steps of 16
 # pairs; the batch size (8, 16 or 32), the feed-forward width and the learning rate
 # (2e-3 to 1e-2) were picked by a small sweep on the dev reviews while the chapter
-# was written (lowest MLM loss per CPU-second); the sweep is not re-run here. The
+# was written (lowest MLM loss per CPU-second); that sweep is neither committed nor
+# re-run here, so read these values as the book's settings, not as measured optima. The
 # full profile trains 4 layers of width 256 for 20,000 steps on a GPU
 # (its rate, 1e-3, is a usual one for that size, not tuned here). The reviews are cut
 # into word pieces once, for all seeds, and handed to `pretraining.pretrain` with one
@@ -761,9 +764,10 @@ if run.profile == "quick":  # the prose describes the quick edition
 # This is where a language model begins. The real BERT trained for
 # a million steps of 256 sequences on 3.3 billion words {cite}`devlin2019bert`; the
 # full profile of this chapter, on a GPU, trains a 4-layer model for 20,000 steps.
-# Chapter 12 fine-tunes the small model on sentiment and asks whether its
-# pre-training helps; `pretraining.pretrain` re-creates a model of this shape
-# from the package, so a later notebook needs no file from this one.
+# Chapter 12 fine-tunes a small model like this one on sentiment and asks whether its
+# pre-training helps: `pretraining.pretrain` re-creates a model of this shape from the
+# package (with its own budget, on the reviews that share no sentence with SST-2's dev
+# split), so a later notebook needs no file from this one.
 #
 # ## Exercises
 #
