@@ -371,7 +371,7 @@ print(f"fine-tuned MiniLM, {len(minilm_seeds)} seed(s):", [f"{a:.3f}" for a in f
 assert min(ft_dev) >= target
 
 # %% [markdown]
-# ### The small BERT of chapter 11, and the same model from scratch
+# ### A small BERT like chapter 11's, and the same model from scratch
 #
 # Does our own pre-training help? `pretraining.pretrain` re-creates a small BERT
 # like chapter 11's (2 layers, width 64, its own 2,000-piece vocabulary, masked-word

@@ -205,9 +205,10 @@ plt.show()
 # `bert_heads.SequenceClassifier` with `pooling="mean"`: the mean of the output vectors
 # of the real tokens (how MiniLM was trained to summarise a sentence), then a linear
 # layer. We first fit that layer alone on the frozen model's vectors
-# (`finetune.fit_head`, logistic regression on the raw features, `standardize=False`:
-# a head that leans on the features' large directions still reads the student's
-# shifted ones below; a *linear probe*), then fine-tune
+# (`finetune.fit_head`, logistic regression on the raw features, `standardize=False`,
+# chosen because a head that leans on the features' large directions should still read
+# the student's shifted ones below, a reason this page does not test; a *linear
+# probe*), then fine-tune
 # everything with `finetune.fine_tune` (AdamW, warm-up, linear decay): a head
 # that already knows the task does not drag the pre-trained layers around in the
 # first updates {cite}`kumar2022finetuning`. The 30,522 token embeddings stay frozen
