@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from transformer_book import checkpoints, gpt
+from transformer_book import checkpoints, data, gpt
 
 
 @pytest.fixture
@@ -50,14 +50,14 @@ def test_a_changed_weights_file_is_refused_naming_both_digests(tiny, tmp_path):
     model, config = tiny
     card = checkpoints.save(model, config, tmp_path / "t")
     weights = tmp_path / "t" / checkpoints.WEIGHTS
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 0xFF  # one bit pattern of one weight
-    weights.write_bytes(bytes(data))
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 0xFF  # one bit pattern of one weight
+    weights.write_bytes(bytes(raw))
     with pytest.raises(checkpoints.CheckpointError) as err:
         checkpoints.load(tmp_path / "t")
     msg = str(err.value)
     assert str(weights) in msg and card["sha256"] in msg
-    assert checkpoints.sha256_of(weights) in msg
+    assert data.sha256_of(weights) in msg
 
 
 def test_missing_checkpoint_and_bad_config_are_named(tiny, tmp_path, monkeypatch):

@@ -19,7 +19,6 @@ package's own ``trained/`` folder (package data: a wheel or a Colab install carr
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import json
 import os
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from .data import sha256_of
 
 __all__ = [
     "CHECKPOINTS_ENV",
@@ -38,7 +39,6 @@ __all__ = [
     "root",
     "save",
     "load",
-    "sha256_of",
 ]
 
 CHECKPOINTS_ENV = "TRANSFORMER_BOOK_CHECKPOINTS"
@@ -55,15 +55,6 @@ def root() -> Path:
     package's ``trained/`` folder."""
     env = os.environ.get(CHECKPOINTS_ENV)
     return Path(env) if env else SHIPPED
-
-
-def sha256_of(file: str | Path) -> str:
-    """The sha256 hex digest of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(file, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _spec(model: nn.Module, config: object) -> dict:
