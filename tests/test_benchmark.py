@@ -130,3 +130,20 @@ def test_machine_names_the_cpu_and_counts_cores():
     m = benchmark.machine()
     assert isinstance(m["cpu"], str) and m["cpu"]
     assert m["cores"] >= 1 and m["platform"]
+
+
+def test_time_and_peak_measures_every_function_at_every_key():
+    calls = []
+
+    def make_inputs(n):
+        calls.append(n)
+        return (torch.ones(n),)
+
+    fns = {"sum": lambda x: x.sum(), "outer": lambda x: x[:, None] * x[None, :]}
+    cost = benchmark.time_and_peak(fns, make_inputs, [64, 128], repeats=1)
+    assert calls == [64, 128]  # inputs built once per key
+    assert set(cost) == {(n, k) for n in fns for k in (64, 128)}
+    assert all(t >= 0 for t, _ in cost.values())
+    assert cost["outer", 128][1] >= 128 * 128 * 4  # the (n, n) float32 result
+    with pytest.raises(ValueError, match="fns"):
+        benchmark.time_and_peak({}, make_inputs, [1])

@@ -22,8 +22,9 @@ import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -31,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 
 __all__ = [
     "median_time",
+    "time_and_peak",
     "allocated_bytes",
     "peak_bytes",
     "CountTorchCalls",
@@ -84,6 +86,31 @@ def median_time(
         _sync(device)
         times.append(now() - start)
     return statistics.median(times)
+
+
+def time_and_peak(
+    fns: Mapping[str, Callable[..., object]],
+    make_inputs: Callable[[Any], Sequence[object]],
+    keys: Iterable[Any],
+    device: torch.device | str = "cpu",
+    repeats: int = 3,
+    clock: str = "auto",
+) -> dict[tuple[str, Any], tuple[float, int]]:
+    """For every key (a sequence length, say) and every named function, without
+    gradients: the median seconds (:func:`median_time`) and the peak bytes
+    (:func:`peak_bytes`) of ``fn(*make_inputs(key))``; the inputs are built once
+    per key. Returns ``{(name, key): (seconds, peak bytes)}``."""
+    if not fns:
+        raise ValueError("fns must name at least one function, got an empty mapping")
+    cost: dict[tuple[str, Any], tuple[float, int]] = {}
+    with torch.no_grad():
+        for key in keys:
+            inputs = make_inputs(key)
+            for name, fn in fns.items():
+                run_it = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
+                seconds = median_time(run_it, repeats, device=device, clock=clock)
+                cost[name, key] = (seconds, peak_bytes(run_it, device))
+    return cost
 
 
 @contextlib.contextmanager
