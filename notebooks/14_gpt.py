@@ -36,9 +36,12 @@
 #   `torchrun`, and resume a run from its checkpoint.
 
 # %% tags=["remove-cell"]
-# Colab only: install this book's package (does nothing anywhere else).
+# Colab: install this book's package. Apple silicon: let operations that MPS lacks run
+# on the CPU (torch reads the variable when it is imported). Nothing else, elsewhere.
+import os
 import sys
 
+os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1")
 if "google.colab" in sys.modules:
     import subprocess
 
