@@ -63,6 +63,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from transformer_book import (
+    baselines,
     bert,
     checks,
     data,
@@ -676,7 +677,9 @@ report.glue("mlm_end", sum(last) / len(last), "{:.2f}")
 # reviews, with one fixed draw of masks and pairs:
 
 # %% tags=["nbval-ignore-output"]
-log_p = masked_lm.unigram_log_probs(small_wp, train_docs)  # add-one, (V,)
+specials = set(small_wp.special_ids)  # [UNK] and the like: never a label, not counted
+pieces = [i for doc in train_docs for word in doc for i in word if i not in specials]
+log_p = baselines.unigram_log_probs(pieces, len(small_wp))  # add-one, (V,)
 test_docs = [masked_lm.word_pieces_by_word(small_wp, t) for t in test_texts]
 test_batch = next(
     masked_lm.mlm_batches(small_wp, test_docs, 1000, 64, nsp=True, seed=123)

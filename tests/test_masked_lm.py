@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from transformer_book import masked_lm
+from transformer_book import baselines, masked_lm
 from transformer_book.tokenizer import WordPiece
 
 TEXTS = [
@@ -174,17 +174,18 @@ def test_next_sentence_pairs():
         masked_lm.next_sentence_pairs([["a", "b"], ["c"]], random.Random(0))
 
 
-def test_unigram_log_probs_count_pieces_add_one():
+def test_unigram_baseline_of_word_pieces_counts_pieces_add_one():
+    """Chapter 11's masked-LM baseline: baselines.unigram_log_probs over the pieces of
+    word_pieces_by_word, special tokens left out of the counts."""
     tok = WordPiece.train(TEXTS, 80)
     docs = [masked_lm.word_pieces_by_word(tok, t) for t in TEXTS]
-    log_p = masked_lm.unigram_log_probs(tok, docs)
+    specials = set(tok.special_ids)
+    pieces = [i for d in docs for w in d for i in w if i not in specials]
+    log_p = baselines.unigram_log_probs(pieces, len(tok))
     assert log_p.shape == (len(tok),)
     torch.testing.assert_close(log_p.exp().sum(), torch.tensor(1.0))
-    pieces = [i for d in docs for w in d for i in w]
     top = max(set(pieces), key=pieces.count)
     assert log_p.argmax().item() == top  # the most frequent piece
     want = math.log((pieces.count(top) + 1) / (len(pieces) + len(tok)))
     assert log_p[top].item() == pytest.approx(want)
     assert log_p[tok.mask_id] == log_p.min()  # a special token: never counted
-    with pytest.raises(ValueError, match="docs is empty"):
-        masked_lm.unigram_log_probs(tok, [])

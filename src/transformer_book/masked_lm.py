@@ -13,9 +13,7 @@ the batches of every one of these recipes; the models and the loss live elsewher
 
 from __future__ import annotations
 
-import math
 import random
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
@@ -34,7 +32,6 @@ __all__ = [
     "next_sentence_pairs",
     "word_pieces_by_word",
     "mlm_batches",
-    "unigram_log_probs",
 ]
 
 IGNORE = -100  # the label F.cross_entropy skips: a token that is not predicted
@@ -195,20 +192,3 @@ def mlm_batches(
                 batch["labels"] = pad_sequences([r[1] for r in rows], IGNORE)[0]
             batch["is_next"] = torch.tensor([units[i][2] for i in idx])  # (B,)
             yield batch
-
-
-def unigram_log_probs(tok: WordPiece, docs: Sequence[list[list[int]]]) -> Tensor:
-    """The masked-LM baseline that ignores the context: log p(token) from the pieces'
-    frequencies in ``docs`` (as :func:`word_pieces_by_word` gives them), add-one
-    smoothed over ``tok``'s vocabulary; special tokens ([UNK] and the like, never a
-    label) are not counted.
-
-    Shapes: -> (V,) log-probabilities, V = len(tok); ``exp`` sums to 1.
-    """
-    if not docs:
-        raise ValueError("docs is empty: there is nothing to count")
-    counts = Counter(i for doc in docs for word in doc for i in word)
-    for special in tok.special_ids:
-        counts.pop(special, None)
-    total = sum(counts.values()) + len(tok)
-    return torch.tensor([math.log((counts[i] + 1) / total) for i in range(len(tok))])
