@@ -1,5 +1,8 @@
 """transformer_book.deep_stacks: the stacked weights equal the FeedForward modules
-they come from, the three update rules, and what the gradients measure."""
+they come from, the three update rules, what the gradients measure, and chapter 6's
+tagging task (numbering, padding, unseen tags, its prior)."""
+
+import math
 
 import pytest
 import torch
@@ -68,3 +71,53 @@ def test_teacher_task_is_seeded_and_shaped():
     assert train_x.shape == (3, 32, 4) and dev_x.shape == test_x.shape == (10, 4)
     torch.testing.assert_close(teacher(test_x), again[0](again[3]))
     assert not torch.equal(dev_x, test_x)
+
+
+def _splits():
+    from transformer_book.data import SlotIntentSplit
+
+    train = SlotIntentSplit(
+        sentences=[["fly", "to", "boston"], ["to", "denver"], ["fly"]],
+        tags=[["O", "O", "B-to"], ["O", "B-to"], ["O"]],
+        intents=["flight"] * 3,
+    )
+    dev = SlotIntentSplit(
+        sentences=[["fly", "to", "paris"], ["fly", "now"]],
+        tags=[["O", "O", "B-to"], ["O", "B-time"]],  # B-time: never seen in training
+        intents=["flight"] * 2,
+    )
+    return train, dev
+
+
+def test_tagging_task_numbers_pads_and_ignores_unseen_tags():
+    task = deep_stacks.tagging_task(*_splits())
+    IGNORE = -100
+    assert task.train_ids.shape == task.train_tags.shape == (3, 3)
+    assert task.train_lengths.tolist() == [3, 2, 1]
+    assert task.train_tags[1, 2] == IGNORE and task.train_ids[1, 2] == task.words.pad_id
+    assert task.dev_ids[0, 2] == task.words.unk_id  # "paris": never seen in training
+    assert task.dev_tags[1, :2].tolist() == [task.tags.stoi["O"], IGNORE]
+    assert task.unseen == 1
+    ids, tags = task.probe(2)
+    assert ids.shape == tags.shape == (2, 3)
+    x, y = next(iter(task.dev_batches(batch_size=8)))
+    assert x.shape == y.shape == (2, 3)
+    assert sum(len(x) for x, _ in task.train_batches(2, seed=0)) == 3
+
+
+def test_tagging_task_prior_is_the_add_one_unigram_loss():
+    task = deep_stacks.tagging_task(*_splits())
+    # training tags: O ×4, B-to ×2 -> add-one: p(O) = 5/8, p(B-to) = 3/8
+    p = {"O": 5 / 8, "B-to": 3 / 8}
+    scored = ["O", "O", "B-to", "O"]  # the dev tokens with a tag seen in training
+    expected = -sum(math.log(p[t]) for t in scored) / len(scored)
+    assert task.prior_loss() == pytest.approx(expected)
+
+
+def test_tagging_task_rejects_bad_splits():
+    train, dev = _splits()
+    train.tags[0] = ["O", "O"]
+    with pytest.raises(ValueError, match="sentence 0 has 3 words but 2 tags"):
+        deep_stacks.tagging_task(train, dev)
+    with pytest.raises(ValueError, match="n must be in 1..3"):
+        deep_stacks.tagging_task(*_splits()).probe(4)

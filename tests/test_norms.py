@@ -1,5 +1,7 @@
 """LayerNorm (src/transformer_book/norms.py) against torch.nn.LayerNorm, and its input checks."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -181,7 +183,7 @@ def test_half_precision_path_agrees_with_the_fused_one():
 
 # --- chapter 06 exercise checks (checks/norms.py) -------------------------------------
 
-from transformer_book import blocks, checks  # noqa: E402
+from transformer_book import blocks, checks, classifiers  # noqa: E402
 
 
 def _ln_via_rms(x, gamma, beta, eps):
@@ -195,15 +197,41 @@ def _rms_half(x, weight, eps):
     return y.to(x.dtype) * weight
 
 
-def _norm_params(n_layers, d_model, norm, norm_first):
-    per_norm = (2 if norm == "layer" else 1) * d_model
-    return (2 * n_layers + (1 if norm_first else 0)) * per_norm
+def _without_final_norm(model):
+    broken = copy.deepcopy(model)
+    broken.body.encoder.final_norm = torch.nn.Identity()
+    return broken
+
+
+def _logit_growth(model, ids, keep=None, change=_without_final_norm):
+    keep = ids != model.cfg.pad_id if keep is None else keep
+    with torch.no_grad():
+        rms = [m(ids)[keep].pow(2).mean().sqrt() for m in (change(model), model)]
+    return (rms[0] / rms[1]).item()
+
+
+def _tagger(n_layers=12, seed=0):
+    torch.manual_seed(seed)
+    cfg = classifiers.ClassifierConfig(
+        40, 6, max_len=16, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0,
+        pad_id=0,
+    )  # fmt: skip
+    model = classifiers.WordTagger(cfg)
+    model.body.encoder = blocks.Encoder(n_layers, 16, 2, 32, norm_first=True)
+    return model
+
+
+def _probe():
+    ids = torch.randint(1, 40, (8, 10), generator=torch.Generator().manual_seed(3))
+    ids[::2, 6:] = 0  # padding
+    return ids
 
 
 def test_norm_checks_accept_right_answers(capsys):
     checks.check_layer_norm_via_rms(_ln_via_rms)
     checks.check_rms_norm_half(_rms_half)
-    checks.check_norm_param_count(_norm_params)
+    model, ids = _tagger(), _probe()
+    checks.check_logit_growth(_logit_growth, _logit_growth(model, ids), model, ids)
     assert capsys.readouterr().out.count("Correct:") == 3
 
 
@@ -281,27 +309,61 @@ def test_rms_norm_half_mistakes(wrong, message):
         checks.check_rms_norm_half(wrong)
 
 
+def _in_place(model, ids):
+    model.body.encoder.final_norm = torch.nn.Identity()
+    return 2.0
+
+
+def _every_norm(model):
+    broken = _without_final_norm(model)
+    for block in broken.body.encoder.layers:
+        block.norm1 = block.norm2 = torch.nn.Identity()
+    return broken
+
+
+def _last_block_norm(model):
+    broken = copy.deepcopy(model)
+    broken.body.encoder.layers[-1].norm2 = torch.nn.Identity()
+    return broken
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda L, d, n, f: _norm_params(L, d, "layer", f), "β for RMSNorm"),
-        (lambda L, d, n, f: _norm_params(L, d, n, False), "one norm short"),
-        (lambda L, d, n, f: _norm_params(L, d, n, True), "one norm too many"),
-        (lambda L, d, n, f: _norm_params(L, d, n, f) // 2, "two norms"),
-        (lambda L, d, n, f: float(_norm_params(L, d, n, f)), "int"),
+        (_in_place, "changed the model you were given"),
+        (lambda m, ids: 1 / _logit_growth(m, ids), "other way round"),
+        (lambda m, ids: _logit_growth(m, ids, torch.ones_like(ids, dtype=bool)),
+         "padding positions"),
+        (lambda m, ids: _logit_growth(m, ids, change=_every_norm), "norms too"),
+        (lambda m, ids: _logit_growth(m, ids, change=_last_block_norm), "norm2"),
+        (lambda m, ids: "2.0", "as a number"),
     ],
-)
-def test_norm_param_count_mistakes(wrong, message):
+)  # fmt: skip
+def test_logit_growth_mistakes(wrong, message):
+    model, ids = _tagger(), _probe()
     with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_norm_param_count(wrong)
+        checks.check_logit_growth(wrong, 1.0, model, ids)
 
 
-def test_norm_param_count_reference_matches_the_encoder():
-    for norm in ("layer", "rms"):
-        for first in (False, True):
-            enc = blocks.Encoder(5, 8, 2, 16, norm_first=first, norm=norm)
-            n = sum(p.numel() for name, p in enc.named_parameters() if "norm" in name)
-            assert n == _norm_params(5, 8, norm, first)
+@pytest.mark.parametrize("predicted", [None, "2", 1.0, 20.0])
+def test_logit_growth_prediction_must_be_a_number_near_the_measurement(predicted):
+    model, ids = _tagger(24), _probe()
+    assert _logit_growth(model, ids) > 1.5  # the stream has grown: 1.0 is far off
+    with pytest.raises(checks.ExerciseError, match="prediction first|You predicted"):
+        checks.check_logit_growth(_logit_growth, predicted, model, ids)
+
+
+def test_logit_growth_follows_the_stream_entering_the_final_norm():
+    model, ids = _tagger(24), _probe()
+    seen = []
+    hook = model.body.encoder.final_norm.register_forward_hook(
+        lambda mod, args, out: seen.append(args[0])
+    )
+    with torch.no_grad():
+        model(ids)
+    hook.remove()
+    stream = seen[0][ids != 0].pow(2).mean().sqrt().item()
+    assert 0.75 * stream < _logit_growth(model, ids) < stream  # the bias does not grow
 
 
 def _layer_norm_formula(x, weight, bias, eps):

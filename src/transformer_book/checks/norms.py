@@ -1,21 +1,23 @@
 """Checks for the exercises of chapter 06 (normalisation: LayerNorm as a centred RMSNorm,
-RMSNorm in half precision, counting the norms' parameters)."""
+RMSNorm in half precision, a pre-norm stack without its final norm)."""
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from .. import blocks
+from .. import blocks, classifiers
 from ._core import ExerciseError, call, expect_close, passed
 
 __all__ = [
     "check_layer_norm_via_rms",
     "check_rms_norm_half",
-    "check_norm_param_count",
+    "check_logit_growth",
 ]
 
 
@@ -147,52 +149,145 @@ def check_rms_norm_half(fn: Callable[[Tensor, Tensor, float], Tensor]) -> str:
     )
 
 
-def check_norm_param_count(fn: Callable[[int, int, str, bool], int]) -> str:
-    """``fn(n_layers, d_model, norm, norm_first)``: how many parameters the
-    normalisation layers of ``blocks.Encoder(n_layers, d_model, ..., norm=norm,
-    norm_first=norm_first)`` hold (``norm`` is "layer" or "rms")."""
+def _logit_rms(model: nn.Module, ids: Tensor, keep: Tensor) -> float:
+    with torch.no_grad():
+        return model(ids)[keep].pow(2).mean().sqrt().item()
 
-    def truth(n_layers: int, d_model: int, norm: str, norm_first: bool) -> int:
-        enc = blocks.Encoder(n_layers, d_model, 2, 8, norm_first=norm_first, norm=norm)
-        return sum(p.numel() for n, p in enc.named_parameters() if "norm" in n)
 
-    cases = [
-        (L, d, norm, first)
-        for L, d in ((1, 4), (3, 6), (12, 16))
-        for norm in ("layer", "rms")
-        for first in (False, True)
-    ]
-    for L, d, norm, first in cases:
-        got = call(fn, L, d, norm, first)
-        want = truth(L, d, norm, first)
-        if not isinstance(got, int) or isinstance(got, bool):
-            raise ExerciseError(f"return a Python int, got {type(got).__name__}.")
-        if got == want:
+def _growth(model: nn.Module, ids: Tensor, change: Callable[[nn.Module], None],
+            keep: Tensor) -> float:  # fmt: skip
+    """RMS of the logits over ``keep`` after ``change`` (on a copy) / before it."""
+    broken = copy.deepcopy(model)
+    change(broken)
+    return _logit_rms(broken, ids, keep) / _logit_rms(model, ids, keep)
+
+
+def _drop_final(m: nn.Module) -> None:
+    m.body.encoder.final_norm = nn.Identity()
+
+
+def _drop_every_norm(m: nn.Module) -> None:
+    _drop_final(m)
+    for block in m.body.encoder.layers:
+        block.norm1, block.norm2 = nn.Identity(), nn.Identity()
+
+
+def _drop_last_block_norm(m: nn.Module) -> None:
+    m.body.encoder.layers[-1].norm2 = nn.Identity()
+
+
+def _stream_rms(model: nn.Module, ids: Tensor, keep: Tensor) -> float:
+    """RMS, over the real tokens, of the stream that enters the final norm."""
+    seen: list[Tensor] = []
+    hook = model.body.encoder.final_norm.register_forward_hook(
+        lambda module, args, out: seen.append(args[0])
+    )
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        hook.remove()
+    return seen[0][keep].pow(2).mean().sqrt().item()
+
+
+def _pre_norm_tagger(n_layers: int, d_model: int, seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    cfg = classifiers.ClassifierConfig(
+        30, 5, max_len=16, d_model=d_model, n_heads=2, d_ff=2 * d_model, n_layers=1,
+        dropout=0.0, pad_id=0,
+    )  # fmt: skip
+    model = classifiers.WordTagger(cfg)
+    model.body.encoder = blocks.Encoder(n_layers, d_model, 2, 2 * d_model,
+                                        norm_first=True)  # fmt: skip
+    return model.eval()
+
+
+def _same_weights(a: dict[str, Tensor], b: dict[str, Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def check_logit_growth(
+    fn: Callable[[nn.Module, Tensor], float],
+    predicted: float | None,
+    model: nn.Module,
+    ids: Tensor,
+) -> str:
+    """``fn(model, ids)``: for a pre-norm :class:`~transformer_book.classifiers.WordTagger`,
+    the RMS of its logits over the real tokens of ``ids`` (``ids != model.cfg.pad_id``)
+    with ``model.body.encoder.final_norm`` replaced by ``nn.Identity()``, divided by
+    the same RMS with it; measured on a copy, ``model`` itself unchanged.
+    ``predicted``: the reader's guess of that ratio for ``model`` and ``ids``, written
+    before measuring; it must fall within 25 % of the measurement."""
+    if isinstance(predicted, bool) or not isinstance(predicted, (int, float)):
+        raise ExerciseError(
+            "Write your prediction first, as a number: predicted_growth = ... (how "
+            "many times larger the logits get without the final norm)."
+        )
+    # 1. the measurement, on small taggers with padded queries
+    ids_small = torch.randint(1, 30, (4, 7), generator=torch.Generator().manual_seed(0))
+    ids_small[1, 5:], ids_small[2, 3:], ids_small[3, 1:] = 0, 0, 0  # padding
+    keep = ids_small != 0
+    for n_layers in (2, 8):
+        tagger = _pre_norm_tagger(n_layers, 8, seed=n_layers)
+        before = {k: v.clone() for k, v in tagger.state_dict().items()}
+        got = call(fn, tagger, ids_small.clone())
+        if isinstance(tagger.body.encoder.final_norm, nn.Identity) or not _same_weights(
+            before, tagger.state_dict()
+        ):
+            raise ExerciseError(
+                "You changed the model you were given: its final norm is gone for "
+                "whoever uses it next. Measure on a copy: broken = "
+                "copy.deepcopy(model), then replace broken.body.encoder.final_norm."
+            )
+        if isinstance(got, Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            raise ExerciseError(
+                f"return the ratio as a number, got {type(got).__name__}."
+            )
+        want = _growth(tagger, ids_small, _drop_final, keep)
+        if math.isclose(got, want, rel_tol=1e-4):
             continue
-        k = 2 if norm == "layer" else 1  # vectors per norm: γ and β, or γ alone
-        where = f"(n_layers={L}, d_model={d}, norm={norm!r}, norm_first={first})"
-        if norm == "rms" and got == 2 * want:
-            raise ExerciseError(
-                f"{where}: you counted β for RMSNorm. RMSNorm has only γ: d_model "
-                "parameters per norm; LayerNorm has 2 · d_model."
-            )
-        if first and got == want - k * d:
-            raise ExerciseError(
-                f"{where}: one norm short. A pre-norm stack ends with one more "
-                "norm after its last block (its stream is otherwise unnormalised)."
-            )
-        if not first and got == want + k * d:
-            raise ExerciseError(
-                f"{where}: one norm too many. Only the pre-norm stack adds a final "
-                "norm; a post-norm block already ends with one."
-            )
-        if got * 2 == want or got * 2 == want - k * d:
-            raise ExerciseError(
-                f"{where}: every block has two norms, one per sublayer (attention "
-                "and feed-forward)."
-            )
-        raise ExerciseError(f"{where}: got {got}, expected {want}.")
+        where = f"(a {n_layers}-block pre-norm tagger)"
+        everywhere = torch.ones_like(keep)
+        mistakes = [
+            (1 / want, "You divided the other way round: RMS without the final norm "
+                       "over RMS with it."),
+            (_growth(tagger, ids_small, _drop_final, everywhere),
+             "You counted the padding positions. Average over the real tokens only: "
+             "keep = ids != model.cfg.pad_id, then logits[keep]."),
+            (_growth(tagger, ids_small, _drop_every_norm, keep),
+             "You removed the blocks' norms too (norm1, norm2). Only the stack's last "
+             "norm goes: model.body.encoder.final_norm."),
+            (_growth(tagger, ids_small, _drop_last_block_norm, keep),
+             "You removed the last block's norm2, which normalises what enters its "
+             "feed-forward sublayer. The stack's own last norm is "
+             "model.body.encoder.final_norm."),
+        ]  # fmt: skip
+        for wrong, message in mistakes:
+            if math.isclose(got, wrong, rel_tol=1e-4):
+                raise ExerciseError(f"{where}: {message}")
+        raise ExerciseError(
+            f"{where}: you returned {got:.4f}, expected {want:.4f}: the RMS of the "
+            "logits over the real tokens, without the final norm / with it."
+        )
+    # 2. the prediction, against the measurement on the reader's model
+    keep = ids != model.cfg.pad_id
+    measured = _growth(model, ids, _drop_final, keep)
+    stream = _stream_rms(model, ids, keep)
+    why = (
+        f"The stream that enters the final norm has RMS {stream:.2f} here: inside a "
+        "pre-norm block the norms rescale only what enters each sublayer, never the "
+        "stream. The final norm hands the head vectors of RMS 1 (γ = 1, β = 0 at "
+        "initialisation), and the head is linear, so the logits grow by about the "
+        "stream's RMS (a little less: the head's bias does not grow)."
+    )
+    if abs(predicted - measured) > 0.25 * measured:
+        raise ExerciseError(
+            f"You predicted {predicted:.2f}; measured: {measured:.2f}. {why}"
+        )
     return passed(
-        "two norms per block, one more at the end of a pre-norm stack; 2·d_model "
-        "parameters per LayerNorm, d_model per RMSNorm."
+        f"measured {measured:.2f}, predicted {predicted:.2f}; the stream entering the "
+        f"final norm has RMS {stream:.2f}. Without the final norm, a deeper pre-norm "
+        "stack hands its head ever larger vectors."
     )
