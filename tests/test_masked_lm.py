@@ -189,3 +189,24 @@ def test_unigram_baseline_of_word_pieces_counts_pieces_add_one():
     want = math.log((pieces.count(top) + 1) / (len(pieces) + len(tok)))
     assert log_p[top].item() == pytest.approx(want)
     assert log_p[tok.mask_id] == log_p.min()  # a special token: never counted
+
+
+def test_target_ids_count_what_word_pieces_by_word_cuts():
+    """target_ids holds the same pieces, as many times, as cutting every text with
+    word_pieces_by_word (specials left out): the unigram baselines agree bit for bit."""
+    tok = WordPiece.train(TEXTS, 80)
+    texts = [*TEXTS, "an unseen word: zzyzx!"]  # [UNK] is never a target
+    docs = [masked_lm.word_pieces_by_word(tok, t) for t in texts]
+    specials = set(tok.special_ids)
+    slow = [i for d in docs for w in d for i in w if i not in specials]
+    fast = masked_lm.target_ids(tok, texts)
+    assert fast.dtype == torch.long and fast.shape == (len(slow),)
+    assert sorted(fast.tolist()) == sorted(slow)
+    assert tok.unk_id not in fast.tolist() and tok.unk_id in {
+        i for d in docs for w in d for i in w
+    }
+    assert torch.equal(
+        baselines.unigram_log_probs(fast, len(tok)),
+        baselines.unigram_log_probs(slow, len(tok)),
+    )
+    assert masked_lm.target_ids(tok, []).shape == (0,)

@@ -14,6 +14,7 @@ the batches of every one of these recipes; the models and the loss live elsewher
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
@@ -31,6 +32,7 @@ __all__ = [
     "mask_tokens",
     "next_sentence_pairs",
     "word_pieces_by_word",
+    "target_ids",
     "mlm_batches",
 ]
 
@@ -113,6 +115,29 @@ def word_pieces_by_word(tok: WordPiece, text: str) -> list[list[int]]:
         tok.convert_tokens_to_ids(tok.word_pieces(w))
         for w in basic_tokenize(text, tok.lowercase)
     ]
+
+
+def target_ids(tok: WordPiece, texts: Sequence[str]) -> Tensor:
+    """Every word piece of ``texts`` that masked language modelling can ask for (the
+    special tokens, [UNK] among them, left out), as one tensor of ids: what a unigram
+    baseline of the training text counts (:func:`baselines.unigram_log_probs`). The
+    ids are grouped by word, not in text order: each distinct word is cut into pieces
+    once, which makes a corpus of tens of thousands of texts quick to count.
+
+    Shapes: -> (N,), N the number of pieces of ``texts``.
+    """
+    words = Counter(w for t in texts for w in basic_tokenize(t, tok.lowercase))
+    specials = set(tok.special_ids)
+    ids: list[int] = []
+    repeats: list[int] = []
+    for word, count in words.items():
+        pieces = tok.convert_tokens_to_ids(tok.word_pieces(word))
+        kept = [i for i in pieces if i not in specials]
+        ids += kept
+        repeats += [count] * len(kept)
+    return torch.repeat_interleave(
+        torch.tensor(ids, dtype=torch.long), torch.tensor(repeats, dtype=torch.long)
+    )
 
 
 def _flat(words: Sequence[Sequence[int]]) -> list[int]:
