@@ -237,6 +237,20 @@ def test_training_merges_equal_a_brute_force_recount(rule):
     assert merges[:60] == brute_force_merges(texts, 60, rule)
 
 
+def test_likelihood_gain_is_k_times_log_lift_minus_one():
+    """The gain of a merge, for k much smaller than c_a and c_b, is about
+    k [log(k N / (c_a c_b)) - 1]: it changes sign where the pair occurs e times as
+    often as chance (c_a c_b / N) predicts, not where it occurs as often."""
+    ca, cb, N = 10_000, 20_000, 10_000_000
+    chance = ca * cb / N  # 20 pairs expected if units were placed independently
+    for lift in (0.5, 2.0, 2.5, 3.0, 10.0, 50.0):
+        k = round(lift * chance)
+        exact = tokenizer._merge_score("likelihood", k, ca, cb, N, same=False)
+        approx = k * (math.log(k * N / (ca * cb)) - 1)
+        assert exact == pytest.approx(approx, abs=0.1 * k)
+        assert (exact > 0) == (lift > math.e)
+
+
 def test_trained_vocabulary_covers_its_corpus():
     texts = data.load_rt_polarity()[0][:500]
     tok = WordPiece.train(texts, 600)

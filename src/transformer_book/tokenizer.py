@@ -343,8 +343,11 @@ class WordPiece:
 
         - ``"likelihood"``: the merge that raises most the log-likelihood of the corpus
           under a unigram model of the units, log L = sum_u c_u log(c_u / N) (Schuster
-          & Nakajima, 2012; Wu et al., 2016). For a pair seen k times it is about
-          k · log(k N / (c_a c_b)): frequent *and* more frequent together than apart;
+          & Nakajima, 2012; Wu et al., 2016). For units a, b (counts c_a, c_b) seen
+          side by side k times (k much smaller than c_a, c_b) it is about
+          k · [log(k N / (c_a c_b)) - 1]: it favours pairs that are frequent *and*
+          more frequent together than apart, and it is positive only when k is
+          about e times the count chance predicts (c_a c_b / N);
         - ``"ratio"``: count(ab) / (count(a) · count(b)), the association alone (the
           rule Hugging Face's course gives for WordPiece): it prefers pairs of rare
           units, digits and one-off words first;
