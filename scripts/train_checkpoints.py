@@ -4,13 +4,23 @@
     python scripts/train_checkpoints.py shakespeare-char-gpt  # one of them
     make checkpoints                                          # the same, every one
 
-A shipped checkpoint is a :class:`transformer_book.train.TrainConfig` (the recipe) and
-what its card says about it. :func:`train_one` trains the recipe with
-:func:`transformer_book.train.run` on Tiny Shakespeare (nanoGPT's split: the first 90 %
-of the characters to train on, the last 10 % held out), scores the model and the
-unigram and bigram baselines (fitted on the training split) on the *same* held-out
-characters, and writes the weights (fp16) and the card with
-:func:`transformer_book.checkpoints.save` to ``src/transformer_book/trained/NAME/``.
+A shipped checkpoint is a family of :mod:`transformer_book.train` (``gpt``, ``bert``,
+``t5``), a recipe of that family, and what its card says about it. :func:`train_one`
+trains the recipe with the family's runner, scores the model and its baselines (fitted
+on the training split) on the *same* held-out data, and writes the weights (fp16), the
+vocabulary and the card with :func:`transformer_book.checkpoints.save` to
+``src/transformer_book/trained/NAME/``:
+
+- ``gpt`` (:func:`transformer_book.train.run`): Tiny Shakespeare, nanoGPT's split (the
+  first 90 % of the characters to train on, the last 10 % held out); the unigram and
+  bigram baselines on the same held-out characters;
+- ``bert`` (:func:`transformer_book.train.run_bert`): MLM + NSP on SST-2's training
+  phrases, scored on its dev sentences with one fixed draw of masks and pairs; the
+  unigram baseline on the same masked pieces, "always is-next" on the same pairs;
+- ``t5`` (:func:`transformer_book.train.run_t5`): span corruption on ATIS's training
+  queries, scored on fixed windows of its test queries; the most frequent word, the
+  unigram and the left bigram on the same hidden words.
+
 ``tests/test_shipped_checkpoints.py`` checks a shipped checkpoint against its card.
 """
 
@@ -34,8 +44,9 @@ LOGGED_STEPS = 50
 EVAL_BATCH = 64
 TRAIN_FRACTION = 0.9
 
-#: name -> (recipe, what the card says the checkpoint is for)
-SHIPPED: dict[str, tuple[train.TrainConfig, str]] = {
+#: name -> (recipe, what the card says the checkpoint is for); the family is the
+#: recipe's config class (train.FAMILIES)
+SHIPPED: dict[str, tuple[object, str]] = {
     # chapter 14's book-quick model (4 layers, width 64, 4 heads: GQA groups of 2 or 4,
     # RoPE) trained 2.5 times as long, to a held-out loss well below a bigram's; read
     # by chapter 9 for its KV cache and its MHA -> GQA/MQA conversion. About 3-6
@@ -51,7 +62,26 @@ SHIPPED: dict[str, tuple[train.TrainConfig, str]] = {
         ),  # fmt: skip
         "a character-level GPT of Tiny Shakespeare (chapter 9)",
     ),
+    # chapters 11-13's pre-trained BERT: MLM + NSP on SST-2's training phrases
+    "sst-bert": (
+        train.BERT_RECIPES["sst-small"],
+        "a small BERT pre-trained (MLM + NSP) on SST-2's training phrases "
+        "(chapters 11-13)",
+    ),
+    # chapter 10's pre-trained T5: span corruption on ATIS's training queries
+    "atis-t5": (
+        train.T5_RECIPES["atis-small"],
+        "a small T5 pre-trained with span corruption on ATIS's queries (chapter 10)",
+    ),
 }
+
+
+def family(config: object) -> str:
+    """The :data:`transformer_book.train.FAMILIES` entry a recipe belongs to."""
+    for name, (config_class, _) in train.FAMILIES.items():
+        if isinstance(config, config_class):
+            return name
+    raise ValueError(f"no family trains a {type(config).__name__}")
 
 
 def heldout_batches(
@@ -107,11 +137,108 @@ def _machine() -> dict:
         return {"platform": platform.platform(), "cpu": platform.processor()}
 
 
+def _files_card(dataset: str, files: list[str]) -> dict:
+    return {f: list(data.DATASETS[dataset].file(f).sha256) for f in files}
+
+
+def train_encoder(name: str, root: Path = checkpoints.SHIPPED) -> dict:
+    """Train and save a ``bert`` or ``t5`` checkpoint; its card."""
+    config, purpose = SHIPPED[name]
+    kind = family(config)
+    start = time.perf_counter()
+    runner = train.run_bert if kind == "bert" else train.run_t5
+    result = runner(config, device="cpu")
+    model = result["model"]
+    if kind == "bert":
+        texts, heldout = train.bert_corpus()
+        tok = result["tokenizer"]
+        files = {"vocab.txt": "\n".join(tok.itos) + "\n"}
+        data_card = {
+            "dataset": "sst2",
+            "sha256": _files_card("sst2", ["train.tsv", "dev.tsv"]),
+            "split": f"pre-trained on the text of train.tsv's {len(texts):,} phrases "
+            f"(labels unused); held out: dev.tsv's {len(heldout)} sentences, one "
+            f"draw of NSP pairs and masks (seed {train.HELDOUT_SEED}, batches of 128, "
+            f"max_len {config.max_len}; pretraining.pretraining_metrics)",
+        }
+        seen = {"sequences_seen": config.steps * config.batch_size}
+        extra = {
+            "mlm_losses": [round(x, 4) for x in result["mlm_history"]],
+            "nsp_losses": [round(x, 4) for x in result["nsp_history"]],
+        }
+    else:
+        atis = result["atis"]
+        files = {"vocab.txt": "\n".join(atis.words.itos) + "\n"}
+        data_card = {
+            "dataset": "atis",
+            "sha256": _files_card("atis", ["train/seq.in", "test/seq.in"]),
+            "split": f"pre-trained on train/seq.in's {len(atis.train):,} words (each "
+            f"query ending in '.'); held out: 20 x 64 span-corrupted windows of "
+            f"test/seq.in's {len(atis.test):,} words (seed {train.HELDOUT_SEED}; "
+            f"train.t5_heldout)",
+        }
+        seen = {"tokens_seen": config.steps * config.batch_size * config.window}
+        extra = {}
+    card = {
+        "name": name,
+        "purpose": purpose,
+        "family": kind,
+        "recipe": dataclasses.asdict(config),
+        "data": data_card,
+        "steps": config.steps,
+        **seen,
+        "train_cpu_seconds": round(result["train_cpu_seconds"], 1),
+        "train_wall_seconds": round(result["train_wall_seconds"], 1),
+        "total_wall_seconds": round(time.perf_counter() - start, 1),
+        "host": _machine(),
+        "first_losses": result["history"][:LOGGED_STEPS],
+        "losses": [round(x, 4) for x in result["history"]],
+        **extra,
+        "heldout_fp32": result["heldout"],
+    }
+    model_config = model.config
+    checkpoints.save(model, model_config, root / name, card, files=files)
+    # the card's held-out metrics are the ones of the weights as stored (fp16), reloaded
+    stored, _ = checkpoints.load(root / name)
+    card["heldout"] = heldout_metrics(name, stored)
+    return checkpoints.save(model, model_config, root / name, card, files=files)
+
+
+def heldout_metrics(name: str, model) -> dict:
+    """The held-out metrics and baselines of a ``bert`` or ``t5`` checkpoint's model,
+    computed as its card's were (the vocabulary read from the checkpoint)."""
+    config, _ = SHIPPED[name]
+    vocab_file = checkpoints.path(name) / "vocab.txt"
+    itos = vocab_file.read_text(encoding="utf-8").split("\n")[:-1]
+    if family(config) == "bert":
+        from transformer_book import baselines, masked_lm, pretraining
+        from transformer_book.tokenizer import WordPiece
+
+        tok = WordPiece(itos)
+        texts, heldout = train.bert_corpus()
+        pieces = [
+            i
+            for t in texts
+            for word in masked_lm.word_pieces_by_word(tok, t)
+            for i in word
+            if i not in tok.special_ids
+        ]
+        unigram = baselines.unigram_log_probs(pieces, len(tok))
+        return pretraining.pretraining_metrics(
+            model, tok, heldout, config.max_len, seed=train.HELDOUT_SEED,
+            nsp=config.nsp, unigram=unigram,
+        )  # fmt: skip
+    atis = train.atis_words(itos)
+    return train.t5_scores(model, atis, train.t5_heldout(atis, config.window))
+
+
 def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
     """Train the shipped checkpoint ``name`` from its recipe and save it; the card."""
     if name not in SHIPPED:
         raise ValueError(f"name must be one of {sorted(SHIPPED)}, got {name!r}")
     config, purpose = SHIPPED[name]
+    if family(config) != "gpt":
+        return train_encoder(name, root)
     train_ids, val, vocab = heldout_batches(config)
     start = time.perf_counter()
     result = train.run(config)
@@ -149,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for name in args.names or sorted(SHIPPED):
         card = train_one(name)
+        if "heldout" in card:
+            print(f"{name}: held-out {card['heldout']}, {card['train_cpu_seconds']} "
+                  f"CPU-s, {card['sha256'][:12]}")  # fmt: skip
+            continue
         print(
             f"{name}: held-out {card['heldout_loss']:.4f} nats/char (unigram "
             f"{card['baselines']['unigram']:.4f}, bigram "

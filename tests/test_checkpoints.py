@@ -77,3 +77,21 @@ def test_missing_checkpoint_and_bad_config_are_named(tiny, tmp_path, monkeypatch
     (tmp_path / "there" / checkpoints.CARD).write_text(json.dumps(card))
     with pytest.raises(checkpoints.CheckpointError, match="outside the book: os"):
         checkpoints.load("there")
+
+
+def test_files_beside_the_weights_are_verified_too(tiny, tmp_path):
+    model, config = tiny
+    card = checkpoints.save(
+        model, config, tmp_path / "v", files={"vocab.txt": "[PAD]\nthe\n"}
+    )
+    assert set(card["files"]) == {"vocab.txt"}
+    _, read = checkpoints.load(tmp_path / "v")
+    assert (checkpoints.path(tmp_path / "v") / "vocab.txt").read_text() == "[PAD]\nthe\n"
+    (tmp_path / "v" / "vocab.txt").write_text("[PAD]\nthe\nextra\n")
+    with pytest.raises(checkpoints.CheckpointError, match="vocab.txt has sha256"):
+        checkpoints.load(tmp_path / "v")
+    (tmp_path / "v" / "vocab.txt").unlink()
+    with pytest.raises(checkpoints.CheckpointError, match="sha256 missing"):
+        checkpoints.load(tmp_path / "v")
+    with pytest.raises(ValueError, match="plain file names"):
+        checkpoints.save(model, config, tmp_path / "w", files={"../x.txt": ""})

@@ -173,3 +173,17 @@ def test_batches_are_endless_and_restart_with_the_seed():
     assert not torch.equal(first[0][0], first[1][0])  # fresh windows every batch
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         span_corruption.SpanCorruptionBatches(stream, 16, 0, SENTINELS, EOS)
+
+
+def test_left_neighbours_read_the_original_text():
+    from transformer_book.span_corruption import corrupted_windows, left_neighbours
+
+    stream = torch.arange(10, 60)  # word i is 10 + i: every left neighbour is word - 1
+    gen = torch.Generator().manual_seed(0)
+    src, tgt = corrupted_windows(stream, 8, 20, sentinel_ids=[1, 2, 3, 4], eos_id=0,
+                                 generator=gen)  # fmt: skip
+    left, hidden = left_neighbours(src, tgt, [1, 2, 3, 4], eos_id=0)
+    assert len(hidden) == ((tgt >= 10).sum()).item() > 0
+    assert torch.equal(left, hidden - 1)
+    with pytest.raises(ValueError, match="same B"):
+        left_neighbours(src, tgt[:3], [1, 2, 3, 4], 0)

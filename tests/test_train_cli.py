@@ -81,3 +81,28 @@ def test_torchrun_two_processes_equal_one_with_twice_the_batch(tmp_path):
         torch.tensor(two["history"]), torch.tensor(one["history"]), atol=1e-5, rtol=0
     )
     assert two["val_loss"] == pytest.approx(one["val_loss"], abs=1e-5)
+
+
+def test_precision_is_checked_and_reaches_the_loop():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        train.TrainConfig(precision="fp8")
+    config, _ = train._parse(["gpt", "--precision", "bf16", "--compile", "true"])
+    assert (config.precision, config.compile) == ("bf16", True)
+
+
+@pytest.mark.parametrize("family", ["bert", "t5"])
+def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
+    from transformer_book import checkpoints
+
+    config, _ = train._parse([family, "--recipe", "tiny", "--steps", "3"])
+    assert isinstance(config, train.FAMILIES[family][0]) and config.steps == 3
+    assert train.main([family, "--recipe", "tiny", "--steps", "3",
+                       "--out", str(tmp_path)]) == 0  # fmt: skip
+    model, card = checkpoints.load(tmp_path)
+    assert card["recipe"]["steps"] == 3 and set(card["files"]) == {"vocab.txt"}
+    vocab = (tmp_path / "vocab.txt").read_text().split("\n")[:-1]
+    assert model.config.vocab_size == len(vocab)
+    h = history(tmp_path)
+    assert len(h["history"]) == 3 and h["heldout"]
+    with pytest.raises(SystemExit, match="gpt only"):
+        train.main([family, "--recipe", "tiny", "--resume", "--out", str(tmp_path)])

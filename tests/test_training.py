@@ -187,6 +187,7 @@ def test_checkpoint_options_are_checked(tmp_path):
     model, batches = regression_problem()
     with pytest.raises(ValueError, match="need a checkpoint folder"):
         training.train(model, batches, mse, steps=3, resume=True)
+    training.train(model, batches, mse, steps=3, stop_at=2)  # no folder needed
     with pytest.raises(ValueError, match="holds no model.safetensors"):
         training.load_checkpoint(tmp_path, model)
 

@@ -5,6 +5,8 @@ BERT and T5, for instance). The book trains those once, with a recipe kept in th
 repository, and ships the result as a *checkpoint*: a folder ``NAME/`` with
 
 - ``model.safetensors``: the weights (fp16 by default, to keep the repository small);
+- any text files the model needs besides its weights (a tokenizer's ``vocab.txt``),
+  each with its sha256 digest on the card;
 - ``card.json``: what the weights are and how they came to be — the model's module,
   class and config; the recipe, data and held-out split; steps, tokens, seconds and
   machine; the torch version; the held-out metrics *and the baselines' metrics on the
@@ -37,6 +39,7 @@ __all__ = [
     "CARD",
     "CheckpointError",
     "root",
+    "path",
     "save",
     "load",
 ]
@@ -55,6 +58,13 @@ def root() -> Path:
     package's ``trained/`` folder."""
     env = os.environ.get(CHECKPOINTS_ENV)
     return Path(env) if env else SHIPPED
+
+
+def path(name: str | Path) -> Path:
+    """The folder of checkpoint ``name`` (a folder under :func:`root`, or a path), to
+    read the files saved beside the weights (``path(name) / "vocab.txt"``). Call
+    :func:`load` first: it is the one that verifies them."""
+    return Path(name) if Path(name).is_dir() else root() / str(name)
 
 
 def _spec(model: nn.Module, config: object) -> dict:
@@ -76,12 +86,15 @@ def save(
     folder: str | Path,
     card: dict | None = None,
     dtype: torch.dtype = torch.float16,
+    files: dict[str, str] | None = None,
 ) -> dict:
     """Write ``model``'s weights (as ``dtype``) and its card to ``folder``; return the card.
 
     ``config`` is the frozen dataclass the model was built from (``type(model)(config)``
     must rebuild it). ``card``: the recipe, data, metrics and baselines to record; the
     model's spec, parameter count, torch version, machine and digest are added here.
+    ``files``: text files to write beside the weights (name -> content, e.g. a
+    tokenizer's ``vocab.txt``); their digests go on the card and :func:`load` checks them.
     """
     from safetensors.torch import save_model
 
@@ -93,6 +106,13 @@ def save(
     copy = type(model)(config)  # a CPU copy in the storage dtype; `model` is untouched
     copy.load_state_dict({k: v.detach().cpu() for k, v in model.state_dict().items()})
     save_model(copy.to(dtype), str(folder / WEIGHTS))
+    digests = {}
+    for file, text in sorted((files or {}).items()):
+        if file in (WEIGHTS, CARD) or Path(file).name != file:
+            raise ValueError(f"files must be plain file names other than {WEIGHTS} "
+                             f"and {CARD}, got {file!r}")  # fmt: skip
+        (folder / file).write_text(text, encoding="utf-8")
+        digests[file] = sha256_of(folder / file)
     full = {
         **(card or {}),
         "model": spec,
@@ -101,6 +121,7 @@ def save(
         "torch": torch.__version__,
         "machine": platform.machine(),
         "sha256": sha256_of(folder / WEIGHTS),
+        **({"files": digests} if digests else {}),
     }
     (folder / CARD).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
     return full
@@ -121,7 +142,7 @@ def load(
     ``(model, card)``: an fp32 model in eval mode on ``device``, weights verified."""
     from safetensors.torch import load_model
 
-    folder = Path(name) if Path(name).is_dir() else root() / str(name)
+    folder = path(name)
     if not (folder / CARD).is_file() or not (folder / WEIGHTS).is_file():
         known = sorted(p.name for p in root().glob("*/") if (p / CARD).is_file())
         raise CheckpointError(
@@ -129,13 +150,15 @@ def load(
             f"(checkpoints in {root()}: {known or 'none'})"
         )
     card = json.loads((folder / CARD).read_text())
-    actual = sha256_of(folder / WEIGHTS)
-    if actual != card.get("sha256"):
-        raise CheckpointError(
-            f"{folder / WEIGHTS} has sha256 {actual}, but its card says "
-            f"{card.get('sha256')}: the file changed after it was trained; retrain it "
-            f"with its recipe or restore it"
-        )
+    expected = {WEIGHTS: card.get("sha256"), **card.get("files", {})}
+    for file, digest in expected.items():
+        actual = sha256_of(folder / file) if (folder / file).is_file() else "missing"
+        if actual != digest:
+            raise CheckpointError(
+                f"{folder / file} has sha256 {actual}, but its card says {digest}: "
+                f"the file changed after it was trained; retrain it with its recipe "
+                f"or restore it"
+            )
     model, _ = _build(card["model"])
     load_model(model, str(folder / WEIGHTS), strict=True)  # casts to the model's fp32
     return model.to(device).eval(), card

@@ -1,6 +1,7 @@
-"""Pre-training a small BERT on unlabelled text: masked language modelling, with or
-without next-sentence prediction, static or dynamic masks (chapters 11 and 13;
-chapter 12 starts from it).
+"""Pre-training small encoders on unlabelled text: a BERT with masked language
+modelling, with or without next-sentence prediction, static or dynamic masks
+(chapters 11 and 13; chapter 12 starts from it), and a T5 with span corruption
+(chapter 10).
 
 One recipe, :func:`pretrain`, configured by one frozen :class:`PretrainConfig`: learn a
 WordPiece vocabulary from the texts (unless given one), build a
@@ -8,20 +9,26 @@ WordPiece vocabulary from the texts (unless given one), build a
 :func:`masked_lm.mlm_batches` (AdamW with weight decay 0.01, warm-up over the first
 10 % of the steps, then linear decay, as BERT; Devlin et al., 2019, section 3.1 and
 appendix A). Chapter 13's RoBERTa arms change one field each (Liu et al., 2019).
+
+T5's recipe, :func:`pretrain_t5` with a frozen :class:`SpanPretrainConfig`, trains a
+:class:`t5.T5` on :class:`span_corruption.SpanCorruptionBatches` of a token stream
+(AdamW, warm-up over 10 % of the steps, cosine decay to a tenth; T5 itself used
+Adafactor with an inverse-square-root schedule, Raffel et al., 2020, section 3.1.2).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import bert, training
-from .masked_lm import IGNORE, MASKINGS, mlm_batches, word_pieces_by_word
+from . import bert, t5, training
+from .masked_lm import IGNORE, IS_NEXT, MASKINGS, mlm_batches, word_pieces_by_word
+from .span_corruption import SpanCorruptionBatches
 from .tokenizer import WordPiece
 
 __all__ = [
@@ -30,6 +37,8 @@ __all__ = [
     "pretraining_loss",
     "pretraining_metrics",
     "pretrain",
+    "SpanPretrainConfig",
+    "pretrain_t5",
 ]
 
 
@@ -115,14 +124,22 @@ def pretraining_metrics(
     batch_size: int = 128,
     seed: int = 0,
     nsp: bool = True,
+    unigram: Tensor | None = None,
 ) -> dict[str, float]:
     """Held-out MLM loss and accuracy (over the masked tokens) and NSP accuracy, on
-    one pass over ``texts`` with one fixed draw of pairs and masks (``seed``)."""
+    one pass over ``texts`` with one fixed draw of pairs and masks (``seed``).
+
+    ``unigram``: log-probabilities (V,) of a unigram model of the training text
+    (:func:`baselines.unigram_log_probs`); then the result also holds its loss and
+    accuracy on the *same* masked tokens (``unigram_mlm_loss``, ``unigram_mlm_accuracy``)
+    and the accuracy of always answering "is next" (``is_next_share``).
+    """
     docs = [word_pieces_by_word(tok, t) for t in texts]
     batches = mlm_batches(tok, docs, batch_size, max_len, nsp=nsp, seed=seed)
     model.eval()
     device = next(model.parameters()).device
-    mlm_sum, n_masked, n_right, nsp_right, n_pairs = 0.0, 0, 0, 0, 0
+    sums = dict.fromkeys(("mlm", "right", "uni", "uni_right", "nsp", "next"), 0.0)
+    n_masked = n_pairs = 0
     for _ in range(math.ceil(len(docs) / batch_size)):  # one pass
         batch = training.to_device(next(batches), device)
         positions = batch["labels"] != IGNORE  # (B, T)
@@ -130,16 +147,25 @@ def pretraining_metrics(
             batch["ids"], batch["token_type_ids"], batch["attention_mask"], positions
         )
         target = batch["labels"][positions]  # (n_masked,)
-        mlm_sum += F.cross_entropy(mlm_logits, target, reduction="sum").item()
+        sums["mlm"] += F.cross_entropy(mlm_logits, target, reduction="sum").item()
+        sums["right"] += (mlm_logits.argmax(-1) == target).sum().item()
+        sums["nsp"] += (nsp_logits.argmax(-1) == batch["is_next"]).sum().item()
+        sums["next"] += (batch["is_next"] == IS_NEXT).sum().item()
+        if unigram is not None:
+            sums["uni"] -= unigram.to(device)[target].sum().item()
+            sums["uni_right"] += (target == unigram.argmax()).sum().item()
         n_masked += target.numel()
-        n_right += (mlm_logits.argmax(-1) == target).sum().item()
-        nsp_right += (nsp_logits.argmax(-1) == batch["is_next"]).sum().item()
         n_pairs += len(batch["is_next"])
-    return {
-        "mlm_loss": mlm_sum / n_masked,
-        "mlm_accuracy": n_right / n_masked,
-        "nsp_accuracy": nsp_right / n_pairs if nsp else math.nan,
+    result = {
+        "mlm_loss": sums["mlm"] / n_masked,
+        "mlm_accuracy": sums["right"] / n_masked,
+        "nsp_accuracy": sums["nsp"] / n_pairs if nsp else math.nan,
     }
+    if unigram is not None:
+        result["unigram_mlm_loss"] = sums["uni"] / n_masked
+        result["unigram_mlm_accuracy"] = sums["uni_right"] / n_masked
+        result["is_next_share"] = sums["next"] / n_pairs if nsp else math.nan
+    return result
 
 
 def pretrain(
@@ -148,6 +174,8 @@ def pretrain(
     tokenizer: WordPiece | None = None,
     docs: Sequence[list[list[int]]] | None = None,
     device: str | torch.device = "cpu",
+    on_step: Callable[[int, float], None] | None = None,
+    stop_at: int | None = None,
 ) -> Pretrained:
     """Pre-train a small BERT on ``texts`` as ``config`` says; reproducible from
     ``config.seed``, and the caller's random state is left untouched.
@@ -156,6 +184,8 @@ def pretrain(
     ``docs``: the texts already cut into word pieces by ``tokenizer``
     (:func:`masked_lm.word_pieces_by_word`, one list per text), to cut them once when
     several runs pre-train on the same texts; the result is the same as without it.
+    ``on_step(step, loss)``: called after every update (to log); ``stop_at``: leave
+    after that many updates, the schedule still the whole run's (to re-run its start).
     """
     if docs is not None:
         if tokenizer is None:
@@ -193,5 +223,71 @@ def pretrain(
             weight_decay=0.01,
             warmup=max(1, c.steps // 10),
             decay="linear",
+            on_step=on_step,
+            stop_at=stop_at,
         )
     return Pretrained(model, tokenizer, history, losses["mlm"], losses["nsp"])
+
+
+@dataclass(frozen=True)
+class SpanPretrainConfig:
+    """Sizes and recipe of a small T5 pre-trained with span corruption (windows of
+    ``window`` tokens, 15 % hidden in spans of about 3). The defaults are the book's
+    shipped checkpoint (chapter 10): 3 + 3 layers of width 128, 2,400 updates of 64
+    windows at 3e-3."""
+
+    d_model: int = 128
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 512
+    window: int = 32
+    batch_size: int = 64
+    steps: int = 2400
+    lr: float = 3e-3
+    dropout: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "batch_size", "steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.window < 2:
+            raise ValueError(f"window must be >= 2, got {self.window}")
+
+    def t5_config(self, vocab_size: int, pad_id: int, eos_id: int) -> t5.T5Config:
+        """The model's sizes for a vocabulary of ``vocab_size`` ids."""
+        return t5.T5Config(
+            vocab_size, self.d_model, self.n_layers, self.n_heads, self.d_ff,
+            dropout=self.dropout, pad_id=pad_id, eos_id=eos_id,
+        )  # fmt: skip
+
+
+def pretrain_t5(
+    stream: Tensor,
+    model_config: t5.T5Config,
+    sentinel_ids: Sequence[int],
+    config: SpanPretrainConfig = SpanPretrainConfig(),
+    device: str | torch.device = "cpu",
+    on_step: Callable[[int, float], None] | None = None,
+    stop_at: int | None = None,
+) -> tuple[t5.T5, list[float]]:
+    """Pre-train a fresh :class:`t5.T5` (``model_config``) with span corruption on
+    ``stream`` (N,) of token ids; reproducible from ``config.seed``, the caller's random
+    state untouched. Returns the model (eval mode) and the loss of every step.
+    ``on_step`` and ``stop_at`` as in :func:`pretrain`."""
+    if len(sentinel_ids) < 1:
+        raise ValueError("sentinel_ids must name at least one sentinel token")
+    c = config
+    batches = SpanCorruptionBatches(
+        stream, c.window, c.batch_size, sentinel_ids, model_config.eos_id, seed=c.seed
+    )
+    dev = torch.device(device)
+    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
+        torch.manual_seed(c.seed)  # initial weights and dropout
+        model = t5.T5(model_config).to(device)
+        history = training.train(
+            model, batches, lambda m, batch: m.loss(*batch), c.steps, lr=c.lr,
+            warmup=max(1, c.steps // 10), decay="cosine", min_lr_factor=0.1,
+            on_step=on_step, stop_at=stop_at,
+        )  # fmt: skip
+    return model.eval(), history

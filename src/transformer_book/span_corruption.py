@@ -26,6 +26,7 @@ __all__ = [
     "merge_spans",
     "corrupted_windows",
     "SpanCorruptionBatches",
+    "left_neighbours",
 ]
 
 
@@ -202,3 +203,42 @@ class SpanCorruptionBatches:
                 self.stream, self.batch_size, self.window, self.sentinel_ids,
                 self.eos_id, gen,
             )  # fmt: skip
+
+
+def left_neighbours(
+    inputs: Tensor, targets: Tensor, sentinel_ids: Sequence[int], eos_id: int
+) -> tuple[Tensor, Tensor]:
+    """Every hidden token of span-corrupted pairs and the token to its left in the
+    original text: for a span's first token, the kept token before its sentinel in the
+    inputs; for the others, the hidden token before it. A bigram model reads exactly
+    this one neighbour (the *left-bigram* baseline of chapter 10).
+
+    Every span has a kept token to its left (:func:`noise_span_mask` starts with a
+    kept run). Shapes: inputs (B, S), targets (B, T) -> left, hidden (n_hidden,).
+    """
+    if inputs.dim() != 2 or targets.dim() != 2 or len(inputs) != len(targets):
+        raise ValueError(
+            f"inputs and targets must be (B, S) and (B, T) with the same B, got "
+            f"{tuple(inputs.shape)} and {tuple(targets.shape)}"
+        )
+    sentinel = set(sentinel_ids)
+    left, hidden = [], []
+    for src, tgt in zip(inputs.tolist(), targets.tolist()):
+        before = {tok: src[i - 1] for i, tok in enumerate(src) if tok in sentinel}
+        if src and src[0] in sentinel:
+            raise ValueError("a span starts the input: it has no left neighbour")
+        prev = None
+        for tok in tgt:
+            if tok == eos_id:
+                break
+            if tok in sentinel:
+                if tok not in before:
+                    raise ValueError(f"sentinel {tok} of the targets is not in the inputs")
+                prev = before[tok]
+            elif prev is None:
+                raise ValueError("the targets must start with a sentinel")
+            else:
+                left.append(prev)
+                hidden.append(tok)
+                prev = tok
+    return torch.tensor(left, dtype=torch.long), torch.tensor(hidden, dtype=torch.long)

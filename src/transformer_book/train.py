@@ -1,23 +1,36 @@
-"""Train chapter 14's character-level GPT from the command line, on one process or many.
+"""Train the book's three model families from the command line.
 
     python -m transformer_book.train gpt --out runs/shakespeare
     python -m transformer_book.train gpt --recipe nanogpt-cpu --steps 500 --lr 2e-3
     python -m transformer_book.train gpt --config my_run.json --out runs/a --resume
     torchrun --nproc_per_node=4 -m transformer_book.train gpt --out runs/ddp
+    python -m transformer_book.train bert --recipe sst-small --out runs/bert
+    python -m transformer_book.train t5 --recipe atis-small --steps 300 --out runs/t5
 
-A run is a :class:`TrainConfig`: a named recipe (:data:`RECIPES`), then a JSON file
-(``--config``), then single options (``--lr 3e-3``), each overriding the one before. It
-trains :class:`transformer_book.gpt.GPT` on Tiny Shakespeare (the first 90 % of the
-characters; the last 10 % are held out, nanoGPT's split) with
-:func:`transformer_book.training.train`, logs the loss, evaluates on the held-out text,
-and with ``--out`` writes ``config.json``, a checkpoint (``model.safetensors``,
-``trainer.pt``) and ``history.json`` (the loss of every step, the evaluations).
-``--resume`` continues from the checkpoint in ``--out``.
+Each family has its data, its config class and its named recipes (:data:`FAMILIES`);
+a run is a recipe, then a JSON file (``--config``), then single options
+(``--lr 3e-3``), each overriding the one before.
 
-Under ``torchrun`` every process runs this same program; :func:`run` joins the process
-group (gloo on CPUs, NCCL on GPUs), gives each process its own share of every batch
-(``--batch_size`` is per process), and lets rank 0 log and write. Nothing in the model
-changes. Chapter 14 explains the recipe and its choices.
+- ``gpt`` (:class:`TrainConfig`, :data:`RECIPES`): :class:`transformer_book.gpt.GPT`
+  on Tiny Shakespeare's characters (the first 90 % train, the last 10 % held out,
+  nanoGPT's split), with :func:`transformer_book.training.train`. With ``--out`` it
+  writes ``config.json``, a checkpoint (``model.safetensors``, ``trainer.pt``) and
+  ``history.json`` (the loss of every step, the evaluations); ``--resume`` continues
+  from it. Under ``torchrun`` every process runs this same program; :func:`run` joins
+  the process group (gloo on CPUs, NCCL on GPUs), gives each process its own share of
+  every batch (``--batch_size`` is per process), and lets rank 0 log and write.
+  ``precision``, ``compile`` and ``tf32`` switch on the GPU path (chapter 14).
+- ``bert`` (:class:`transformer_book.pretraining.PretrainConfig`,
+  :data:`BERT_RECIPES`): a small BERT pre-trained with MLM + NSP on the text of
+  SST-2's training phrases (their labels unused), held out: SST-2's dev sentences
+  (:func:`bert_corpus`). Chapters 11-13 read the result.
+- ``t5`` (:class:`transformer_book.pretraining.SpanPretrainConfig`,
+  :data:`T5_RECIPES`): a small T5 pre-trained with span corruption on ATIS's training
+  queries, held out: ATIS's test queries (:func:`atis_words`). Chapter 10 reads it.
+
+``bert`` and ``t5`` with ``--out`` write ``config.json``, ``history.json`` and the model
+as a book checkpoint (:func:`transformer_book.checkpoints.save`, its vocabulary beside
+it); they run on one process and have no ``--resume``.
 """
 
 from __future__ import annotations
@@ -33,9 +46,27 @@ from pathlib import Path
 
 import torch
 
-from . import data, gpt, lm_data, runtime, training
+from . import baselines, checkpoints, data, gpt, lm_data, masked_lm, pretraining
+from . import runtime, span_corruption, t5, training, vocab
+from .tokenizer import WordPiece
 
-__all__ = ["TrainConfig", "RECIPES", "model_config", "run", "main"]
+__all__ = [
+    "TrainConfig",
+    "RECIPES",
+    "BERT_RECIPES",
+    "T5_RECIPES",
+    "FAMILIES",
+    "model_config",
+    "bert_corpus",
+    "AtisWords",
+    "atis_words",
+    "t5_heldout",
+    "t5_scores",
+    "run",
+    "run_bert",
+    "run_t5",
+    "main",
+]
 
 log = logging.getLogger("transformer_book.train")
 
@@ -71,11 +102,21 @@ class TrainConfig:
     checkpoint_every: int = 0  # 0: only at the end (with --out)
     device: str = "auto"
     threads: int = 0  # CPU threads; 0: torch's default
+    # the GPU path (training.train): "fp32", "bf16" or "fp16" autocast (fp16 with a
+    # gradient scaler); torch.compile; TF32 matrix products on CUDA (the optimiser is
+    # fused AdamW on CUDA, for-each elsewhere)
+    precision: str = "fp32"
+    compile: bool = False
+    tf32: bool = True
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "context"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.precision not in training.PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {training.PRECISIONS}, got {self.precision!r}"
+            )
 
 
 RECIPES: dict[str, TrainConfig] = {
@@ -145,6 +186,9 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
     if threads:
         torch.set_num_threads(threads)
     device = _device(config, world)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        torch.backends.cudnn.allow_tf32 = config.tf32
     text = data.load_tinyshakespeare()
     chars = lm_data.char_vocab(text)
     ids = torch.tensor(chars.encode(list(text)))  # (N,) one id per character
@@ -180,7 +224,8 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
         decay=config.decay, min_lr_factor=config.min_lr_factor,
         betas=(0.9, config.beta2), decay_vectors=False, on_step=on_step,
         checkpoint=out, checkpoint_every=config.checkpoint_every, resume=resume,
-        stop_at=stop_at, progress=False,
+        stop_at=stop_at, progress=False, precision=config.precision,
+        compile=config.compile,
     )  # fmt: skip
     train_cpu = time.process_time() - start_cpu - eval_seconds[0]
     train_wall = time.perf_counter() - start_wall
@@ -199,29 +244,239 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
     return {**result, "model": model}
 
 
-def _parse(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
+# -- bert: MLM + NSP on the text of SST-2's training phrases ------------------------
+
+BERT_RECIPES: dict[str, pretraining.PretrainConfig] = {
+    # the book's shipped BERT (chapters 11-13): 4 layers of width 128, a 4,000-piece
+    # vocabulary, 4,000 updates of 64 pairs (about eight passes over the phrases),
+    # BERT's dropout. The rate: 2e-3 sat on the unigram plateau (training loss 6.6 after
+    # half the run, with a bump after warm-up); 1e-3 is the one shipped, not tuned further
+    "sst-small": pretraining.PretrainConfig(
+        vocab_size=4000, d_model=128, n_layers=4, n_heads=4, d_ff=512, max_len=64,
+        batch_size=64, steps=4000, lr=1e-3, dropout=0.1,
+    ),  # fmt: skip
+    # chapter 11's quick profile, for a run of seconds
+    "tiny": pretraining.PretrainConfig(),
+}
+#: the held-out masks and pairs: one draw, the same for every model and baseline
+HELDOUT_SEED = 123
+
+
+#: the shortest training phrase the BERT pre-trains on (shorter ones give a masked
+#: word almost no context, and NSP needs two segments)
+MIN_WORDS = 5
+
+
+def bert_corpus() -> tuple[list[str], list[str]]:
+    """The ``bert`` family's text: SST-2's training phrases of :data:`MIN_WORDS` words
+    or more (labels unused) to pre-train on, and its 872 dev sentences held out.
+    SST-2's dev sentences are not among its training phrases: the held-out text is
+    unseen."""
+    phrases = [t for t in data.load_sst2("train")[0] if len(t.split()) >= MIN_WORDS]
+    return phrases, data.load_sst2("dev")[0]
+
+
+def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
+             device: str = "cpu", log_every: int = 500,
+             stop_at: int | None = None) -> dict:  # fmt: skip
+    """Pre-train :func:`bert_corpus`'s BERT as ``config`` says: learn the WordPiece
+    vocabulary from the training phrases, train, and score the model and the unigram
+    baseline on the held-out sentences (:func:`pretraining.pretraining_metrics`).
+    Returns the losses, the metrics, the CPU-seconds, the model and its tokenizer;
+    with ``out``, also writes them (the model as a book checkpoint). ``stop_at``: leave
+    after that many steps (the schedule still the whole run's), without scoring."""
+    texts, heldout = bert_corpus()
+    start_cpu, start_wall = time.process_time(), time.perf_counter()
+    tok = WordPiece.train(texts, config.vocab_size)
+    docs = [masked_lm.word_pieces_by_word(tok, t) for t in texts]
+
+    def on_step(step: int, loss: float) -> None:
+        if log_every and (step + 1) % log_every == 0:
+            log.info("step %d/%d | train loss %.4f", step + 1, config.steps, loss)
+
+    result = pretraining.pretrain(texts, config, tok, docs, device, on_step, stop_at)
+    train_cpu = time.process_time() - start_cpu
+    if stop_at is not None:
+        return {"history": result.loss, "model": result.model, "tokenizer": tok}
+    pieces = [i for doc in docs for word in doc for i in word if i not in tok.special_ids]
+    unigram = baselines.unigram_log_probs(pieces, len(tok))  # add-one, (V,)
+    metrics = pretraining.pretraining_metrics(
+        result.model, tok, heldout, config.max_len, seed=HELDOUT_SEED,
+        nsp=config.nsp, unigram=unigram,
+    )  # fmt: skip
+    log.info("held-out: %s", metrics)
+    summary = {
+        "history": result.loss, "mlm_history": result.mlm_loss,
+        "nsp_history": result.nsp_loss, "heldout": metrics,
+        "train_cpu_seconds": train_cpu,
+        "train_wall_seconds": time.perf_counter() - start_wall,
+    }  # fmt: skip
+    if out is not None:
+        _write(out, config, summary, result.model, result.model.config,
+               {"vocab.txt": "\n".join(tok.itos) + "\n"})  # fmt: skip
+    return {**summary, "model": result.model, "tokenizer": tok}
+
+
+# -- t5: span corruption on ATIS's queries -------------------------------------------
+
+T5_RECIPES: dict[str, pretraining.SpanPretrainConfig] = {
+    # the book's shipped T5 (chapter 10): 3 + 3 layers of width 128, 2,400 updates of 64
+    # windows of 32 words (about 90 passes over ATIS's 55,000 training words, each
+    # with fresh spans), dropout 0.1 against memorising them
+    "atis-small": pretraining.SpanPretrainConfig(),
+    # chapter 10's quick profile, for a run of seconds
+    "tiny": pretraining.SpanPretrainConfig(
+        d_model=64, n_layers=2, d_ff=128, batch_size=32, steps=200, lr=5e-3, dropout=0.0
+    ),
+}
+N_SENTINELS = 8
+
+
+@dataclass(frozen=True)
+class AtisWords:
+    """ATIS's queries as one stream of word ids per split, each query ending in ".";
+    the vocabulary: the words seen twice or more in training, the end token ``</s>``
+    and :data:`N_SENTINELS` sentinels (the last ids)."""
+
+    words: vocab.Vocab
+    sentinels: list[int]
+    eos: int
+    train: torch.Tensor  # (N_train,)
+    test: torch.Tensor  # (N_test,)
+
+
+def atis_words(itos: list[str] | None = None) -> AtisWords:
+    """The ``t5`` family's data (:class:`AtisWords`); ``itos``: a saved vocabulary (a
+    checkpoint's ``vocab.txt``) instead of the one counted from the training queries."""
+    train_q = [s + ["."] for s in data.load_atis("train").sentences]
+    test_q = [s + ["."] for s in data.load_atis("test").sentences]
+    names = [f"<extra_id_{i}>" for i in range(N_SENTINELS)]
+    if itos is None:
+        freq = vocab.Vocab.from_corpus(train_q, min_freq=2)  # <pad>, <unk>, words
+        itos = [*freq.itos[:2], "</s>", *freq.itos[2:], *names]
+    words = vocab.Vocab(itos)
+    stream = lambda queries: torch.tensor(words.encode([w for q in queries for w in q]))
+    return AtisWords(words, words.encode(names), words["</s>"], stream(train_q),
+                     stream(test_q))  # fmt: skip
+
+
+def t5_heldout(atis: AtisWords, window: int, n_batches: int = 20,
+               batch_size: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """The held-out test windows every T5 and baseline is scored on: ``n_batches`` of
+    ``batch_size`` span-corrupted windows of the test stream, one fixed draw."""
+    gen = torch.Generator().manual_seed(HELDOUT_SEED)
+    return [
+        span_corruption.corrupted_windows(
+            atis.test, batch_size, window, atis.sentinels, atis.eos, generator=gen
+        )
+        for _ in range(n_batches)
+    ]
+
+
+def t5_scores(model, atis: AtisWords, held_out: list) -> dict[str, float]:
+    """Hidden-word accuracy and cross-entropy (teacher-forced, sentinels and the end
+    token left out) of ``model`` and of three baselines fitted on the training
+    stream: the most frequent word, the unigram, and the left bigram (each hidden word
+    from the word to its left, :func:`span_corruption.left_neighbours`)."""
+    first_sentinel = min(atis.sentinels)
+    is_word = lambda t: (t != atis.eos) & (t < first_sentinel)  # noqa: E731
+    acc, nats = t5.target_scores(model, held_out, is_word)
+    pairs = [span_corruption.left_neighbours(s, t, atis.sentinels, atis.eos)
+             for s, t in held_out]  # fmt: skip
+    left = torch.cat([p[0] for p in pairs])
+    hidden = torch.cat([p[1] for p in pairs])
+    V = len(atis.words)
+    uni = baselines.unigram_log_probs(atis.train, V)
+    bi = baselines.bigram_log_probs(atis.train, V)
+    return {
+        "accuracy": acc,
+        "nats": nats,
+        "hidden_words": len(hidden),
+        "most_frequent_accuracy": (hidden == uni.argmax()).float().mean().item(),
+        "unigram_nats": baselines.unigram_loss(uni, hidden),
+        "bigram_accuracy": (bi[left].argmax(-1) == hidden).float().mean().item(),
+        "bigram_nats": baselines.bigram_loss(bi, left, hidden),
+    }
+
+
+def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None,
+           device: str = "cpu", log_every: int = 500,
+           stop_at: int | None = None) -> dict:  # fmt: skip
+    """Pre-train :func:`atis_words`'s T5 as ``config`` says and score it and the
+    baselines on :func:`t5_heldout`; like :func:`run_bert`."""
+    atis = atis_words()
+    start_cpu, start_wall = time.process_time(), time.perf_counter()
+
+    def on_step(step: int, loss: float) -> None:
+        if log_every and (step + 1) % log_every == 0:
+            log.info("step %d/%d | train loss %.4f", step + 1, config.steps, loss)
+
+    model_config = config.t5_config(len(atis.words), atis.words.pad_id, atis.eos)
+    model, history = pretraining.pretrain_t5(
+        atis.train, model_config, atis.sentinels, config, device, on_step, stop_at
+    )
+    train_cpu = time.process_time() - start_cpu
+    if stop_at is not None:
+        return {"history": history, "model": model, "atis": atis}
+    scores = t5_scores(model, atis, t5_heldout(atis, config.window))
+    log.info("held-out: %s", scores)
+    summary = {
+        "history": history, "heldout": scores, "train_cpu_seconds": train_cpu,
+        "train_wall_seconds": time.perf_counter() - start_wall,
+    }  # fmt: skip
+    if out is not None:
+        _write(out, config, summary, model, model_config,
+               {"vocab.txt": "\n".join(atis.words.itos) + "\n"})  # fmt: skip
+    return {**summary, "model": model, "atis": atis}
+
+
+def _write(out, config, summary, model, model_config, files) -> None:
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    (folder / "history.json").write_text(json.dumps(summary))
+    checkpoints.save(model, model_config, folder, {"recipe": dataclasses.asdict(config)},
+                     files=files)  # fmt: skip
+
+
+FAMILIES: dict[str, tuple[type, dict]] = {
+    "gpt": (TrainConfig, RECIPES),
+    "bert": (pretraining.PretrainConfig, BERT_RECIPES),
+    "t5": (pretraining.SpanPretrainConfig, T5_RECIPES),
+}
+DEFAULT_RECIPE = {"gpt": "book-quick", "bert": "sst-small", "t5": "atis-small"}
+
+
+def _parse(argv: list[str] | None) -> tuple[object, argparse.Namespace]:
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("model", nargs="?", choices=sorted(FAMILIES))
+    family = first.parse_known_args(argv)[0].model or "gpt"
+    config_class, recipes = FAMILIES[family]
     parser = argparse.ArgumentParser(
         prog="python -m transformer_book.train",
-        description="Train chapter 14's character-level GPT on Tiny Shakespeare.",
+        description="Train one of the book's models: a character-level GPT on Tiny "
+        "Shakespeare, a small BERT (MLM + NSP) on SST-2's phrases, a small T5 (span "
+        "corruption) on ATIS's queries.",
     )
-    parser.add_argument("model", choices=["gpt"], help="the model family to train")
-    parser.add_argument("--recipe", choices=sorted(RECIPES), default="book-quick")
-    parser.add_argument("--config", help="a JSON file of TrainConfig fields")
+    parser.add_argument("model", choices=sorted(FAMILIES), help="the model family")
+    parser.add_argument("--recipe", choices=sorted(recipes),
+                        default=DEFAULT_RECIPE[family])  # fmt: skip
+    parser.add_argument("--config", help="a JSON file of the family's config fields")
     parser.add_argument("--out", help="folder for the config, checkpoint and history")
     parser.add_argument("--resume", action="store_true", help="continue from --out")
     parser.add_argument("--stop_at", type=int, help="leave after this step")
-    for field in dataclasses.fields(TrainConfig):
+    for field in dataclasses.fields(config_class):
         kind = {"int": int, "float": float, "str": str, "bool": _bool}[field.type]
         parser.add_argument(f"--{field.name}", type=kind, default=None)
     args = parser.parse_args(argv)
-    config = RECIPES[args.recipe]
+    config = recipes[args.recipe]
     if args.config:
         config = dataclasses.replace(
             config, **json.loads(Path(args.config).read_text())
         )
     given = {
         f.name: getattr(args, f.name)
-        for f in dataclasses.fields(TrainConfig)
+        for f in dataclasses.fields(config_class)
         if getattr(args, f.name) is not None
     }
     return dataclasses.replace(config, **given), args
@@ -235,13 +490,20 @@ def _bool(text: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     config, args = _parse(argv)
+    if args.model != "gpt" and (args.resume or args.stop_at is not None):
+        raise SystemExit(f"--resume and --stop_at are for gpt only, not {args.model}")
     if args.resume and not args.out:
         raise SystemExit("--resume needs --out, the folder of the checkpoint")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout
     )
     log.info("config: %s", config)
-    run(config, out=args.out, resume=args.resume, stop_at=args.stop_at)
+    if args.model == "bert":
+        run_bert(config, out=args.out, device=str(runtime.resolve_device("auto")))
+    elif args.model == "t5":
+        run_t5(config, out=args.out, device=str(runtime.resolve_device("auto")))
+    else:
+        run(config, out=args.out, resume=args.resume, stop_at=args.stop_at)
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     return 0

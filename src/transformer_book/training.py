@@ -304,8 +304,8 @@ def train(
     matrices and embeddings only. ``checkpoint``: a folder to save to every
     ``checkpoint_every`` steps (0: only at the end) and at the end; ``resume=True``
     continues from the checkpoint there, if any (the history returned then includes
-    the steps before). ``stop_at``: leave after that many steps, with a checkpoint, as
-    if interrupted. Under ``torchrun`` (after :func:`init_distributed`) the model is
+    the steps before). ``stop_at``: leave after that many steps (with a checkpoint,
+    if there is a folder), as if interrupted: the schedule stays the whole run's. Under ``torchrun`` (after :func:`init_distributed`) the model is
     wrapped in ``DistributedDataParallel``; every process passes its own ``batches``.
 
     Speed on a GPU (all off by default, so a CPU run is plain fp32):
@@ -322,10 +322,8 @@ def train(
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
-    if checkpoint is None and (resume or checkpoint_every or stop_at is not None):
-        raise ValueError(
-            "resume, checkpoint_every and stop_at need a checkpoint folder"
-        )
+    if checkpoint is None and (resume or checkpoint_every):
+        raise ValueError("resume and checkpoint_every need a checkpoint folder")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     schedule = dict(
