@@ -205,4 +205,6 @@ def test_encoder_first_losses_reproduce(encoder):
     assert len(history) == len(logged)
     assert history[0] == pytest.approx(logged[0], abs=FIRST_TOL)
     assert max(abs(a - b) for a, b in zip(history, logged)) < LATER_TOL
-    assert history[-1] < history[0] - 1.0
+    # the run learns, not a flat log: BERT's 50 steps are an eighth of its warm-up
+    # (logged: 9.00 -> 8.76 over ten-step means), T5's a fifth (6.79 -> 3.97)
+    assert sum(history[-10:]) / 10 < sum(history[:10]) / 10 - 0.1
