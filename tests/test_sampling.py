@@ -83,3 +83,43 @@ def test_bad_inputs_raise():
         sampling.sample_next(logits_of(5))
     with pytest.raises(ValueError, match="floating-point tensor"):
         sampling.top_k_filter(torch.arange(5), 2)
+
+
+def _top_k_probs(z, k):
+    return sampling.top_k_filter(z, k).softmax(-1)
+
+
+def _top_p_probs(z, p):
+    return sampling.top_p_filter(z, p).softmax(-1)
+
+
+def test_check_top_k_top_p_passes_and_names_the_typical_mistakes():
+    from transformer_book import checks
+    from transformer_book.checks._core import ExerciseError
+
+    checks.check_top_k_top_p(_top_k_probs, _top_p_probs)
+
+    def exactly_k(z, k):  # torch.topk's indices: drops ties with the k-th
+        out = torch.full_like(z, float("-inf"))
+        idx = z.topk(k).indices
+        out[idx] = z[idx]
+        return out.softmax(-1)
+
+    def past_p_dropped(z, p):  # cumsum <= p: the token that crosses p is lost
+        probs = z.softmax(-1)
+        s, order = probs.sort(descending=True)
+        keep = torch.zeros_like(probs, dtype=torch.bool)
+        keep[order[s.cumsum(0) <= p]] = True
+        kept = probs * keep
+        return kept / kept.sum().clamp_min(1e-12)
+
+    def not_renormalised(z, k):
+        return z.softmax(-1) * (z >= z.topk(k).values[-1])
+
+    for bad_k, bad_p, match in (
+        (exactly_k, _top_p_probs, "tied for second place"),
+        (_top_k_probs, past_p_dropped, "keep the token that crosses p"),
+        (not_renormalised, _top_p_probs, "renormalise"),
+    ):
+        with pytest.raises(ExerciseError, match=match):
+            checks.check_top_k_top_p(bad_k, bad_p)

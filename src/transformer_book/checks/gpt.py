@@ -8,10 +8,15 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .. import gpt
+from .. import gpt, sampling
 from ._core import ExerciseError, call, passed
 
-__all__ = ["check_bits_and_perplexity", "check_future_leak", "check_training_days"]
+__all__ = [
+    "check_bits_and_perplexity",
+    "check_future_leak",
+    "check_training_days",
+    "check_top_k_top_p",
+]
 
 
 def _number(got, what: str) -> float:
@@ -129,4 +134,78 @@ def check_training_days(fn: Callable[..., float]) -> None:
         "GPT-3 needs 6 · 175e9 · 300e9 = 3.15e23 FLOP: some four weeks on 1,024 A100s "
         "at 40 % of their peak. nanoGPT's CPU run (0.8 M parameters, 1.5 M tokens) "
         "needs 7.2e12, about 40 billion times less."
+    )
+
+
+def _probs(got, what: str, n: int) -> Tensor:
+    if not isinstance(got, Tensor) or got.shape != (n,):
+        raise ExerciseError(
+            f"{what}: return the probabilities as a tensor of shape ({n},), got "
+            f"{type(got).__name__} {tuple(getattr(got, 'shape', ()))}."
+        )
+    return got.detach().double()
+
+
+def _check_kept(got: Tensor, want: Tensor, what: str) -> None:
+    total = got.sum().item()
+    if not math.isclose(total, 1.0, abs_tol=1e-5):
+        raise ExerciseError(
+            f"{what}: your probabilities add up to {total:.4f}, not 1. After setting "
+            "the dropped tokens' logits to -inf (or their probabilities to 0), "
+            "renormalise: softmax again, or divide by the kept mass."
+        )
+    kept, want_kept = int((got > 0).sum()), int((want > 0).sum())
+    if kept != want_kept:
+        raise ExerciseError(f"{what}: you keep {kept} tokens, expected {want_kept}.")
+    if not torch.allclose(got, want, atol=1e-5):
+        raise ExerciseError(f"{what}: the kept probabilities differ from "
+                            f"{want.numpy().round(4).tolist()}.")  # fmt: skip
+
+
+def check_top_k_top_p(
+    top_k_probs: Callable[[Tensor, int], Tensor],
+    top_p_probs: Callable[[Tensor, float], Tensor],
+) -> None:
+    """``top_k_probs(logits, k)`` and ``top_p_probs(logits, p)``: the next-token
+    distribution (V,) after keeping the k most likely tokens (ties with the k-th kept)
+    or the fewest most likely tokens whose probability reaches p, renormalised."""
+    ties = torch.tensor([2.0, 1.0, 1.0, 1.0, 0.0])  # three tokens tie for second place
+    got = _probs(call(top_k_probs, ties.clone(), 2), "top_k_probs", 5)
+    if int((got > 0).sum()) < 4 and math.isclose(got.sum().item(), 1.0, abs_tol=1e-5):
+        raise ExerciseError(
+            f"logits {ties.tolist()}, k = 2: you keep {int((got > 0).sum())} tokens; "
+            "the three tokens tied for second place are equally likely, so keep all "
+            "of them (4 tokens). torch.topk's indices pick one of equal values "
+            "arbitrarily: compare every logit with the k-th largest value instead "
+            "(logits >= kth), rather than keeping exactly k indices or only those "
+            "strictly above the k-th (which keeps fewer than k)."
+        )
+    want = sampling.top_k_filter(ties, 2).softmax(-1).double()
+    _check_kept(got, want, f"logits {ties.tolist()}, k = 2")
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    for p, n_kept in ((0.7, 2), (0.9, 3), (0.3, 1), (1.0, 4)):
+        got = _probs(call(top_p_probs, probs.log(), p), "top_p_probs", 4)
+        what = f"probabilities {probs.tolist()}, p = {p}"
+        if int((got > 0).sum()) == n_kept - 1:
+            raise ExerciseError(
+                f"{what}: you keep {n_kept - 1} tokens, whose probabilities add up to "
+                f"less than p; keep the token that crosses p too ({n_kept} tokens). A "
+                "token stays when the tokens more likely than it hold less than p: "
+                "cumsum - probs < p, not cumsum <= p."
+            )
+        want = sampling.top_p_filter(probs.log(), p).softmax(-1).double()
+        _check_kept(got, want, what)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        z = torch.randn(20, generator=gen) * 2  # (V,)
+        for k, p in ((5, 0.8), (1, 0.95)):
+            got = _probs(call(top_k_probs, z.clone(), k), "top_k_probs", 20)
+            _check_kept(got, sampling.top_k_filter(z, k).softmax(-1).double(),
+                        f"random logits, k = {k}")  # fmt: skip
+            got = _probs(call(top_p_probs, z.clone(), p), "top_p_probs", 20)
+            _check_kept(got, sampling.top_p_filter(z, p).softmax(-1).double(),
+                        f"random logits, p = {p}")  # fmt: skip
+    passed(
+        "top-k keeps every token tied with the k-th; top-p keeps the token that crosses "
+        "p, so the kept mass is at least p; both renormalise what they keep."
     )
