@@ -34,8 +34,7 @@
 # - compare, over seeds, a student trained on labels with a distilled one, and sweep
 #   the temperature on a dev split;
 # - pre-train small BERTs with static and with dynamic masking, with and without NSP,
-#   with small and large batches, and say what a small-scale run does and does not
-#   reproduce from the papers.
+#   and say what a small-scale run does and does not reproduce from the papers.
 
 # %% tags=["remove-cell"]
 # Colab: install this book's package. Apple silicon: let operations that MPS lacks run
@@ -64,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_book import (
+    baselines,
     benchmark,
     bert,
     bert_heads,
@@ -94,16 +94,16 @@ print(run)
 n_train = run.pick(quick=640, full=16000)  # labelled SST-2 train sentences
 n_dev, n_test = run.pick(quick=200, full=1000), run.pick(quick=256, full=872)
 sst_len, sst_batch = 32, run.pick(quick=16, full=32)  # max tokens, batch size
-teacher_steps, student_steps = run.pick(quick=40, full=2000), run.pick(12, 1000)
+teacher_steps, student_steps = run.pick(quick=0, full=2000), run.pick(12, 1000)
 sst_lr = run.pick(quick=2e-4, full=5e-5)  # the teacher's peak learning rate
-student_lr = 5e-5  # the students start from fine-tuned layers: a gentler rate
+student_lr = 5e-5  # the students start from the teacher's layers: a gentler rate
 student_seeds = run.pick(quick=[0, 1, 2], full=[0, 1, 2, 3, 4])
 temperatures = run.pick(quick=[1.0, 4.0], full=[1.0, 2.0, 4.0, 8.0])
 sweep_seeds = run.pick(quick=[0], full=[0, 1, 2])
 # RoBERTa's recipe on small BERTs and movie reviews
 mlm_texts = run.pick(quick=128, full=2000)  # a small corpus, seen many times
 mlm_steps, mlm_batch, mlm_len = run.pick(48, 2000), run.pick(32, 64), 32
-ft_steps = run.pick(quick=60, full=1000)  # downstream fine-tuning steps
+ft_steps = run.pick(quick=30, full=1000)  # downstream fine-tuning steps
 mlm_seeds = run.pick(quick=[0, 1, 2], full=[0, 1, 2, 3, 4])
 
 # %% [markdown]
@@ -199,7 +199,7 @@ diagrams.distill.teacher_student()
 plt.show()
 
 # %% [markdown]
-# ### The teacher: all-MiniLM-L6-v2 fine-tuned on SST-2
+# ### The teacher: all-MiniLM-L6-v2 with an SST-2 head
 #
 # SST-2 {cite}`socher2013recursive` labels movie-review sentences and phrases as
 # positive or negative. GLUE keeps its test labels private, so we hold out part of the
@@ -211,11 +211,13 @@ plt.show()
 # (`finetune.fit_head`, logistic regression on the raw features, `standardize=False`,
 # chosen because a head that leans on the features' large directions should still read
 # the student's shifted ones below, a reason this page does not test; a *linear
-# probe*), then fine-tune
-# everything with `finetune.fine_tune` (AdamW, warm-up, linear decay): a head
-# that already knows the task does not drag the pre-trained layers around in the
-# first updates {cite}`kumar2022finetuning`. The 30,522 token embeddings stay frozen
-# (half of the parameters, and a few hundred sentences cannot improve them).
+# probe*). The full profile then fine-tunes everything with `finetune.fine_tune`
+# (AdamW, warm-up, linear decay): a head that already knows the task does not drag the
+# pre-trained layers around in the first updates {cite}`kumar2022finetuning`. The
+# quick profile keeps the probed model as the teacher and leaves fine-tuning it to the
+# full profile, to stay within its time budget. The students below are trained with
+# the same `finetune.fine_tune`, with the 30,522 token embeddings frozen (half of the
+# parameters, and a few hundred sentences cannot improve them).
 
 # %%
 wp = bert.pretrained_tokenizer()
@@ -240,13 +242,10 @@ teacher = bert_heads.SequenceClassifier(bert.from_pretrained(), 2, pooling="mean
 teacher = teacher.to(run.device)
 x = finetune.frozen_features(teacher.encoder, wp, train_x, sst_len)["mean"]
 probe_train_acc = finetune.fit_head(teacher.classifier, x, train_y, standardize=False)
-probe_acc = test_accuracy(teacher)
-t1 = time.process_time(), time.perf_counter()
 sst = (wp, train_x, train_y, sst_batch, sst_len)  # tokenizer, data, batch, max_len
-batches = finetune.classification_batches(*sst, seed=0, by_length=False)
-finetune.fine_tune(teacher, batches, teacher_steps, sst_lr, seed=0)
-teacher_cpu = (time.process_time() - t1[0]) / teacher_steps
-teacher_wall = (time.perf_counter() - t1[1]) / teacher_steps
+if teacher_steps:  # the full profile fine-tunes the probed model; quick keeps it
+    batches = finetune.classification_batches(*sst, seed=0, by_length=False)
+    finetune.fine_tune(teacher, batches, teacher_steps, sst_lr, seed=0)
 print(
     f"head fitted on {len(train_x)} sentences, then {teacher_steps} fine-tuning steps"
 )
@@ -254,25 +253,23 @@ print(
 
 # %% tags=["nbval-ignore-output"]
 teacher_acc = test_accuracy(teacher)
-print(f"linear probe: {probe_acc:.3f} test accuracy (train {probe_train_acc:.3f})")
-print(f"teacher: {teacher_acc:.3f} test accuracy after {teacher_steps} steps")
-print(f"({teacher_cpu:.2f} CPU-s, {teacher_wall:.2f} s wall per step of "
-      f"{sst_batch} sentences, {torch.get_num_threads()} thread)")  # fmt: skip
-assert teacher_acc > 0.72 and teacher_acc > probe_acc - 0.03
+majority = baselines.majority_accuracy(train_y, test_y)
+print(f"teacher: {teacher_acc:.3f} test accuracy (train {probe_train_acc:.3f} for "
+      f"the probe); majority class {majority:.3f}")  # fmt: skip
+assert teacher_acc > 0.72 and teacher_acc > majority + 0.1
 report.glue("teacher_acc", teacher_acc, "{:.3f}")
+report.glue("majority", majority, "{:.3f}")
 
 # %% [markdown]
-# The cell asserts only that the teacher scores above 0.72 and at most 3 points below
-# its own linear probe: with the quick profile's few fine-tuning steps, this page does
-# not show that fine-tuning improves on the probe (compare the two printed lines). What
-# the rest of the chapter needs is a teacher, and the bar the students are measured
-# against is the fine-tuned teacher's accuracy, {glue:text}`teacher_acc`, whichever of
-# the two it is.
+# The teacher scores {glue:text}`teacher_acc` on the test split, against
+# {glue:text}`majority` for always answering the training set's majority class
+# (asserted: more than 10 points above it). That is the bar the students are
+# measured against.
 #
 # ### The student
 #
 # `distill.every_other_layer(6)` picks the teacher's layers to keep, and
-# `distill.student_from_teacher` copies the fine-tuned teacher (embeddings, the kept
+# `distill.student_from_teacher` copies the teacher (embeddings, the kept
 # layers, the classifier head). The embeddings are the larger half of MiniLM, and the
 # student keeps them whole:
 
@@ -412,7 +409,8 @@ def mean_sd(xs):
 
 
 print(f"{'model':>26} | layers | test accuracy ({len(student_seeds)} seeds)")
-print(f"{'teacher (fine-tuned)':>26} |   6    | {teacher_acc:.3f}")
+print(f"{'teacher':>26} |   6    | {teacher_acc:.3f}")
+print(f"{'majority class':>26} |   -    | {majority:.3f}")
 print(f"{'student, copied only':>26} |   3    | {student0_acc:.3f}")
 print(f"{'student, hard labels':>26} |   3    | {mean_sd(hard)}")
 print(f"{f'student, distilled T={best_T:g}':>26} |   3    | {mean_sd(soft)}")
@@ -426,6 +424,9 @@ print(f"trained students minus the copy: {copy_gap:+.3f}; {len(students)} studen
       f"trained, {statistics.mean(student_cpu):.2f} CPU-s per step")  # fmt: skip
 assert statistics.mean(hard + soft) > 0.85 * teacher_acc
 assert abs(diff) < 0.03  # at this budget distillation moves accuracy by < 3 points
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+assert kd_verdict in ("within", "outside")  # the two readings the prose knows
 report.glue("kd_diff", diff, "{:+.3f}")
 report.glue("kd_noise", noise, "{:.3f}")
 report.glue("kd_verdict", kd_verdict)
@@ -446,7 +447,14 @@ elif copy_gap < 2 * noise:
 else:
     copy_verdict = "improve on"
 report.glue("copy_verdict", copy_verdict)
-report.glue("keep_share", statistics.mean(soft) / teacher_acc, "{:.0%}")
+copy_reading = (
+    "Training added to what the copy kept"
+    if copy_verdict == "improve on"
+    else "What the student keeps here it keeps through the copied layers: training "
+    "did not add to it"
+)
+report.glue("copy_reading", copy_reading)
+report.glue("copy_share", student0_acc / teacher_acc, "{:.0%}")
 report.glue("hard_acc", mean_sd(hard))
 report.glue("soft_acc", mean_sd(soft))
 
@@ -465,15 +473,16 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# What this does and does not show. The distilled 3-layer student keeps
-# {glue:text}`keep_share` of the teacher's test accuracy at {glue:text}`speed_up`×
-# the speed: the shape of DistilBERT's headline (97 % of BERT-base's GLUE score), to be
-# compared at a very different scale. How much of it is the *initialisation*? The
-# copied student, before any training, is in the table above; the trained students
-# {glue:text}`copy_verdict` it in the quick profile (trained students minus the copy:
-# {glue:text}`copy_gap`, against twice the seeds' spread), after
-# {glue:text}`student_steps` steps on a few hundred short training phrases (SST-2's
-# training set is mostly phrases, its test set whole sentences). Distilled minus
+# What this does and does not show. The 3-layer student runs {glue:text}`speed_up`×
+# as fast as the teacher. Copied and not trained at all, it keeps
+# {glue:text}`copy_share` of the teacher's test accuracy (the majority class scores
+# {glue:text}`majority`). The trained students {glue:text}`copy_verdict` that copy
+# (trained students minus the copy: {glue:text}`copy_gap`, against twice the seeds'
+# spread), after {glue:text}`student_steps` steps on a few hundred short training
+# phrases (SST-2's training set is mostly phrases, its test set whole sentences).
+# {glue:text}`copy_reading`. DistilBERT's headline, 97 % of BERT-base's GLUE score
+# {cite}`sanh2019distilbert`, comes after distillation over a whole pre-training
+# corpus, a budget this page does not have. Distilled minus
 # hard-label accuracy is {glue:text}`kd_diff`, {glue:text}`kd_verdict` twice the
 # largest standard deviation over seeds ({glue:text}`kd_noise`), and under three
 # points either way: at this budget distillation changes little.
@@ -493,24 +502,29 @@ plt.show()
 # of width 64, and `pretraining.pretrain` with one `PretrainConfig` (chapter 11's
 # recipe: MLM loss, NSP if asked, AdamW with warm-up and linear decay). The masking and
 # the NSP arms change one field of it and keep everything else (steps, batch, learning
-# rate, schedule) equal; the larger-batch arm changes batch, steps and rate together,
-# so as to see the same sequences.
+# rate, schedule) equal.
 #
 # ### Static versus dynamic masking
 #
-# BERT masked its data once, while preparing it: each sequence had its mask fixed for
-# the whole of training (the original code made ten copies with different masks, so
-# each mask was seen four times in 40 epochs). RoBERTa draws a new mask every time a
-# sequence is fed to the model. The difference matters when the model sees the same
-# text many times: with a static mask it can learn *these* blanks rather than language.
-# We make that happen on purpose: {glue:text}`mlm_texts` reviews, seen about
-# {glue:text}`mlm_epochs` times each. The score is the MLM loss on 1,000 held-out dev
-# reviews, with one fixed mask (`pretraining.pretraining_metrics`).
+# BERT masked its data once, while preparing it: the masks were drawn when the
+# training data were written out, not when they were read. To vary them, the original
+# code wrote the data out ten times, each copy with its own masks, so that over 40
+# epochs each sequence met ten different masks, each of them four times
+# {cite}`liu2019roberta`. Our static arm is the extreme case, one copy: each text keeps
+# the mask it was first given (`masked_lm.mlm_batches(..., masking="static")`).
+# RoBERTa draws a new mask every time a sequence is fed to the model. The difference
+# matters when the model sees the same text many times: with a static mask it can learn
+# *these* blanks rather than language. We make that happen on purpose:
+# {glue:text}`mlm_texts` reviews, seen about {glue:text}`mlm_epochs` times each. The
+# score is the MLM loss on {glue:text}`n_dev_reviews` held-out dev reviews, with one
+# fixed mask (`pretraining.pretraining_metrics`), beside a unigram model of the
+# pre-training corpus scored on the same masked pieces.
 
 # %% tags=["remove-cell"]
 report.glue("mlm_texts", mlm_texts)
 report.glue("mlm_epochs", mlm_steps * mlm_batch // mlm_texts)
 report.glue("mlm_steps_glued", mlm_steps)
+report.glue("n_dev_reviews", len(data.review_split(seed=0)["dev"][0]), "{:,}")
 
 # %%
 reviews = data.review_split(seed=0)
@@ -527,11 +541,16 @@ def pretrain(seed, **change):
     return pretraining.pretrain(corpus, config, small_wp, device=run.device).model
 
 
-def val_mlm_loss(model):
+review_unigram = baselines.unigram_log_probs(
+    masked_lm.target_ids(small_wp, corpus), len(small_wp)
+)  # (V,) log-probabilities of the corpus' pieces
+
+
+def val_mlm_loss(model, key="mlm_loss"):  # key="unigram_mlm_loss": the baseline
     m = pretraining.pretraining_metrics(
-        model, small_wp, dev_reviews, mlm_len, nsp=False
+        model, small_wp, dev_reviews, mlm_len, nsp=False, unigram=review_unigram
     )
-    return m["mlm_loss"]
+    return m[key]
 
 
 # %% tags=["nbval-ignore-output"]
@@ -539,19 +558,79 @@ models = {(m, s): pretrain(s, masking=m) for m in masked_lm.MASKINGS for s in ml
 val = {m: [val_mlm_loss(models[m, s]) for s in mlm_seeds] for m in masked_lm.MASKINGS}
 for m, losses in val.items():
     print(f"{m:>8} masking: validation MLM loss {mean_sd(losses)}")
+unigram_loss = val_mlm_loss(models["dynamic", 0], "unigram_mlm_loss")  # same masks
+print(f" unigram model of the corpus: {unigram_loss:.3f}")
 gap = statistics.mean(val["static"]) - statistics.mean(val["dynamic"])
 assert min(val["static"]) > max(val["dynamic"])  # every seed, no overlap
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+assert unigram_loss > 0 and gap > 0
 report.glue("mask_gap", gap, "{:.2f}")
+report.glue("unigram_loss", unigram_loss, "{:.2f}")
+dyn_vs_uni = statistics.mean(val["dynamic"]) - unigram_loss
+report.glue("dyn_vs_uni", abs(dyn_vs_uni), "{:.2f}")
+report.glue("dyn_uni_side", "above" if dyn_vs_uni > 0 else "below")
 report.glue("static_loss", mean_sd(val["static"]))
 report.glue("dynamic_loss", mean_sd(val["dynamic"]))
 
 # %% [markdown]
-# Every static run ends worse than every dynamic one, by {glue:text}`mask_gap` nats on
-# average: with a fixed mask the model meets the same blanks again and again and
-# fits them. This is a deliberately repetitive setting. RoBERTa's own comparison,
-# with ten masks per sequence, found dynamic masking only "comparable or slightly
-# better" (e.g. 78.7 vs 78.3 on SQuAD 2.0 F1, their table 1) — a small gain at a large
-# scale. What we reproduce is the mechanism, not the size of the effect.
+# Every static run ends worse than every dynamic one on the held-out reviews, by
+# {glue:text}`mask_gap` nats on average. Both are still short runs: the dynamic arm's
+# loss is {glue:text}`dyn_vs_uni` nats {glue:text}`dyn_uni_side` the unigram model's
+# ({glue:text}`unigram_loss`), which knows only how often each piece occurs.
+#
+# Is the static arm's deficit the memorisation the paragraph above predicts? If so, the
+# static model should do better on the blanks it trained on than on fresh blanks in
+# the *same* texts. `corpus_mlm_loss` scores a model on one pass over the pre-training
+# corpus: with `masking="static"` and the run's seed, `mlm_batches` draws exactly the
+# masks the static arm trained on; with `"dynamic"` and another seed, fresh ones. The
+# dynamic models are the control: no mask is special to them.
+
+# %% tags=["nbval-ignore-output"]
+docs = [masked_lm.word_pieces_by_word(small_wp, t) for t in corpus]
+
+
+@torch.no_grad()
+def corpus_mlm_loss(model, masking, seed):
+    model.eval()
+    batches = masked_lm.mlm_batches(small_wp, docs, mlm_batch, mlm_len,
+                                    masking=masking, seed=seed)  # fmt: skip
+    total = count = 0
+    for _ in range(len(docs) // mlm_batch):  # one pass
+        batch = {k: v.to(run.device) for k, v in next(batches).items()}
+        n = (batch["labels"] != masked_lm.IGNORE).sum().item()
+        total += pretraining.pretraining_loss(model, batch, nsp=False)[1].item() * n
+        count += n
+    return total / count
+
+
+print("  model | static's training masks | fresh masks | fresh minus training")
+memo = {}
+for m in masked_lm.MASKINGS:
+    own = [corpus_mlm_loss(models[m, s], "static", s) for s in mlm_seeds]
+    fresh = [corpus_mlm_loss(models[m, s], "dynamic", 100 + s) for s in mlm_seeds]
+    memo[m] = [f - o for f, o in zip(fresh, own)]
+    print(f"{m:>7} | {mean_sd(own):>23} | {mean_sd(fresh)} | {mean_sd(memo[m])}")
+memo_gap = statistics.mean(memo["static"]) - statistics.mean(memo["dynamic"])
+memo_sd = max(statistics.stdev(v) for v in memo.values())
+assert min(memo["static"]) > max(memo["dynamic"]) and memo_gap > 2 * memo_sd
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+assert memo_gap > 0  # the prose below reads the signature as present
+report.glue("memo_static", mean_sd(memo["static"]))
+report.glue("memo_dynamic", mean_sd(memo["dynamic"]))
+
+# %% [markdown]
+# The signature is there. Fresh blanks in the texts it trained on cost the static
+# model {glue:text}`memo_static` nats more than the blanks it trained on; for the
+# dynamic model the two differ by {glue:text}`memo_dynamic` (asserted: every static
+# seed above every dynamic one, and the difference of the means more than twice the
+# larger spread). The static model has learnt, in part, *these* blanks, and that is
+# what its higher held-out loss costs. What these short runs show is that mechanism
+# in a corpus repeated on purpose; they say nothing about the size of the effect at
+# RoBERTa's scale, where its own comparison, with ten masks per sequence, found
+# dynamic masking only "comparable or slightly better" (e.g. 78.7 vs 78.3 on SQuAD 2.0
+# F1, their table 1) {cite}`liu2019roberta`.
 #
 # ### Without next-sentence prediction
 #
@@ -609,50 +688,24 @@ report.glue("nsp_gap", nsp_gap, "{:+.3f}")
 report.glue("nsp_verdict", nsp_verdict)
 
 # %% [markdown]
-# ### Larger batches
-#
-# RoBERTa also trained with much larger batches: at the same number of sequences seen,
-# 2,000 sequences per batch (and a higher learning rate) beat BERT's 256
-# {cite}`liu2019roberta` (their table 3), and large batches are easier to spread over
-# many GPUs. At our scale: four times the batch, a quarter of the steps, twice the
-# learning rate, the same sequences seen, dynamic masks, no NSP.
-
-# %% tags=["nbval-ignore-output"]
-big = []
-t0 = time.process_time()
-for s in mlm_seeds:
-    m = pretrain(s, batch_size=4 * mlm_batch, steps=mlm_steps // 4, lr=6e-3)
-    big.append(val_mlm_loss(m))
-big_cpu = (time.process_time() - t0) / len(mlm_seeds)
-print(f"batch {mlm_batch:>3} x {mlm_steps} steps: {mean_sd(val['dynamic'])}")
-print(f"batch {4 * mlm_batch:>3} x {mlm_steps // 4:>3} steps: {mean_sd(big)} "
-      f"({big_cpu:.1f} CPU-s per run)")  # fmt: skip
-assert all(4 < v < 8 for v in big)
-big_gap = statistics.mean(big) - statistics.mean(val["dynamic"])
-report.glue("big_loss", mean_sd(big))
-report.glue("big_gap", big_gap, "{:+.2f}")
-report.glue("big_verdict", "higher (worse)" if big_gap > 0 else "lower (better)")
-
-# %% [markdown]
 # ## What the small runs reproduce, and what they do not
 #
 # | RoBERTa's claim | here (quick profile, {glue:text}`mlm_texts` reviews) |
 # |---|---|
-# | dynamic masking is as good or slightly better than static | static {glue:text}`static_loss`, dynamic {glue:text}`dynamic_loss` validation MLM loss: dynamic better on every seed (asserted), in a corpus repeated on purpose to show it (the paper's margin, on other measures, was small) |
+# | dynamic masking is as good or slightly better than static | static {glue:text}`static_loss`, dynamic {glue:text}`dynamic_loss` validation MLM loss (unigram {glue:text}`unigram_loss`): dynamic better on every seed (asserted), in a corpus repeated on purpose to show it; the static model's fresh-minus-training-mask loss {glue:text}`memo_static` against the dynamic one's {glue:text}`memo_dynamic` (the paper's margin, on other measures, was small) |
 # | dropping NSP does not hurt downstream | dev accuracy MLM + NSP {glue:text}`down_nsp`, MLM only {glue:text}`down_mlm`, no pre-training {glue:text}`down_scratch`; the gap ({glue:text}`nsp_gap`) is {glue:text}`nsp_verdict` twice the spread |
-# | larger batches (same sequences) train better | four times the batch, a quarter of the steps: {glue:text}`big_loss` against {glue:text}`dynamic_loss`, {glue:text}`big_verdict` by {glue:text}`big_gap` nats; at this budget the large batch also gets a quarter of the updates, so the comparison cannot separate batch size from number of updates |
 #
-# The masking result is a mechanism seen clearly, at a scale chosen to show it. The
-# other two are about effects that need scale: NSP's help or harm showed up in
-# RoBERTa's runs on 16 GB of text, and a large batch pays off when there are enough
-# steps left to use the lower gradient noise and many devices to share the batch.
-# Models pre-trained for {glue:text}`mlm_steps_glued` steps on
+# The masking result is a mechanism seen clearly, at a scale chosen to show it. The NSP
+# question is about an effect that needs scale: NSP's help or harm showed up in
+# RoBERTa's runs on 16 GB of text. RoBERTa's third change, much larger batches
+# (2,000 sequences against BERT's 256, at the same number of sequences seen, their
+# table 3), is not tried here: at the quick profile's budget a four times larger batch
+# gets a quarter of a few dozen updates, too few to compare. Models pre-trained for {glue:text}`mlm_steps_glued` steps on
 # {glue:text}`mlm_texts` reviews reach {glue:text}`down_mlm` downstream, against
 # {glue:text}`down_scratch` for models never pre-trained, and the majority class scores
 # {glue:text}`down_chance`. Unless the pre-trained rows stand clearly above the
 # untrained one, there is no benefit of pre-training for NSP to help or harm, and the
-# NSP question cannot be settled here; the batch question needs more steps than the
-# quick profile has; the full profile (2,000 reviews, 2,000 steps,
+# NSP question cannot be settled here; the full profile (2,000 reviews, 2,000 steps,
 # five seeds) is the place to ask.
 
 # %% [markdown]
@@ -784,6 +837,6 @@ assert cpu_s > 0
 # - `transformer_book.masked_lm`: `mlm_batches` (with or without NSP pairs, static
 #   or dynamic masking) beside BERT's `mask_tokens` and `next_sentence_pairs`;
 #   `transformer_book.pretraining`: `PretrainConfig` and `pretrain` (one recipe, one
-#   field changed per arm: masking, NSP, batch size).
+#   field changed per arm: masking, NSP).
 # - `transformer_book.diagrams.distill.teacher_student`, and the checks
 #   `check_soft_target_loss`, `check_student_params`, `check_dynamic_masks`.
