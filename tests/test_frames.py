@@ -99,6 +99,52 @@ def test_slot_scores_count_pairs_per_query():
     assert s.n_correct == 0
 
 
+def test_frame_scores_gather_every_score():
+    gold = [GOLD, Frame("atis_airfare", (("city_name", "boston"),))]
+    pred = [Frame("atis_airline", GOLD.slots), Frame("atis_airfare")]
+    got = frames.frame_scores(gold, pred)
+    s = frames.slot_scores(gold, pred)
+    assert got == {
+        "exact match": 0.0,
+        "slot P": s.precision,
+        "slot R": s.recall,
+        "slot F1": s.f1,
+        "intent acc": 0.5,
+    }
+    with pytest.raises(ValueError, match="frame_scores: gold has 1 frames"):
+        frames.frame_scores([GOLD], [])
+
+
+@pytest.mark.parametrize(
+    "pred, kinds",
+    [
+        (Frame(GOLD.intent, GOLD.slots[::-1]), set()),
+        (Frame("atis_airfare", GOLD.slots), {"wrong intent"}),
+        (Frame(GOLD.intent, GOLD.slots[:2]), {"slot left out"}),
+        (
+            Frame(GOLD.intent, GOLD.slots + (("stoploc.city_name", "boston"),)),
+            {"slot added"},
+        ),
+        (
+            Frame(GOLD.intent, (("toloc.city_name", "boston"),) + GOLD.slots[1:]),
+            {"slot left out", "slot added"},
+        ),  # a renamed slot
+        (
+            Frame(GOLD.intent, (("fromloc.city_name", "new"),) + GOLD.slots[1:]),
+            {"wrong value"},
+        ),
+        (
+            Frame(GOLD.intent, (("fromloc.city_name", "denver"),) + GOLD.slots[1:]),
+            {"wrong value", "invented word"},
+        ),
+    ],
+)
+def test_mistakes_name_how_a_frame_differs(pred, kinds):
+    assert frames.mistakes(GOLD, pred, WORDS) == kinds
+    assert kinds <= set(frames.MISTAKES)
+    assert (not kinds) == GOLD.same_as(pred)
+
+
 def test_bad_input_raises():
     with pytest.raises(ValueError, match="gold has 1 frames but pred has 2"):
         frames.exact_match([GOLD], [GOLD, GOLD])

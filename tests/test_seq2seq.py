@@ -16,10 +16,12 @@ def _seed():
     torch.manual_seed(0)
 
 
+def _options() -> dict:
+    return dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=16)
+
+
 def _model(**kwargs) -> Seq2Seq:
-    options = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=16)
-    options.update(kwargs)
-    return Seq2Seq(Seq2SeqConfig(V, **options)).eval()
+    return Seq2Seq(Seq2SeqConfig(V, **{**_options(), **kwargs})).eval()
 
 
 def _batch():
@@ -189,116 +191,87 @@ def test_bad_input_raises():
 # --- the exercise checks of chapter 07 (checks/seq2seq.py) ----------------------------
 
 
-def _right_mask(lengths, T):
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    keys = torch.arange(T) < lengths[:, None]  # (B, T)
-    return causal & keys[:, None, None, :]
+def _bos(tgt, b):
+    return torch.full_like(tgt[:, :1], b)
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (
-            lambda L, T: (
-                torch.ones(T, T, dtype=torch.bool).tril()
-                | (torch.arange(T) < L[:, None])[:, None, None, :]
-            ),
-            "`|`",
-        ),
-        (
-            lambda L, T: (
-                torch.ones(T, T, dtype=torch.bool).triu()
-                & (torch.arange(T) < L[:, None])[:, None, None, :]
-            ),
-            "upper",
-        ),
-        (
-            lambda L, T: (
-                torch.ones(T, T, dtype=torch.bool).tril(-1)
-                & (torch.arange(T) < L[:, None])[:, None, None, :]
-            ),
-            "diagonal",
-        ),
-        (
-            lambda L, T: (
-                torch.ones(T, T, dtype=torch.bool).tril()
-                & (torch.arange(T) < L[:, None])[:, None, :, None]
-            ),
-            "queries",
-        ),
-        (
-            lambda L, T: torch.ones(T, T, dtype=torch.bool).tril().expand(3, 1, T, T),
-            "padding is missing",
-        ),
-        (lambda L, T: _right_mask(L, T)[:, 0], r"\(B, 1, T, T\)"),
-        (lambda L, T: _right_mask(L, T).float(), "bool"),
+        (lambda t, b: torch.cat([_bos(t, b), t[:, 1:]], 1), "replaced the \\*first\\*"),
+        (lambda t, b: t.clone(), "input equals the target"),
+        (lambda t, b: torch.cat([t[:, 1:], _bos(t, b)], 1), "shifted left"),
+        (lambda t, b: t.roll(1, dims=1), "wraps around"),
+        (lambda t, b: torch.cat([_bos(t, b), t], 1), "one position too many"),
+        (lambda t, b: torch.cat([torch.full_like(t[:1], b), t[:-1]], 0), "batch axis"),
+        (lambda t, b: t.copy_(decoder.shift_right(t, b)), "in place"),
+        (lambda t, b: torch.tensor([[b, 5, 6, 7], [b, 8, 9, EOS]]), r"\(4, 9\) batch"),
     ],
 )
-def test_check_decoder_self_mask(wrong, message):
-    checks.check_decoder_self_mask(_right_mask)
+def test_check_shift_right(wrong, message):
+    checks.check_shift_right(decoder.shift_right)
     with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_decoder_self_mask(wrong)
+        checks.check_shift_right(wrong)
+
+
+def _decode(model, src, tgt_in, mask=lambda m: m):
+    memory, memory_mask = model.encode(src)
+    return model.decode(tgt_in, memory, mask(memory_mask))
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda ids, b, e: ([*ids, e], [b, *ids]), "swapped"),
-        (lambda ids, b, e: ([b, *ids], [b, *ids]), "same sequence"),
-        (lambda ids, b, e: ([b, *ids], list(ids)), "len"),
-        (lambda ids, b, e: ([e, *ids], [*ids, b]), "mixed up"),
-        (lambda ids, b, e: [b, *ids], "pair"),
+        (lambda m, s, t: _decode(m, s, t, lambda _: None), "changed the logits"),
+        (lambda m, s, t: _decode(m, s, t, lambda k: ~k), "inverted the mask"),
+        (lambda m, s, t: _decode(m, s, t, lambda k: k.transpose(-1, -2)), "raised"),
+        (lambda m, s, t: m(s[:, :2], t), "differ from model"),
+        (lambda m, s, t: m(s, t)[:, -1], "shape"),
     ],
 )
-def test_check_teacher_forcing(wrong, message):
-    checks.check_teacher_forcing(lambda ids, b, e: ([b, *ids], [*ids, e]))
+def test_check_source_mask(wrong, message):
+    checks.check_source_mask(_decode)
     with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_teacher_forcing(wrong)
+        checks.check_source_mask(wrong)
 
 
-def _greedy(
-    next_token_logits,
-    bos,
-    eos,
-    max_new_tokens,
-    keep_bos=False,
-    keep_eos=False,
-    stop=True,
-    append=True,
-):
-    prefix, out = [bos], []
-    for _ in range(max_new_tokens):
-        tok = int(next_token_logits(prefix if append else [bos]).argmax())
-        if tok == eos and stop:
-            if keep_eos:
-                out.append(tok)
-            break
-        out.append(tok)
-        prefix.append(tok)
-    return [bos, *out] if keep_bos else out
+def _changed(logits_fn, ids, t, compare="logits", skip_own=False, in_place=False):
+    changed = ids if in_place else ids.clone()
+    before = logits_fn(ids.clone())
+    changed[0, t] = 3 if changed[0, t] != 3 else 4
+    after = logits_fn(changed)
+    if compare == "argmax":
+        moved = (after.argmax(-1) != before.argmax(-1))[0]  # (T,)
+    else:
+        moved = (after - before).abs().amax(-1)[0] > 1e-5  # (T,)
+    out = moved.nonzero().flatten().tolist()
+    return [p for p in out if p != t] if skip_own else out
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "wrong, message",
     [
-        (dict(keep_bos=True), "leave <bos> out"),
-        (dict(keep_eos=True), "stop at <eos>"),
-        (dict(stop=False), "stop at <eos>"),
-        (dict(append=False), "same prefix"),
+        (dict(compare="argmax"), "not the argmax"),
+        (dict(skip_own=True), "itself changes too"),
+        (dict(in_place=True), "in place"),
     ],
 )
-def test_check_greedy(kwargs, message):
-    checks.check_greedy(_greedy)
+def test_check_changed_positions(wrong, message):
+    checks.check_changed_positions(_changed)
     with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_greedy(lambda *a: _greedy(*a, **kwargs))
+        checks.check_changed_positions(lambda f, i, t: _changed(f, i, t, **wrong))
 
 
-def test_check_greedy_enforces_the_limit():
-    def one_too_many(f, b, e, n):
-        return _greedy(f, b, e, n + 1)
+def test_check_changed_positions_names_the_direction_and_the_axis():
+    with pytest.raises(checks.ExerciseError, match="hides the \\*future\\*"):
+        checks.check_changed_positions(lambda f, ids, t: list(range(t)))
 
-    with pytest.raises(checks.ExerciseError, match="max_new_tokens"):
-        checks.check_greedy(one_too_many)
+    def source_positions(f, ids, t):  # right for targets, source positions for sources
+        out = _changed(f, ids, t)
+        return list(range(ids.shape[1])) if ids.shape[1] == 5 else out
+
+    with pytest.raises(checks.ExerciseError, match="one row per \\*target\\*"):
+        checks.check_changed_positions(source_positions)
 
 
 def test_unwritten_exercises_say_so():
@@ -306,12 +279,37 @@ def test_unwritten_exercises_say_so():
         raise NotImplementedError
 
     for check in (
-        checks.check_decoder_self_mask,
-        checks.check_teacher_forcing,
-        checks.check_greedy,
+        checks.check_shift_right,
+        checks.check_source_mask,
+        checks.check_changed_positions,
     ):
         with pytest.raises(checks.ExerciseError, match="not written yet"):
             check(todo)
+
+
+# --- without the causal mask (chapter 07's "why a mask") ------------------------------
+
+
+def test_without_the_causal_mask_future_tokens_change_earlier_logits():
+    model = _model(causal=False)
+    src, tgt = _batch()
+    tgt_in = decoder.shift_right(tgt, BOS)
+    changed = tgt_in.clone()
+    changed[0, 3] = 4
+    assert not torch.allclose(model(src, changed)[0, :3], model(src, tgt_in)[0, :3])
+    weights = model.cross_attention_weights(src, tgt_in)  # runs without the mask too
+    assert weights[0].shape == (2, 2, 4, 5)
+    masked = Seq2Seq(Seq2SeqConfig(V, **{**_options(), "causal": True})).eval()
+    masked.load_state_dict(model.state_dict())  # the same weights: the mask adds none
+    torch.testing.assert_close(masked(src, changed)[0, :3], masked(src, tgt_in)[0, :3])
+
+
+def test_without_the_causal_mask_greedy_decoding_needs_no_cache():
+    model = _model(causal=False)
+    src, _ = _batch()
+    with pytest.raises(ValueError, match="use_cache=True needs the causal mask"):
+        model.greedy_decode(src, max_new_tokens=4)
+    assert model.greedy_decode(src, max_new_tokens=4, use_cache=False).shape[0] == 2
 
 
 # --- the decoder's cache: cached decoding = uncached decoding -------------------------
@@ -401,3 +399,45 @@ def test_greedy_decode_all_equals_one_by_one_in_the_sources_order():
     assert uncached == out
     with pytest.raises(ValueError, match="sources is empty"):
         seq2seq.greedy_decode_all(model, [])
+
+
+def test_greedy_write_goes_from_words_to_tokens():
+    from transformer_book.vocab import Vocab
+
+    vocab = Vocab(["<bos>", "<eos>", *(f"w{i}" for i in range(V - 4))])
+    model = _model(max_len=24)
+    sentences = [["w1", "w2", "w3"], ["w4", "never-seen"]]
+    got = seq2seq.greedy_write(model, vocab, sentences, limit=lambda S: 5)
+    ids = [vocab.encode(s) for s in sentences]  # the unknown word becomes <unk>
+    expected = seq2seq.greedy_decode_all(model, ids, limit=lambda S: 5)
+    assert got == [vocab.decode(x) for x in expected]
+    no_mask = _model(max_len=24, causal=False)  # decodes without a cache by default
+    assert len(seq2seq.greedy_write(no_mask, vocab, sentences, lambda S: 3)) == 2
+
+
+def test_teacher_forced_scores():
+    model = _model()
+    src, tgt = _batch()
+    sources = [[i for i in row if i != PAD] for row in src.tolist()]
+    targets = [[i for i in row if i != PAD] for row in tgt.tolist()]
+    model.train()
+    nats, all_right = seq2seq.teacher_forced_scores(model, sources, targets, 1)
+    assert model.training  # the mode is restored
+    model.eval()
+    assert nats == pytest.approx(model.loss(src, tgt).item(), rel=1e-5)
+    logits = model(src, decoder.shift_right(tgt, BOS))  # (B, T, V)
+    right = [
+        all(logits[b, t].argmax() == tgt[b, t] for t in range(len(targets[b])))
+        for b in range(2)
+    ]
+    assert all_right == sum(right) / 2
+    # with every weight zero the logits are uniform: log V nats per token
+    uniform = _model()
+    with torch.no_grad():
+        for p in uniform.parameters():
+            p.zero_()
+    assert seq2seq.teacher_forced_scores(uniform, sources, targets)[0] == pytest.approx(
+        torch.log(torch.tensor(float(V))).item(), rel=1e-5
+    )
+    with pytest.raises(ValueError, match="sources is empty"):
+        seq2seq.teacher_forced_scores(model, [], [])

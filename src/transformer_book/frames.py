@@ -23,7 +23,11 @@ Scores compare frames, not tag sequences, so a tagger and a generator are scored
 - exact match: the fraction of queries whose intent and slots (as a multiset) are right;
 - slot precision, recall and F1: over all queries, a predicted (slot name, value) pair is
   correct when the gold frame of the same query holds it (micro-averaged, like conlleval;
-  unlike span F1 the word positions do not count, only the names and the words).
+  unlike span F1 the word positions do not count, only the names and the words);
+- intent accuracy (:func:`frame_scores` gives all of them at once).
+
+:func:`mistakes` says how a wrong frame differs from the gold one (the intent, a word
+that is not in the query, a slot left out or added, a wrong value).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .metrics import SpanScores, bio_spans
+from .metrics import SpanScores, accuracy, bio_spans
 
 __all__ = [
     "SLOT_MARK",
@@ -41,6 +45,9 @@ __all__ = [
     "parse_frame",
     "exact_match",
     "slot_scores",
+    "frame_scores",
+    "MISTAKES",
+    "mistakes",
 ]
 
 SLOT_MARK = ":"  # ends every slot name in a linearised frame
@@ -155,3 +162,55 @@ def slot_scores(gold: Sequence[Frame], pred: Sequence[Frame]) -> SpanScores:
         n_gold, n_pred = n_gold + sum(cg.values()), n_pred + sum(cp.values())
         n_correct += sum((cg & cp).values())
     return SpanScores(n_gold=n_gold, n_pred=n_pred, n_correct=n_correct)
+
+
+def frame_scores(gold: Sequence[Frame], pred: Sequence[Frame]) -> dict[str, float]:
+    """Every score of predicted frames at once: ``exact match``, ``slot P``, ``slot R``,
+    ``slot F1`` (:func:`slot_scores`) and ``intent acc`` (the intent alone)."""
+    _check_paired(gold, pred, "frame_scores")
+    slots = slot_scores(gold, pred)
+    return {
+        "exact match": exact_match(gold, pred),
+        "slot P": slots.precision,
+        "slot R": slots.recall,
+        "slot F1": slots.f1,
+        "intent acc": accuracy([g.intent for g in gold], [p.intent for p in pred]),
+    }
+
+
+MISTAKES = (
+    "wrong intent",
+    "invented word",
+    "slot left out",
+    "slot added",
+    "wrong value",
+)
+
+
+def mistakes(gold: Frame, pred: Frame, words: Sequence[str]) -> set[str]:
+    """How ``pred`` differs from ``gold`` for the query ``words``: the kinds of
+    :data:`MISTAKES` that apply (none when the frames mean the same).
+
+    - ``wrong intent``: the intents differ;
+    - ``invented word``: a predicted value holds a word that is not in the query (a
+      tagger, which labels the query's words, cannot make this mistake);
+    - ``slot left out`` / ``slot added``: a gold slot name is missing from the
+      prediction / the prediction has a slot name too many (names counted as a
+      multiset; a renamed slot is both);
+    - ``wrong value``: the slot names agree, yet a slot's value differs.
+    """
+    query = set(words)
+    kinds = set()
+    if gold.intent != pred.intent:
+        kinds.add("wrong intent")
+    if any(w not in query for _, value in pred.slots for w in value.split()):
+        kinds.add("invented word")
+    gold_names = Counter(name for name, _ in gold.slots)
+    pred_names = Counter(name for name, _ in pred.slots)
+    if gold_names - pred_names:
+        kinds.add("slot left out")
+    if pred_names - gold_names:
+        kinds.add("slot added")
+    if gold_names == pred_names and Counter(gold.slots) != Counter(pred.slots):
+        kinds.add("wrong value")
+    return kinds

@@ -19,7 +19,8 @@ The model of Vaswani et al. (2017), section 3, at small scale:
 
 :class:`PairBatches` serves (source, target) pairs to the training loop, grouped by
 source length; :func:`greedy_decode_all` writes the targets of a list of sources in
-batches of similar length.
+batches of similar length (:func:`greedy_write`: words in, tokens out), and
+:func:`teacher_forced_scores` measures a model given the gold prefixes.
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ from .decoder import Decoder, greedy_decode, shift_right
 from .kv_cache import DecoderCache, new_decoder_cache
 from .masks import causal_mask, padding_mask_from_ids
 from .positions import sinusoidal_encoding
+from .vocab import Vocab
 
-__all__ = ["Seq2SeqConfig", "Seq2Seq", "PairBatches", "greedy_decode_all"]
+__all__ = [
+    "Seq2SeqConfig",
+    "Seq2Seq",
+    "PairBatches",
+    "greedy_decode_all",
+    "greedy_write",
+    "teacher_forced_scores",
+]
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,9 @@ class Seq2SeqConfig:
     """Sizes and special token ids of an encoder-decoder model.
 
     ``max_len`` bounds the length of a source and of a decoder input (the table of
-    sinusoidal positions has that many rows).
+    sinusoidal positions has that many rows). ``causal=False`` removes the decoder's
+    causal mask: an experiment (chapter 07's "why a mask"), not a model to use, since
+    teacher forcing then shows position t the token it must predict, at t + 1.
     """
 
     vocab_size: int
@@ -63,6 +74,7 @@ class Seq2SeqConfig:
     bos_id: int = 1
     eos_id: int = 2
     tie_embeddings: bool = True
+    causal: bool = True
 
     def __post_init__(self) -> None:
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
@@ -159,7 +171,9 @@ class Seq2Seq(nn.Module):
         self._check_ids("tgt_in", tgt_in)
         past = 0 if cache is None else cache[0].seq_len  # positions already cached
         T = tgt_in.shape[1]
-        self_mask = causal_mask(T, past + T, device=tgt_in.device)  # (T, past + T)
+        self_mask = (  # (T, past + T), or None: every position sees every other
+            causal_mask(T, past + T, device=tgt_in.device) if self.cfg.causal else None
+        )
         x = self._embed(tgt_in, offset=past)  # (B, T, D)
         return self.decoder(x, memory, self_mask, memory_mask, cache=cache)
 
@@ -196,7 +210,9 @@ class Seq2Seq(nn.Module):
         would make the choices random). ``use_cache=True`` keeps each decoder layer's
         keys and values (:class:`~transformer_book.kv_cache.DecoderCache`), so a step
         reads only the newest token; ``False`` reruns the decoder on the whole prefix.
-        Both write the same tokens. Shapes: src (B, S) -> (B, L) with
+        Both write the same tokens, for a causal decoder; without the causal mask
+        (``cfg.causal=False``) every position changes when a token is appended, so a
+        cache would be wrong and ``use_cache`` must be False. Shapes: src (B, S) -> (B, L) with
         L <= max_new_tokens, ``<bos>`` not included; positions after a sequence's
         ``<eos>`` hold ``pad_id``.
         """
@@ -207,11 +223,21 @@ class Seq2Seq(nn.Module):
                 f"max_new_tokens must lie in [1, max_len - 1 = {cfg.max_len - 1}], "
                 f"got {max_new_tokens}"
             )
+        if use_cache and not cfg.causal:
+            raise ValueError(
+                "use_cache=True needs the causal mask: without it (cfg.causal=False) "
+                "earlier positions change as tokens are appended; pass use_cache=False"
+            )
         memory, memory_mask = self.encode(src)
         start = src.new_full((src.shape[0], 1), cfg.bos_id)  # (B, 1)
         cache = new_decoder_cache(len(self.decoder.layers)) if use_cache else None
+
+        def step(ids: Tensor, cache: list[DecoderCache] | None) -> Tensor:
+            h = self._decode_hidden(ids, memory, memory_mask, cache)  # (B, t, D)
+            return self.head(h[:, -1:])  # (B, 1, V): only the next token's scores
+
         return greedy_decode(
-            lambda ids, cache: self.decode(ids, memory, memory_mask, cache),
+            step,
             start,
             limit,
             cfg.eos_id,
@@ -237,7 +263,8 @@ class Seq2Seq(nn.Module):
         reads from each source position. Shapes: -> n_decoder_layers × (B, H, T, S)."""
         memory, memory_mask = self.encode(src)
         self._check_ids("tgt_in", tgt_in)
-        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
+        T = tgt_in.shape[1]
+        self_mask = causal_mask(T, device=tgt_in.device) if self.cfg.causal else None
         return self.decoder.cross_attention_weights(
             self._embed(tgt_in), memory, self_mask, memory_mask
         )
@@ -312,3 +339,58 @@ def greedy_decode_all(
             out[i] = toks
     model.train(was_training)
     return out
+
+
+def greedy_write(
+    model: Seq2Seq,
+    vocab: Vocab,
+    sentences: Sequence[Sequence[str]],
+    limit: Callable[[int], int] | None = None,
+    batch_size: int = 64,
+    use_cache: bool | None = None,
+) -> list[list[str]]:
+    """:func:`greedy_decode_all` from words to tokens: each sentence encoded with
+    ``vocab`` (unknown words become ``<unk>``), each output decoded back to tokens.
+
+    ``use_cache`` defaults to what the model allows (``cfg.causal``). Shapes: N
+    sentences -> N token lists, in the sentences' order.
+    """
+    cache = model.cfg.causal if use_cache is None else use_cache
+    sources = [vocab.encode(s) for s in sentences]
+    written = greedy_decode_all(model, sources, batch_size, limit, cache)
+    return [vocab.decode(ids) for ids in written]
+
+
+@torch.no_grad()
+def teacher_forced_scores(
+    model: Seq2Seq,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    batch_size: int = 256,
+) -> tuple[float, float]:
+    """The model given the gold prefixes (teacher forcing), as in training but in eval
+    mode (restored after): the cross-entropy per real target token (nats), and the
+    share of targets whose every token is the model's argmax.
+
+    A target of the second kind is what greedy decoding writes, token for token: its
+    first mistake would be the first position where the argmax given the gold prefix
+    is wrong. The targets end in ``<eos>``, as for :meth:`Seq2Seq.loss`. Shapes: N
+    pairs of id lists -> two floats.
+    """
+    if len(sources) == 0:
+        raise ValueError("sources is empty: nothing to score")
+    cfg = model.cfg
+    device, was_training = next(model.parameters()).device, model.training
+    model.eval()
+    nats, n_tokens, all_right = 0.0, 0, 0
+    pairs = PairBatches(sources, targets, batch_size, cfg.pad_id, shuffle=False)
+    for src, tgt in pairs:
+        src, tgt = src.to(device), tgt.to(device)  # (b, S), (b, T)
+        logits = model(src, shift_right(tgt, cfg.bos_id))  # (b, T, V)
+        real = tgt != cfg.pad_id  # (b, T)
+        nats += F.cross_entropy(logits[real], tgt[real], reduction="sum").item()
+        n_tokens += int(real.sum())
+        right = (logits.argmax(-1) == tgt) | ~real  # (b, T)
+        all_right += int(right.all(-1).sum())
+    model.train(was_training)
+    return nats / n_tokens, all_right / len(sources)
