@@ -86,7 +86,9 @@ def test_files_beside_the_weights_are_verified_too(tiny, tmp_path):
     )
     assert set(card["files"]) == {"vocab.txt"}
     _, read = checkpoints.load(tmp_path / "v")
-    assert (checkpoints.path(tmp_path / "v") / "vocab.txt").read_text() == "[PAD]\nthe\n"
+    assert (
+        checkpoints.path(tmp_path / "v") / "vocab.txt"
+    ).read_text() == "[PAD]\nthe\n"
     (tmp_path / "v" / "vocab.txt").write_text("[PAD]\nthe\nextra\n")
     with pytest.raises(checkpoints.CheckpointError, match="vocab.txt has sha256"):
         checkpoints.load(tmp_path / "v")

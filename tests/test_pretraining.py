@@ -93,8 +93,12 @@ def test_pretraining_metrics_of_an_untrained_model():
     a = pretraining.pretraining_metrics(model, tok, texts, 32, batch_size=64, seed=1)
     b = pretraining.pretraining_metrics(model, tok, texts, 32, batch_size=64, seed=1)
     assert a == b  # one fixed draw of pairs and masks
-    uniform = torch.full((len(tok),), -math.log(len(tok)))  # a "unigram" of equal counts
-    c = pretraining.pretraining_metrics(model, tok, texts, 32, 64, seed=1, unigram=uniform)
+    uniform = torch.full(
+        (len(tok),), -math.log(len(tok))
+    )  # a "unigram" of equal counts
+    c = pretraining.pretraining_metrics(
+        model, tok, texts, 32, 64, seed=1, unigram=uniform
+    )
     assert {k: c[k] for k in a} == a  # the same masks and pairs
     assert c["unigram_mlm_loss"] == pytest.approx(math.log(len(tok)))
     assert 0.3 < c["is_next_share"] < 0.7

@@ -233,7 +233,9 @@ def left_neighbours(
                 break
             if tok in sentinel:
                 if tok not in before:
-                    raise ValueError(f"sentinel {tok} of the targets is not in the inputs")
+                    raise ValueError(
+                        f"sentinel {tok} of the targets is not in the inputs"
+                    )
                 prev = before[tok]
             elif prev is None:
                 raise ValueError("the targets must start with a sentinel")

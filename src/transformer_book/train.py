@@ -46,8 +46,20 @@ from pathlib import Path
 
 import torch
 
-from . import baselines, checkpoints, data, gpt, lm_data, masked_lm, pretraining
-from . import runtime, span_corruption, t5, training, vocab
+from . import (
+    baselines,
+    checkpoints,
+    data,
+    gpt,
+    lm_data,
+    masked_lm,
+    pretraining,
+    runtime,
+    span_corruption,
+    t5,
+    training,
+    vocab,
+)
 from .tokenizer import WordPiece
 
 __all__ = [
@@ -252,8 +264,16 @@ BERT_RECIPES: dict[str, pretraining.PretrainConfig] = {
     # BERT's dropout. The rate: 2e-3 sat on the unigram plateau (training loss 6.6 after
     # half the run, with a bump after warm-up); 1e-3 is the one shipped, not tuned further
     "sst-small": pretraining.PretrainConfig(
-        vocab_size=4000, d_model=128, n_layers=4, n_heads=4, d_ff=512, max_len=64,
-        batch_size=64, steps=4000, lr=1e-3, dropout=0.1,
+        vocab_size=4000,
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        d_ff=512,
+        max_len=64,
+        batch_size=64,
+        steps=4000,
+        lr=1e-3,
+        dropout=0.1,
     ),  # fmt: skip
     # chapter 11's quick profile, for a run of seconds
     "tiny": pretraining.PretrainConfig(),
@@ -298,7 +318,9 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
     train_cpu = time.process_time() - start_cpu
     if stop_at is not None:
         return {"history": result.loss, "model": result.model, "tokenizer": tok}
-    pieces = [i for doc in docs for word in doc for i in word if i not in tok.special_ids]
+    pieces = [
+        i for doc in docs for word in doc for i in word if i not in tok.special_ids
+    ]
     unigram = baselines.unigram_log_probs(pieces, len(tok))  # add-one, (V,)
     metrics = pretraining.pretraining_metrics(
         result.model, tok, heldout, config.max_len, seed=HELDOUT_SEED,
@@ -355,7 +377,10 @@ def atis_words(itos: list[str] | None = None) -> AtisWords:
         freq = vocab.Vocab.from_corpus(train_q, min_freq=2)  # <pad>, <unk>, words
         itos = [*freq.itos[:2], "</s>", *freq.itos[2:], *names]
     words = vocab.Vocab(itos)
-    stream = lambda queries: torch.tensor(words.encode([w for q in queries for w in q]))
+
+    def stream(queries: list[list[str]]) -> torch.Tensor:
+        return torch.tensor(words.encode([w for q in queries for w in q]))  # (N,)
+
     return AtisWords(words, words.encode(names), words["</s>"], stream(train_q),
                      stream(test_q))  # fmt: skip
 

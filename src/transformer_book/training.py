@@ -305,8 +305,9 @@ def train(
     ``checkpoint_every`` steps (0: only at the end) and at the end; ``resume=True``
     continues from the checkpoint there, if any (the history returned then includes
     the steps before). ``stop_at``: leave after that many steps (with a checkpoint,
-    if there is a folder), as if interrupted: the schedule stays the whole run's. Under ``torchrun`` (after :func:`init_distributed`) the model is
-    wrapped in ``DistributedDataParallel``; every process passes its own ``batches``.
+    if there is a folder), as if interrupted: the schedule stays the whole run's.
+    Under ``torchrun`` (after :func:`init_distributed`) the model is wrapped in
+    ``DistributedDataParallel``; every process passes its own ``batches``.
 
     Speed on a GPU (all off by default, so a CPU run is plain fp32):
     ``precision="bf16"`` runs the forward pass and the loss under ``torch.autocast`` in
