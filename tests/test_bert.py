@@ -271,24 +271,82 @@ def test_check_segment_ids():
         checks.check_segment_ids(pads_in_b)
 
 
-def test_check_merge_gain():
-    import math
+def _good_masking(ids, mask_id, vocab_size, special_mask, p=0.15, generator=None):
+    """The exercise's solution, written the way a reader would."""
+    selected = (torch.rand(ids.shape, generator=generator) < p) & ~special_mask
+    action = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+    inputs = ids.clone()
+    inputs[selected & (action < 0.8)] = mask_id
+    swap = selected & (action >= 0.8) & (action < 0.9)
+    inputs[swap] = random_ids[swap]
+    return inputs, torch.where(selected, ids, torch.full_like(ids, -100))
 
+
+def test_check_mask_tokens_accepts_the_package_and_a_plain_solution(capsys):
+    from transformer_book import checks, masked_lm
+
+    checks.check_mask_tokens(masked_lm.mask_tokens)
+    checks.check_mask_tokens(_good_masking)
+    assert capsys.readouterr().out.count("Correct:") == 2
+
+
+def _variant(**bugs):
+    """_good_masking with one typical mistake switched on."""
+
+    def fn(ids, mask_id, vocab_size, special_mask, p=0.15, generator=None):
+        if bugs.get("no_generator"):  # draws from torch's global generator
+            return _good_masking(ids, mask_id, vocab_size, special_mask, p)
+        u = torch.rand(ids.shape, generator=generator)
+        selected = u < (0.15 if bugs.get("fixed_p") else p)
+        if not bugs.get("specials"):
+            selected &= ~special_mask
+        action = torch.rand(ids.shape, generator=generator)
+        shape = (1,) if bugs.get("one_random") else ids.shape
+        random_ids = torch.randint(vocab_size, shape, generator=generator)
+        random_ids = random_ids.expand(ids.shape)
+        inputs = ids if bugs.get("in_place") else ids.clone()
+        where = ~special_mask if bugs.get("all_tokens") else selected
+        if bugs.get("independent"):
+            inputs[where & (action < 0.8)] = mask_id
+            again = torch.rand(ids.shape, generator=generator) < 0.1
+            inputs[where & again] = random_ids[where & again]
+        else:
+            inputs[where & (action < 0.8)] = mask_id
+            swap = where & (action >= 0.8) & (action < 0.9)
+            inputs[swap] = random_ids[swap]
+        if bugs.get("mask_only_labels"):
+            selected = selected & (inputs == mask_id)
+        source = inputs if bugs.get("input_labels") else ids
+        labels = torch.where(selected, source, torch.full_like(ids, -100))
+        return inputs, labels
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "bug, message",
+    [
+        ("specials", "special token"),
+        ("all_tokens", "NOT selected were changed"),
+        ("mask_only_labels", "only where the input became \\[MASK\\]"),
+        ("input_labels", "original token id"),
+        ("independent", "exclude each other"),
+        ("one_random", "one random token per position"),
+        ("in_place", "in place"),
+        ("no_generator", "generator="),
+        ("fixed_p", "use the argument p"),
+    ],
+)
+def test_check_mask_tokens_names_the_mistake(bug, message):
     from transformer_book import checks
 
-    x = lambda v: v * math.log(v) if v > 0 else 0.0
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_mask_tokens(_variant(**{bug: True}))
 
-    def good(k, ca, cb, n):
-        return x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k) - x(n - k) + x(n)
 
-    checks.check_merge_gain(good)
-    with pytest.raises(checks.ExerciseError, match="ratio"):
-        checks.check_merge_gain(lambda k, ca, cb, n: k / (ca * cb))
-    with pytest.raises(checks.ExerciseError, match="total"):
-        checks.check_merge_gain(
-            lambda k, ca, cb, n: x(ca - k) - x(ca) + x(cb - k) - x(cb) + x(k)
-        )
-    with pytest.raises(checks.ExerciseError, match="base 2"):
-        checks.check_merge_gain(lambda k, ca, cb, n: good(k, ca, cb, n) / math.log(2))
+def test_check_mask_tokens_not_written():
+    from transformer_book import checks
+
     with pytest.raises(checks.ExerciseError, match="not written yet"):
-        checks.check_merge_gain(lambda *a: (_ for _ in ()).throw(NotImplementedError))
+        checks.check_mask_tokens(lambda *a: (_ for _ in ()).throw(NotImplementedError))
