@@ -11,8 +11,10 @@ from ._draw import EDGE, FILL, arrow, box, canvas, text
 __all__ = ["input_embeddings", "masked_language_model"]
 
 GREY = "#444444"
-PAIR = ("[CLS]", "this", "teddy", "bear", "is", "so", "cute", "[SEP]")
-PAIR_B = ("it", "nap", "##s", "[SEP]")  # the real vocabulary cuts "naps" in two
+# "This teddy bear is so cute." + "It naps." as chapter 11's tokenizer cuts them: the
+# full stops are tokens too, and the real vocabulary cuts "naps" in two
+PAIR = ("[CLS]", "this", "teddy", "bear", "is", "so", "cute", ".", "[SEP]")
+PAIR_B = ("it", "nap", "##s", ".", "[SEP]")
 
 
 def _cell(ax, x: float, y: float, w: float, h: float, label: str, edge, fill, size=10):
