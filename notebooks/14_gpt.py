@@ -30,7 +30,8 @@
 #   than nanoGPT's recipe takes, and say which choices got it there;
 # - read off what temperature, top-$k$ and top-$p$ sampling leave of the model's
 #   distribution, and measure what that does to the text;
-# - load GPT-2's weights into `gpt.GPT` and verify the logits;
+# - load a Hugging Face GPT-2 into `gpt.GPT` and verify the logits (GPT-2's layout,
+#   checked here with random weights);
 # - compute GPT-3's parameters, training compute, weight bytes and KV cache;
 # - train with `python -m transformer_book.train` on one process, or on many with
 #   `torchrun`, and resume a run from its checkpoint.
@@ -58,9 +59,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 import transformers
 
 from transformer_book import (
+    baselines,
     benchmark,
     checks,
     data,
@@ -74,6 +77,7 @@ from transformer_book import (
     runtime,
     sampling,
     train,
+    training,
 )
 
 # %% tags=["parameters"]
@@ -142,6 +146,25 @@ plt.show()
 # causal attention, learned positions, exact GELU, and an output head that shares the
 # token embedding's matrix {cite}`press2017using`. The two have the same number of
 # parameters (the benchmark script of section 4 checks it).
+#
+# 1.88 is one model's number. The floor under every loss of this chapter is the
+# simplest language model there is: a **bigram**, which predicts a character from the
+# one before it by counting pairs in the training text (`baselines.bigram_log_probs`,
+# add-one smoothing). Scored on the same held-out characters the GPT will be scored on
+# (every target of the validation windows), it costs:
+
+# %% tags=["nbval-ignore-output"]
+bigram = baselines.bigram_log_probs(train_ids, len(chars))  # (V, V): log p(next | char)
+n_val = (len(val_ids) - 1) // 64 * 64  # the targets of the 64-character windows
+bigram_nats = baselines.bigram_loss(bigram, val_ids[:n_val], val_ids[1 : n_val + 1])
+uniform_nats = math.log(len(chars))
+print(f"held-out loss: uniform {uniform_nats:.3f}, bigram {bigram_nats:.3f} nats/char.")
+report.glue("bigram_nats", bigram_nats, "{:.2f}")
+assert 2.3 < bigram_nats < 2.7 < uniform_nats  # counting pairs already helps a lot
+
+# %% [markdown]
+# A model that reads 64 characters has to do much better than
+# {glue:text}`bigram_nats` nats to show that it uses more than the last one.
 
 # %%
 nano = train.RECIPES["nanogpt-cpu"]
@@ -184,6 +207,45 @@ print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 # 12 × 64 characters, a noisier number than ours). It times
 # the training in wall-clock seconds and in CPU seconds (all threads); on a machine
 # shared with other programs, CPU seconds are the fairer clock.
+#
+# Inside it is the loop every chapter since chapter 5 has run. Here it is once, by hand,
+# for the first 20 of the recipe's steps: draw a batch, forward, loss, backward, clip
+# the gradient, an AdamW step, clear the gradients, and set the next learning rate from
+# the schedule (warm-up, then cosine decay).
+
+# %% tags=["nbval-ignore-output"]
+torch.manual_seed(0)
+demo = gpt.GPT(train.model_config(recipe, len(chars))).to(run.device)
+matrices = [p for p in demo.parameters() if p.dim() >= 2]  # decayed, as in nanoGPT
+vectors = [p for p in demo.parameters() if p.dim() < 2]  # norm gains: not decayed
+opt = torch.optim.AdamW([dict(params=matrices, weight_decay=recipe.weight_decay),
+                         dict(params=vectors, weight_decay=0.0)],
+                        lr=recipe.lr, betas=(0.9, recipe.beta2))  # fmt: skip
+stream = iter(lm_data.WindowBatches(train_ids, recipe.batch_size, recipe.context,
+                                    seed=0, device=run.device))  # fmt: skip
+demo_losses = []
+for step in range(20):
+    factor = training.lr_factor(step, recipe.steps, recipe.warmup, recipe.decay,
+                                recipe.min_lr_factor)  # fmt: skip
+    for group in opt.param_groups:
+        group["lr"] = recipe.lr * factor  # the schedule
+    x, y = next(stream)  # (B, T) each: windows and their shifted targets
+    logits = demo(x)  # (B, T, V)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())  # nats per character
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(demo.parameters(), recipe.clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    demo_losses.append(loss.item())
+print(f"step 1: loss {demo_losses[0]:.2f} (uniform guess {uniform_nats:.2f}); "
+      f"step 20: {demo_losses[-1]:.2f} (bigram {bigram_nats:.2f})")  # fmt: skip
+assert demo_losses[-1] < demo_losses[0] - 0.5  # it learns from the first steps
+del demo, opt
+
+# %% [markdown]
+# `train.run` runs the same loop for all the steps (through `training.train`, which
+# adds devices, mixed precision, several processes and checkpoints) and then scores
+# every held-out character.
 
 # %% tags=["nbval-ignore-output"]
 config = dataclasses.replace(  # two CPU threads for the training, one elsewhere
@@ -193,7 +255,8 @@ result = train.run(config)
 model, val_loss = result["model"], result["val_loss"]
 n_model = params.count_params(model)
 tokens = config.steps * config.batch_size * config.context
-print(f"validation loss after {config.steps} steps: {val_loss:.3f} (target {target})")
+print(f"validation loss after {config.steps} steps: {val_loss:.3f} "
+      f"(target {target}; bigram {bigram_nats:.3f})")  # fmt: skip
 print(f"training: {result['train_wall_seconds']:.0f} s wall, "
       f"{result['train_cpu_seconds']:.0f} CPU s, {tokens:,} tokens")  # fmt: skip
 torch.set_num_threads(1)  # back to one thread: the rest of the chapter is small
@@ -210,6 +273,7 @@ smooth = torch.tensor(result["history"]).unfold(0, w, 1).mean(1)  # running mean
 ax.plot(range(w, len(result["history"]) + 1), smooth, label=f"training, mean of {w}")
 ax.axhline(val_loss, color="k", ls=":", label="validation, at the end")
 ax.axhline(1.88, color=plotting.PALETTE[3], ls="--", label="nanoGPT's 1.88")
+ax.axhline(bigram_nats, color=plotting.PALETTE[2], ls="-.", label="bigram, validation")
 ax.set(xlabel="step", ylabel="cross-entropy (nats per char.)", ylim=(1.0, 3.5))
 ax.set_title(f"{run.pick('book-quick', 'book-full')}: a GPT learns Shakespeare")
 ax.legend()
@@ -307,6 +371,7 @@ for name, r in rows.items():
     spread = f"± {sd:.3f} ({low:.3f}–{high:.3f})" if n > 1 else "(one seed)"
     print(f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {spread:21s} "
           f"{r['cpu']:5.0f}")  # fmt: skip
+print(f"{'bigram':14s}{0:6d}{'-':>7s}  {bigram_nats:.3f} (counts, no training)")
 ladder = ["nanogpt-short", "schedule", "width", "relu", "book-quick"]
 steps_said = {}
 for before, after in zip(ladder, ladder[1:]):
@@ -416,6 +481,25 @@ fig.suptitle("What each decoding rule leaves of one next-character distribution"
 plt.show()
 
 # %% [markdown]
+# How many characters top-$p$ keeps depends on how sure the model is. Two contexts:
+# in the middle of a word the model is all but certain of the next letter; after a
+# space, at the start of a word, many letters are plausible.
+
+# %% tags=["nbval-ignore-output"]
+contexts = {"mid-word": "First Citizen:\nBefore we proceed any furth",
+            "after a space": "ROMEO:\nI will "}  # fmt: skip
+n_nucleus = {}
+for name, context in contexts.items():
+    ctx = torch.tensor([chars.encode(list(context))], device=run.device)
+    with torch.no_grad():
+        zc = model(ctx)[0, -1].float().cpu()  # (V,)
+    n_nucleus[name] = int((sampling.top_p_filter(zc, 0.9) > float("-inf")).sum())
+    top = zc.softmax(-1).max().item()
+    print(f"{name:13s} ...{context[-12:]!r}: most likely character p = {top:.2f}; "
+          f"top-p 0.9 keeps {n_nucleus[name]} of {len(zc)}")  # fmt: skip
+assert n_nucleus["after a space"] > n_nucleus["mid-word"]  # the set adapts
+
+# %% [markdown]
 # A distribution is not yet a text. The cell below samples
 # {glue:text}`samples_per_setting` continuations of 300 characters for each setting and
 # measures two things: the share of generated words that occur in the training text
@@ -444,13 +528,21 @@ report.glue("samples_per_setting", samples_per_setting)
 assert share["τ = 0.5"] > share["τ = 1"] > share["τ = 1.5"]  # colder: more real ones
 assert variety["greedy"] < variety["τ = 0.5"] < variety["τ = 1"]  # and less variety
 assert share["top-p 0.9"] > share["τ = 1"]  # cutting the tail removes misspellings
+# of the words not in the training text at τ = 1, the share top-p no longer produces
+removed = 1 - (1 - share["top-p 0.9"]) / (1 - share["τ = 1"])
+print(f"top-p 0.9 removes {removed:.0%} of the unknown words of τ = 1")
+report.glue("topp_removed", f"{removed:.0%}")
+report.glue("topp_removed_words", "most of them" if removed > 0.5 else
+            "a minority of them: most misspellings survive")  # fmt: skip
 
 # %% [markdown]
 # Colder sampling produces more real words and less variety; greedy decoding, the
 # coldest, tends to loop on a few lines. Sampling at $\tau = 1$ reproduces the model's
-# own distribution, mistakes included; top-$p$ cuts off the unlikely tail that produces
-# most misspellings while keeping the choice among plausible characters. A sample at
-# $\tau = 1$:
+# own distribution, mistakes included. Top-$p$ cuts off the unlikely tail, and with it
+# {glue:text}`topp_removed` of the words that sampling at $\tau = 1$ invents (words
+# found nowhere in the training text): {glue:text}`topp_removed_words`. The rest come
+# from characters inside the nucleus, each plausible after the one before it, that
+# together make no word. A sample at $\tau = 1$:
 
 # %% tags=["nbval-ignore-output"]
 print("ROMEO:\nI will" + sample_text)
@@ -464,8 +556,11 @@ assert len(sample_text) == 300 and set(sample_text) <= set(chars.itos)
 # everywhere and a tied head: `gpt.gpt2_config()` builds that architecture, and
 # `gpt.load_hf_gpt2` copies the weights of a Hugging Face `GPT2LMHeadModel` into it.
 # GPT-2 stores its linear layers transposed (`Conv1D`) and its query, key and value
-# projections side by side in one matrix; the loader cuts them apart. No download is
-# needed to check it: a small GPT-2 with random weights is built from a configuration.
+# projections side by side in one matrix; the loader cuts them apart. What this section
+# checks is GPT-2's *layout*, not OpenAI's trained weights: a small `GPT2LMHeadModel`
+# with random weights is built from a configuration (no download), copied, and both
+# models must give the same logits. Trained weights are numbers in the same layout, so
+# the loader treats them alike, but this chapter neither downloads nor runs them.
 
 # %%
 hf_config = transformers.GPT2Config(vocab_size=101, n_positions=32, n_embd=64,
@@ -609,26 +704,45 @@ plt.show()
 #
 # ## Exercises
 #
-# ### Exercise 1: nats, bits and perplexity
-# The losses above are in nats per character. Write `bits_and_perplexity(loss)`
-# returning the loss in bits per character and the perplexity $e^{\mathcal{L}}$.
-# Before you run it, predict: what are both for a model that guesses uniformly among
-# the 65 characters?
+# ### Exercise 1: top-k and top-p, ties included
+# Write `top_k_probs(logits, k)` and `top_p_probs(logits, p)` for a vector of logits
+# (V,): each returns the next-token distribution (V,) after filtering, renormalised.
+# Top-k keeps the $k$ largest logits *and every logit tied with the $k$-th*; top-p
+# keeps the fewest most likely tokens whose probabilities reach $p$, so the token that
+# crosses $p$ stays. Predict first: for logits $(2, 1, 1, 1, 0)$ and $k = 2$, how many
+# tokens survive? The check names the usual mistakes (keeping exactly $k$ indices on
+# ties, dropping the token past $p$, forgetting to renormalise).
 
 
 # %%
-def bits_and_perplexity(loss):
+def top_k_probs(logits, k):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+def top_p_probs(logits, p):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def bits_and_perplexity(loss):
-    return loss / math.log(2), math.exp(loss)
+def top_k_probs(logits, k):
+    kth = logits.topk(k).values[-1]  # the k-th largest value: ties with it stay
+    return logits.masked_fill(logits < kth, float("-inf")).softmax(-1)
+
+
+def top_p_probs(logits, p):
+    probs = logits.softmax(-1)  # (V,)
+    sorted_p, order = probs.sort(descending=True)
+    before = sorted_p.cumsum(0) - sorted_p  # the mass of the more likely tokens
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order[before < p]] = True  # still short of p before this token: keep it
+    kept = probs * keep
+    return kept / kept.sum()
 
 
 # %%
-checks.check_bits_and_perplexity(bits_and_perplexity)
+checks.check_top_k_top_p(top_k_probs, top_p_probs)
 
 # %% [markdown]
 # ### Exercise 2: catch a model reading the future
@@ -687,7 +801,8 @@ checks.check_training_days(training_days)
 #   held-out loss.
 # - A faster `gpt.GPT` training step: causal attention through the fused kernel
 #   (`is_causal`), one product for the query, key and value projections, the fused
-#   LayerNorm. `gpt.gpt2_config` and `gpt.load_hf_gpt2` load GPT-2's weights.
+#   LayerNorm. `gpt.gpt2_config` and `gpt.load_hf_gpt2` load a Hugging Face GPT-2's
+#   weights (checked on GPT-2's layout with random weights).
 # - `training.train` runs under `torchrun` (DistributedDataParallel) and saves and
 #   resumes safetensors checkpoints; its signature and results for chapters 5–9 are
 #   unchanged.
