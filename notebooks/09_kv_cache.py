@@ -31,6 +31,8 @@
 # - compute the size of a cache, $2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot
 #   d_\text{head} \cdot T \cdot B$ values, for Llama-2-7B and Mistral-7B, and check it
 #   against the bytes of real tensors;
+# - explain why a decoding step waits on memory, so that a smaller cache is also a
+#   faster one, and name the levers that shrink a cache;
 # - build multi-query and grouped-query attention, and check them against PyTorch's
 #   `enable_gqa` and against multi-head attention with copied weights;
 # - turn a trained multi-head model into a grouped-query one by averaging heads, and
@@ -51,6 +53,7 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
+import dataclasses
 import statistics
 import time
 
@@ -66,14 +69,15 @@ from transformer_book import (
     checkpoints,
     checks,
     data,
+    decoder,
     diagrams,
     gpt,
     kv_cache,
     lm_data,
+    masks,
     plotting,
     report,
     runtime,
-    sampling,
     training,
 )
 
@@ -87,7 +91,9 @@ print(run)
 # the character-level GPT the book trained once (scripts/train_checkpoints.py)
 checkpoint = "shakespeare-char-gpt"
 n_eval_batches = run.pick(8, None)  # held-out batches scored (None: all of them)
-# the speed measurement of section 5: sequences decoded at once, tokens generated
+# section 5's live speed measurement: the model's layers and width (smaller than the
+# benchmark script's 6 and 384 in the quick profile), sequences, tokens generated
+speed_layers, speed_width = run.pick((4, 256), (6, 384))
 speed_batch, speed_tokens = run.pick(1, 64), run.pick(128, 1024)
 # section 8: steps of further training after the conversion to GQA, and its seeds
 uptrain_steps, uptrain_lr, seeds = run.pick(20, 200), 1e-3, (0, 1, 2)
@@ -223,44 +229,31 @@ plt.show()
 # %% [markdown]
 # ## 2. Generating text, one token at a time
 #
-# To write, the model reads a prompt, turns the logits $z$ at the last position into a
-# distribution $\mathrm{softmax}(z / \tau)$, draws the next character, appends it, and
-# repeats. The temperature $\tau$ sharpens ($\tau < 1$) or flattens ($\tau > 1$) the
-# distribution; $\tau = 0$ stands for *greedy* decoding, always the most likely token.
-# Top-$k$ sampling {cite}`fan2018hierarchical` draws only among the $k$ most likely tokens,
-# top-$p$ {cite}`holtzman2020curious` among the fewest whose probability reaches $p$.
-# These are `sampling.apply_temperature`, `top_k_filter` and `top_p_filter`; here is the
-# next-character distribution after "ROMEO:\nI will" at three temperatures.
+# To write, the model reads a prompt, takes the logits at the last position, appends
+# the most likely token and repeats: *greedy* decoding. Drawing the next token at random
+# from the softmax instead (with a temperature, top-$k$ or top-$p$) is chapter 14's
+# subject; what this chapter studies, the cost of the loop, is the same however the
+# token is picked. The model's most likely next characters after "ROMEO:\nI will":
 
 # %% tags=["nbval-ignore-output"]
 prompt = torch.tensor([chars.encode(list("ROMEO:\nI will"))], device=run.device)
+model.eval()
 with torch.no_grad():
-    z = model(prompt)[0, -1]  # (V,): logits of the next character
-entropies = []
-for tau in (0.5, 1.0, 2.0):
-    p = sampling.apply_temperature(z, tau).softmax(-1)
-    entropies.append(-(p * p.log()).sum().item())
-    top = p.topk(4)
-    shown = ", ".join(
-        f"{chars.itos[i]!r} {v:.2f}" for v, i in zip(top.values, top.indices)
-    )
-    print(f"tau = {tau}: entropy {entropies[-1]:.2f} nats; most likely: {shown}")
-assert entropies[0] < entropies[1] < entropies[2]  # a higher temperature flattens
+    probs = model(prompt)[0, -1].softmax(-1)  # (V,): the next character's
+top = probs.topk(4)
+print(", ".join(f"{chars.itos[i]!r} {p:.2f}" for p, i in zip(top.values, top.indices)))
+assert abs(top.values.sum().item() - 1) < 0.5  # a few characters hold most of it
 
 # %% [markdown]
-# `GPT.generate` runs that loop; `temperature`, `top_k` and `top_p` go to
-# `sampling.sample_next`. A sample from the loaded model (its held-out loss is
-# {glue:text}`base_loss` nats per character here, after {glue:text}`n_steps` steps of
-# training: expect the layout of a play, speakers' names and many real words among
-# invented ones):
+# `GPT.generate(prompt, n, temperature=0)` runs the loop greedily. 80 characters from
+# the loaded model (its held-out loss is {glue:text}`base_loss` nats per character
+# here, after {glue:text}`n_steps` steps of training: expect the layout of a play and
+# real words among invented ones):
 
 # %% tags=["nbval-ignore-output"]
-model.eval()
-gen = torch.Generator(device=run.device).manual_seed(0)
-out = model.generate(prompt, 200, temperature=0.8, top_k=20, generator=gen)
-sample = "".join(chars.decode(out[0].tolist()))
-print(sample)
-assert out.shape == (1, prompt.shape[1] + 200) and sample.startswith("ROMEO:")
+out = model.generate(prompt, 80, temperature=0)  # (1, T0 + 80)
+print("".join(chars.decode(out[0].tolist())))
+assert out[0, prompt.shape[1]] == top.indices[0]  # the first new one: the most likely
 
 # %% [markdown]
 # Without any cache, every step feeds the whole text so far through the model again.
@@ -334,14 +327,19 @@ diagrams.kv_cache.cache_growth()
 plt.show()
 
 # %% [markdown]
-# `KVCache.update(k, v)` appends and returns the whole cache; its shapes follow the
-# heads, (B, heads, T, head_dim):
+# A `kv_cache.KVCache` is a buffer allocated once, with room for `max_len` positions,
+# and a pointer, `seq_len`, to the first free row. `update(k, v)` writes the new keys
+# and values into the next rows and returns the filled ones, a view of the buffer:
+# nothing is copied but the new tokens' keys and values. (Growing the cache with
+# `torch.cat` instead would copy all of it at every step; exercise 3 counts what that
+# costs.) The shapes follow the heads, (B, heads, T, head_dim):
 
 # %%
-cache = kv_cache.KVCache()
+cache = kv_cache.KVCache(max_len=16)
 for n_new in (5, 1, 1):  # a prompt of 5, then two single tokens
     k, v = cache.update(torch.randn(1, 4, n_new, 16), torch.randn(1, 4, n_new, 16))
-    print(f"appended {n_new}: keys {tuple(k.shape)}, seq_len {cache.seq_len}")
+    print(f"appended {n_new}: keys {tuple(k.shape)}, seq_len {cache.seq_len}, "
+          f"room for {cache.capacity}")  # fmt: skip
 
 # %% [markdown]
 # `MultiHeadAttention.forward(..., cache=...)` does the rest: it computes the new tokens'
@@ -370,7 +368,7 @@ assert len(set(words)) > len(words) // 2  # not one word over and over
 
 # %% [markdown]
 # (Always taking the most likely character, greedy decoding tends to come back to words
-# it has just written; that is why section 2 samples.) The check that matters: the same
+# it has just written; that is why chapter 14 samples.) The check that matters: the same
 # tokens as decoding without a cache, and at every step the same logits as one uncached
 # pass over the finished text (up to float rounding).
 
@@ -406,6 +404,29 @@ for positions in ("learned", "rope"):
         print(f"{positions:7s} n_kv_heads={str(n_kv):4s}: agree within 1e-5: {agree}")
 
 # %% [markdown]
+# An encoder–decoder (chapter 7) caches too, twice per layer
+# (`kv_cache.DecoderCache`): its self-attention's keys and values grow by a token per
+# step, as here, and its cross-attention's, the encoder's output projected to keys and
+# values, are computed at the first step and only read after, since the source does
+# not change while the target is written. A small untrained `decoder.Decoder`, fed its
+# target one position at a time with the cache, against one pass without:
+
+# %%
+torch.manual_seed(0)
+dec = decoder.Decoder(2, 32, 4, 64, norm_first=True).to(run.device).eval()
+tgt = torch.randn(1, 8, 32, device=run.device)  # 8 target positions
+memory = torch.randn(1, 11, 32, device=run.device)  # the encoder's 11 positions
+dec_cache = kv_cache.new_decoder_cache(2)
+with torch.no_grad():
+    full = dec(tgt, memory, self_mask=masks.causal_mask(8, device=run.device))
+    steps = [dec(tgt[:, t : t + 1], memory, cache=dec_cache) for t in range(8)]
+print(
+    "agree within 1e-5:", torch.allclose(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+)
+print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
+      "cross-attention cache", tuple(dec_cache[0].cross_attn.keys.shape))  # fmt: skip
+
+# %% [markdown]
 # ## 5. How much faster?
 #
 # Per step, the uncached model reads the whole text: at step $t$ it does $t$ times the
@@ -413,15 +434,79 @@ for positions in ("learned", "rope"):
 # keys: about $2 t\, d_\text{model}$ multiply-adds per layer for the scores and the
 # weighted sum, against about $12\, d_\text{model}^2$ for the token's projections and
 # MLP, so attention stays the smaller part while $t < 6\, d_\text{model}$ (2,304
-# tokens for the model below; a count, not a measurement). The measurement uses a
-# larger model,
-# nanoGPT's character-level configuration (6 layers, 6 heads, $d_\text{model} = 384$),
-# with random weights: the time of a step does not depend on what the weights are.
-# Each step is timed on its own; on a CPU the clock is this process's CPU time, which
-# other programs on a shared machine disturb less than the wall clock.
+# tokens for $d_\text{model} = 384$; a count, not a measurement).
+#
+# The book measures the speed-up with a script, `benchmarks/kv_cache_speed.py`, on
+# nanoGPT's character-level shape (6 layers, 6 heads, $d_\text{model} = 384$) with
+# random weights: the time of a step does not depend on what the weights are. It
+# writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
+# without, the two runs taking turns for several rounds so that a busy machine slows
+# both alike, and it checks that both write the same tokens. Each round gives one
+# ratio. Its committed result, read back with `benchmark.committed_result`:
 
 # %%
-speed_config = gpt.GPTConfig(65, 2048, d_model=384, n_layers=6, n_heads=6)
+bench = benchmark.committed_result("kv_cache_speed.json")
+shape, machine = bench["config"], bench["machine"]
+print(f"{shape['n_layers']} layers, {shape['n_heads']} heads, d_model "
+      f"{shape['d_model']}: {bench['new_tokens']} tokens after a prompt of "
+      f"{bench['prompt_tokens']}, {bench['threads']} threads")  # fmt: skip
+print(
+    f"measured {bench['date'][:10]} with torch {bench['torch']} on {machine['cpu']}, "
+    f"{machine['cores']} cores; both wrote the same tokens: {bench['same_tokens']}"
+)
+
+# %% tags=["nbval-ignore-output"]
+for mode in ("cached", "uncached"):
+    s = bench["seconds"][mode]["wall"]
+    print(f"{mode:>8}: {s['median']:5.2f} s (min {s['min']:.2f}, max {s['max']:.2f})")
+up, rounds = bench["speedup"]["wall"], len(bench["rounds"]["speedup"]["wall"])
+print(f"speed-up over {rounds} rounds: median {up['median']:.1f}x "
+      f"(min {up['min']:.1f}x, max {up['max']:.1f}x)")  # fmt: skip
+load = bench["load_average"]
+print(f"load average {load['before'][0]:.1f} before, {load['after'][0]:.1f} after")
+steps_ms = {m: 1e3 * torch.tensor(bench["step_seconds"][m]) for m in bench["seconds"]}
+for name, value in (("bench_speedup", up["median"]), ("bench_min", up["min"]),
+                    ("bench_max", up["max"])):  # fmt: skip
+    report.glue(name, value, "{:.1f}")
+report.glue("bench_load", load["before"][0], "{:.1f}")
+report.glue("last_plain_ms", steps_ms["uncached"][-1].item(), "{:.0f}")
+report.glue("all_cached_s", steps_ms["cached"].sum().item() / 1e3, "{:.2f}")
+assert bench["same_tokens"] and up["min"] > 1  # faster in every round
+
+# %% tags=["hide-input"]
+n = torch.arange(1, len(steps_ms["cached"]) + 1)  # step 1 reads the prompt
+fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
+for mode, label in (("uncached", "without cache"), ("cached", "with cache")):
+    axes[0].plot(n, steps_ms[mode], ".", ms=2, label=label)
+axes[0].set(xlabel="step (tokens generated)", ylabel="ms per step (median of runs)")
+axes[0].set_title("One decoding step, benchmark shape")
+axes[0].legend(markerscale=5)
+axes[1].plot(n, steps_ms["uncached"].cumsum(0) / steps_ms["cached"].cumsum(0))
+axes[1].set(xlabel="tokens generated", ylabel="uncached / cached time, so far")
+axes[1].set_title("Speed-up of the cache")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The uncached step time climbs with $t$, the cached one stays nearly flat, so the
+# speed-up grows with the length: {glue:text}`bench_speedup`× for the 256 tokens (the
+# median over the rounds; from {glue:text}`bench_min`× to {glue:text}`bench_max`×,
+# with a load average of {glue:text}`bench_load` on the machine while it measured). It
+# is not $t$-fold, because a step has fixed costs that do not depend on how many tokens
+# it reads: it reads every weight matrix once, and it runs the same few dozen small
+# operations per layer. A cached step pays them for a single token; an uncached step
+# over $t$ tokens pays them once for all $t$, which is why its time at $t$ is far less
+# than $t$ cached steps ({glue:text}`last_plain_ms` ms for the last uncached step,
+# {glue:text}`all_cached_s` s for all 256 cached ones).
+#
+# The same measurement, live on the machine running this page, on a smaller model so
+# that the page stays quick ({glue:text}`speed_shape`, one thread,
+# {glue:text}`speed_tokens` tokens after a one-token prompt). Each step is timed on its
+# own; on a CPU the clock is this process's CPU time, which other programs on a shared
+# machine disturb less than the wall clock.
+
+# %%
+speed_config = gpt.GPTConfig(65, 2048, speed_width, speed_layers, speed_width // 64)
 torch.manual_seed(0)
 speed_model = gpt.GPT(speed_config).to(run.device).eval()
 
@@ -436,7 +521,7 @@ def clock():
 def step_times(model, n_new, use_cache):
     """Seconds of each step of greedy decoding from a one-token prompt."""
     ids = torch.zeros(speed_batch, 1, dtype=torch.long, device=run.device)
-    cache = kv_cache.new_cache(model.config.n_layers) if use_cache else None
+    cache = kv_cache.new_cache(model.config.n_layers, n_new) if use_cache else None
     times = []
     with torch.no_grad():
         for _ in range(n_new):
@@ -448,7 +533,11 @@ def step_times(model, n_new, use_cache):
     return torch.tensor(times)
 
 
-print(f"speed model: {sum(p.numel() for p in speed_model.parameters()):,} parameters")
+n_params = sum(p.numel() for p in speed_model.parameters())
+report.glue("speed_shape", f"{speed_layers} layers, d_model {speed_width}")
+print(
+    f"live model: {speed_layers} layers, d_model {speed_width}, {n_params:,} parameters"
+)
 
 # %% tags=["nbval-ignore-output"]
 step_times(speed_model, 8, use_cache=True)  # warm-up
@@ -463,48 +552,25 @@ for n in lengths:
     )
 report.glue("speedup", ratio[speed_tokens], "{:.1f}")
 report.glue("speed_tokens", f"{speed_tokens:,}")
-report.glue("last_plain_ms", 1e3 * t_plain[-1].item(), "{:.0f}")
-report.glue("all_cached_s", t_cached.sum().item(), "{:.1f}")
 if run.device.type == "cpu":  # the gain grows with the length of the text
-    assert ratio[speed_tokens] > 2 and ratio[speed_tokens] > ratio[lengths[0]]
-
-# %% tags=["hide-input"]
-fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-steps = torch.arange(1, speed_tokens + 1)
-axes[0].plot(steps, 1e3 * t_plain, ".", ms=2, label="without cache")
-axes[0].plot(steps, 1e3 * t_cached, ".", ms=2, label="with cache")
-axes[0].set(xlabel="step t (tokens in the text)", ylabel="ms per step")
-axes[0].set_title("Time of one decoding step")
-axes[0].legend(markerscale=5)
-axes[1].plot(lengths, [ratio[n] for n in lengths], "o-")
-axes[1].set(xscale="log", xlabel="tokens generated", ylabel="uncached / cached time")
-axes[1].set_xticks(lengths, [str(n) for n in lengths])
-axes[1].minorticks_off()
-axes[1].set_title("Speed-up of the cache")
-fig.tight_layout()
-plt.show()
+    assert ratio[speed_tokens] > 1.5 and ratio[speed_tokens] > ratio[lengths[0]]
 
 # %% [markdown]
-# The uncached step time climbs with $t$, the cached one stays nearly flat, so the
-# speed-up grows with the length: {glue:text}`speedup`× for the whole generation above
-# (the table gives each length). It is not $t$-fold, because a step has fixed costs
-# that do not depend on how many tokens it reads: it reads every weight matrix once,
-# and it runs the same few dozen small operations per layer. A cached step pays them
-# for a single token; an uncached step over $t$ tokens pays them once for all $t$,
-# which is why its time at $t$ is far less than $t$ cached steps (here
-# {glue:text}`last_plain_ms` ms for the last uncached step, {glue:text}`all_cached_s` s
-# for all the cached ones). A batch of sequences decoded together shares those costs,
-# which is why servers batch requests. Measured: one cached step after 128 tokens, for
-# 1 sequence and for 16 decoded together. (The cache is filled with random keys and
-# values: the time of a step does not depend on them, and the 16 × 128 tokens need not
-# be run through the model.)
+# Here the cache wins {glue:text}`speedup`× over {glue:text}`speed_tokens` tokens: a
+# smaller model than the benchmark's, on one thread and from a one-token prompt, so a
+# different number, with the same trend along the table. A batch of sequences decoded
+# together shares a step's fixed costs, which is why servers batch requests. Measured:
+# one cached step after 128 tokens, for 1 sequence and for 16 decoded together. (The
+# cache is filled with random keys and values: the time of a step does not depend on
+# them, and the 16 × 128 tokens need not be run through the model.)
 
 # %% tags=["nbval-ignore-output"]
 per_step = {}  # batch size -> median seconds of one cached step
+H, L = speed_config.n_heads, speed_config.n_layers
 for B in (1, 16):
-    cache = kv_cache.new_cache(6)
-    for layer in cache:  # 128 positions: keys and values (B, 6 heads, 128, 64)
-        layer.update(*torch.randn(2, B, 6, 128, 64, device=run.device).unbind(0))
+    cache = kv_cache.new_cache(L, max_len=256)
+    for layer in cache:  # 128 positions: keys and values (B, H, 128, 64)
+        layer.update(*torch.randn(2, B, H, 128, 64, device=run.device).unbind(0))
     tokens = torch.zeros(B, 1, dtype=torch.long, device=run.device)
     with torch.no_grad():
         step = lambda: speed_model(tokens, cache=cache)  # +1 position per call
@@ -556,58 +622,88 @@ print(
 print(f"with Mistral's 8 key/value heads: {batch32 // 4 / 2**30:.0f} GiB")
 
 # %% [markdown]
-# Does the formula describe what the cache really holds? Fill the cache of the speed
-# model, in fp32 and in bf16, with 100 tokens for each of 3 sequences and count the bytes
-# of its tensors:
+# Does the formula describe what the cache really holds? Fill caches of the live speed
+# model, with room for 128 positions, with 100 tokens for each of 3 sequences, in fp32
+# and in bf16, and count the bytes of their tensors: the filled rows, and the buffers
+# allocated up front (a static cache holds its room whether it is used or not).
 
 # %%
 batch_ids = torch.zeros(3, 100, dtype=torch.long, device=run.device)
 for dtype in (torch.float32, torch.bfloat16):
-    cache = kv_cache.new_cache(6)
+    cache = kv_cache.new_cache(L, max_len=128)
     with torch.no_grad():
         speed_model.to(dtype)(batch_ids, cache=cache)
-    real = kv_cache.cache_nbytes(cache)  # sum of keys.nbytes + values.nbytes
-    formula = kv_cache.kv_cache_bytes(
-        6, 6, 64, 100, batch=3, bytes_per_value=dtype.itemsize
-    )
-    print(
-        f"{dtype}: tensors hold {real:,} bytes; formula {formula:,}; "
-        f"equal: {real == formula}"
-    )
+    filled = kv_cache.cache_nbytes(cache)  # keys.nbytes + values.nbytes, all layers
+    held = sum(layer.capacity_nbytes for layer in cache)
+    size = dict(batch=3, bytes_per_value=dtype.itemsize)
+    print(f"{dtype}: filled {filled:,} bytes (formula, T = 100: "
+          f"{kv_cache.kv_cache_bytes(L, H, 64, 100, **size):,}); buffers {held:,} "
+          f"(T = 128: {kv_cache.kv_cache_bytes(L, H, 64, 128, **size):,})")  # fmt: skip
 speed_model = speed_model.float()  # back to fp32 for whoever uses it next
 
 # %% [markdown]
-# The bytes are proportional to every factor of the formula, so each is a lever:
-# fewer bytes per value (a cache quantised to 8 bits), a shorter $T$ (a rolling
-# buffer that keeps only the last $w$ tokens, as Mistral's sliding window does), fewer
-# layers with a cache of their own (layers that share one), or a smaller vector per
-# token (DeepSeek-V2's multi-head latent attention caches one compressed latent
-# instead of keys and values per head). This chapter studies one of them,
-# $n_\text{kv heads}$, which changes neither the model's width, nor its depth, nor
-# its number of query heads; none of the others is measured here. The
-# next section shows how; here is what it buys, by the formula for Llama-2-7B's shape
-# and measured on the speed model's shape with 6, 3, 2 and 1 key/value heads:
+# The bytes are proportional to every factor of the formula, so each factor is a
+# lever, and each has been pulled:
+#
+# - **bytes per value**: a cache stored in 8 bits instead of 16 halves it; KIVI
+#   {cite}`liu2024kivi` stores them in 2 bits (plus a scale and a zero point for
+#   each small group of numbers);
+# - **$T$**: a *rolling buffer* keeps only the last $w$ positions, which is all a
+#   sliding-window layer (chapter 8) ever reads; Mistral-7B does this with
+#   $w = 4{,}096$ {cite}`jiang2023mistral`;
+# - **$n_\text{layers}$**: cross-layer attention {cite}`brandon2024cla` lets
+#   neighbouring layers share one cache;
+# - **$n_\text{kv heads} \cdot d_\text{head}$**, the numbers cached per token and layer:
+#   fewer key/value heads (MQA and GQA, the next two sections), smaller heads, or
+#   DeepSeek-V2's multi-head latent attention {cite}`deepseek2024v2`, which caches one
+#   compressed vector per token (a latent of 512 numbers plus a 64-number key for
+#   RoPE) and computes every head's keys and values from it.
+#
+# What each would do to Llama-2-7B's cache of 4,096 tokens (the MLA line compares
+# DeepSeek-V2's latent with multi-head keys and values for its own 128 heads of 128):
+
+# %%
+llama = kv_cache.kv_cache_bytes(32, 32, 128, 4096)  # fp16, one sequence
+levers = {
+    "8-bit values": kv_cache.kv_cache_bytes(32, 32, 128, 4096, bytes_per_value=1),
+    "rolling buffer, w = 1,024": kv_cache.kv_cache_bytes(32, 32, 128, 1024),
+    "layers share in pairs": kv_cache.kv_cache_bytes(16, 32, 128, 4096),
+    "8 key/value heads (GQA)": kv_cache.kv_cache_bytes(32, 8, 128, 4096),
+}
+print(f"{'Llama-2-7B as it is':>26}: {llama / 2**30:.2f} GiB")
+for name, size in levers.items():
+    print(f"{name:>26}: {size / 2**30:.2f} GiB ({llama // size}x smaller)")
+mla, mha = 512 + 64, 2 * 128 * 128  # DeepSeek-V2: numbers per token and layer
+print(f"{'MLA (DeepSeek-V2)':>26}: {mla} numbers per token and layer instead of "
+      f"{mha:,} ({mha / mla:.0f}x smaller)")  # fmt: skip
+
+# %% [markdown]
+# This chapter studies one lever, $n_\text{kv heads}$, which changes neither the
+# model's width, nor its depth, nor its number of query heads; none of the others is
+# measured here. The next section shows how; here is what it buys, by the formula for
+# Llama-2-7B's shape and measured on the live speed model's shape with every number
+# of key/value heads that divides its query heads:
 
 # %%
 measured = {}
-for n_kv in (6, 3, 2, 1):
-    cfg = gpt.GPTConfig(65, 512, 384, 6, 6, n_kv_heads=n_kv)
-    cache = kv_cache.new_cache(6)
+for n_kv in [g for g in range(H, 0, -1) if H % g == 0]:
+    cfg = dataclasses.replace(speed_config, max_len=256, n_kv_heads=n_kv)
+    cache = kv_cache.new_cache(L)
     with torch.no_grad():
         gpt.GPT(cfg).to(run.device).eval()(
             batch_ids[:1, :1].repeat(1, 256), cache=cache
         )
     measured[n_kv] = kv_cache.cache_nbytes(cache)
     assert measured[n_kv] == kv_cache.kv_cache_bytes(
-        6, n_kv, 64, 256, bytes_per_value=4
+        L, n_kv, 64, 256, bytes_per_value=4
     )
 print({k: f"{v / 2**20:.2f} MiB" for k, v in measured.items()}, "(fp32, 256 tokens)")
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
 kvs = [1, 2, 4, 8, 16, 32]
-llama = [kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30 for n in kvs]
-axes[0].plot(kvs, llama, "o-")
+llama_gib = [kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30 for n in kvs]
+axes[0].plot(kvs, llama_gib, "o-")
 axes[0].set(xlabel="key/value heads", ylabel="GiB per sequence", ylim=(0, 2.3))
 axes[0].set_xticks(kvs)
 axes[0].set_title("Llama-2-7B's shape, 4,096 tokens, fp16")
@@ -616,10 +712,62 @@ for name, n, offset in labels:
     gib = kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30
     axes[0].annotate(name, (n, gib), textcoords="offset points", xytext=offset)
 axes[1].bar([str(n) for n in measured], [b / 2**20 for b in measured.values()])
-axes[1].set(xlabel="key/value heads (of 6 query heads)", ylabel="MiB, measured")
-axes[1].set_title("Speed model, 256 tokens, fp32")
+axes[1].set(xlabel=f"key/value heads (of {H} query heads)", ylabel="MiB, measured")
+axes[1].set_title("Live speed model, 256 tokens, fp32")
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ### Cache size is also speed
+#
+# A decoding step does little arithmetic for each byte it reads from memory. For each
+# of the $B$ sequences it multiplies every weight once (2 FLOPs, a multiply and an
+# add, per weight), but it reads each weight once for the whole batch; and every query
+# head spends $2 d_\text{head}$ FLOPs on each cached key and $2 d_\text{head}$ on each
+# cached value, which are read once for the query heads that share them. With $N$
+# weights, $H$ query heads, $G$ key/value heads and $b$ bytes per value, one step
+# costs
+#
+# $$\text{FLOPs} \approx 2 N B + 4\, n_\text{layers} H\, d_\text{head} T B, \qquad
+# \text{bytes} \approx N b + 2\, n_\text{layers} G\, d_\text{head} T B\, b .$$
+#
+# Their ratio, the *arithmetic intensity* {cite}`williams2009roofline`, is about $B$
+# FLOPs per 2-byte weight and $H / G$ per 2-byte cached value: tiny next to what
+# hardware can do per byte it reads (an H100 GPU's datasheet gives about 990 TFLOP/s of
+# dense bf16 against 3.35 TB/s of memory, some 300 FLOPs per byte). So a decoding step
+# waits on memory, and its time is about its bytes over the memory's bandwidth
+# {cite}`pope2023inference`: a smaller cache makes a shorter step, not only room for
+# more sequences. One step of Llama-2-7B's shape for 32 sequences of 4,096 tokens, with
+# its own 32 key/value heads and with 8:
+
+# %%
+N, n_layers_7b, H_7b, Dh, T, B, b = 6_738_415_616, 32, 32, 128, 4096, 32, 2
+read = {}
+for G in (32, 8):
+    flops = 2 * N * B + 4 * n_layers_7b * H_7b * Dh * T * B
+    cache_bytes = kv_cache.kv_cache_bytes(n_layers_7b, G, Dh, T, B, bytes_per_value=b)
+    read[G] = N * b + cache_bytes
+    gb, share, ms = read[G] / 1e9, cache_bytes / read[G], read[G] / 3.35e12 * 1e3
+    print(f"{G:2d} key/value heads: {flops / 1e12:.2f} TFLOP, reads {gb:.1f} GB"
+          f" ({share:.0%} of it cache): {flops / read[G]:.1f} FLOPs per byte,"
+          f" {ms:.1f} ms at 3.35 TB/s")  # fmt: skip
+report.glue("fewer_bytes", read[32] / read[8], "{:.1f}")
+assert read[32] > 2 * read[8]  # the cache is most of what an MHA step reads
+
+# %% [markdown]
+# With 8 key/value heads instead of 32 the step reads {glue:text}`fewer_bytes` times
+# fewer bytes, so once memory is what it waits on, it is that much shorter. The same
+# count explains the batch measurement of section 5: for one sequence, most of the
+# bytes a step of the live model reads are its weights, which 16 sequences share:
+
+# %%
+weight_bytes = 4 * sum(p.numel() for p in speed_model.parameters())  # fp32
+for B in (1, 16):
+    cache_bytes = kv_cache.kv_cache_bytes(L, H, 64, 128, B, bytes_per_value=4)
+    print(
+        f"{B:2d} sequence(s), 128 cached tokens: weights {weight_bytes / 1e6:.1f} MB, "
+        f"cache {cache_bytes / 1e6:.1f} MB"
+    )
 
 # %% [markdown]
 # ## 7. Sharing key/value heads: MQA and GQA
@@ -823,13 +971,19 @@ for g in [n_heads, *groups]:
 #
 # - A GPT block is the pre-norm encoder block with a causal mask. Because of the mask,
 #   the keys and values of earlier tokens never change while a text grows.
-# - The KV cache keeps them: the prompt is read once, then every step reads one token
-#   and appends one key and one value per layer and key/value head. Cached decoding
-#   gives the same tokens, and logits within float rounding, as decoding without it,
-#   and its lead grows with the length of the text ({glue:text}`speedup`× faster for
-#   {glue:text}`speed_tokens` tokens on this machine).
+# - The KV cache keeps them, in a buffer allocated once: the prompt is read once, then
+#   every step reads one token and writes one key and one value per layer and
+#   key/value head into the next free row. Cached decoding gives the same tokens, and
+#   logits within float rounding, as decoding without it, and its lead grows with the
+#   length of the text: {glue:text}`bench_speedup`× for 256 tokens of the benchmark's
+#   model (median over rounds, {glue:text}`bench_min`× to {glue:text}`bench_max`×),
+#   {glue:text}`speedup`× for {glue:text}`speed_tokens` tokens of a smaller model
+#   here. An encoder–decoder caches its cross-attention's keys and values too.
 # - The cache costs $2 \cdot n_\text{layers} \cdot n_\text{kv heads} \cdot d_\text{head}
 #   \cdot T \cdot B$ values: 2 GiB for one 4,096-token Llama-2-7B sequence in fp16.
+#   Every factor is a lever: bytes per value, a rolling window, layers that share,
+#   fewer or smaller key/value vectors per token. And since a decoding step waits on
+#   the bytes it reads, a smaller cache is a faster step.
 # - Multi-query and grouped-query attention share key/value heads among query heads and
 #   shrink the cache by $H / G$; GQA equals MHA with tied key/value weights.
 # - A trained MHA becomes a GQA by averaging each group's key/value heads; a short
@@ -839,45 +993,52 @@ for g in [n_heads, *groups]:
 #
 # ## Exercises
 #
-# ### Exercise 1: how many tokens fit?
+# ### Exercise 1: the forgotten offset
 #
-# A GPU has some memory left after the weights. Write
-# `max_cached_tokens(memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value)`:
-# the largest number of tokens per sequence whose cache fits. Before running the check,
-# predict: with 1 GiB, how many tokens does Llama-2-7B fit in fp16, and how many does
-# Mistral-7B?
+# With RoPE, a cached step must rotate the new token's query and key by its real
+# position: the new tokens sit after the `cache.seq_len` cached ones (section 4). A
+# colleague's cached decoding rotates them with `rope(q, k)`, as if every new token
+# were the first of the text. Before you run anything, predict: which steps of cached
+# decoding still give the logits of decoding without a cache? All of them (RoPE's
+# scores depend only on differences of positions), none, or some? Then write
+# `rotate_new(rope, q, k, n_cached)`, which rotates the new tokens' queries and keys,
+# shape (B, H, T_new, d_head), when `n_cached` positions are already cached. The
+# check decodes a small RoPE GPT through your function, with the cache and without,
+# and says at which step the two part; run it on the colleague's version first.
 
 
 # %%
-def max_cached_tokens(
-    memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value
-):
-    # YOUR CODE HERE
+def rotate_new(rope, q, k, n_cached):
+    # YOUR CODE HERE (the colleague's version: return rope(q, k))
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def max_cached_tokens(
-    memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value
-):
-    per_token = (
-        2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value
-    )  # K and V
-    return memory_bytes // per_token  # round down: a partial token does not fit
+def rotate_new(rope, q, k, n_cached):
+    return rope(q, k, offset=n_cached)  # positions n_cached, n_cached + 1, ...
 
 
 # %%
-checks.check_max_cached_tokens(max_cached_tokens)
+checks.check_rope_offset(rotate_new)
 
 # %% [markdown]
-# Your prediction against the formula:
+# What the check measures on the colleague's version:
 
-# %%
-for name, n_kv in (("Llama-2-7B", 32), ("Mistral-7B", 8)):
-    per_token = kv_cache.kv_cache_bytes(32, n_kv, 128, seq_len=1, bytes_per_value=2)
-    print(f"{name}: {2**30 // per_token:,} tokens fit in 1 GiB (fp16, one sequence)")
+# %% tags=["nbval-ignore-output"]
+try:
+    checks.check_rope_offset(lambda rope, q, k, n_cached: rope(q, k))
+    raise AssertionError("the colleague's version passed the check")
+except checks.ExerciseError as err:
+    print(err)
+    assert "at step 1 " in str(err)  # the prompt's step agrees, the next one does not
 
 # %% [markdown]
+# The first step reads the prompt with nothing cached, so its positions start at 0
+# either way, and it agrees. Every later step rotates the new query as position 0
+# while the cached keys sit at their real positions, so the differences of positions
+# are wrong, and the wrong key goes into the cache for all later steps. A cache that
+# equals no cache is the test that catches it; the tokens alone might not.
+#
 # ### Exercise 2: fix the repeat
 #
 # A colleague wrote `repeat_kv` with `x.repeat(1, n_rep, 1, 1)`. The shapes are right and
@@ -903,32 +1064,60 @@ def repeat_kv(x, n_rep):
 checks.check_repeat_kv(repeat_kv)
 
 # %% [markdown]
-# ### Exercise 3: averaging heads by hand
+# ### Exercise 3: what growing by concatenation costs
 #
-# Write `mean_pool_heads(weight, n_heads, n_kv_heads)`: given the weight of a key (or
-# value) projection, shape $(H \cdot d_\text{head}, d_\text{model})$, whose rows
-# $h \cdot d_\text{head}, \dots, (h+1) \cdot d_\text{head} - 1$ belong to head $h$,
-# return the $(G \cdot d_\text{head}, d_\text{model})$ weight whose head $j$ is the mean
-# of the heads of group $j$. Which heads form a group? Look at `repeat_kv` again.
+# The simplest cache grows with `torch.cat`: each step makes a new tensor holding the
+# old tokens' keys and the new token's. `kv_cache.KVCache` writes into a buffer
+# allocated once instead. Predict first: to grow a cache to 512 tokens one token at
+# a time, how many times more bytes does concatenation write than the buffer? Then
+# write `cat_copies(n_tokens, bytes_per_token)`, the bytes `torch.cat` writes while a
+# cache grows from empty, one token per step, to `n_tokens` tokens. The cell after the
+# check measures both on real tensors.
 
 
 # %%
-def mean_pool_heads(weight, n_heads, n_kv_heads):
+def cat_copies(n_tokens, bytes_per_token):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def mean_pool_heads(weight, n_heads, n_kv_heads):
-    head_dim = weight.shape[0] // n_heads
-    groups = weight.view(
-        n_kv_heads, n_heads // n_kv_heads, head_dim, -1
-    )  # (G, H/G, Dh, D)
-    return groups.mean(dim=1).reshape(n_kv_heads * head_dim, -1)  # (G·Dh, D)
+def cat_copies(n_tokens, bytes_per_token):
+    # step t writes all t tokens: 1 + 2 + ... + n = n (n + 1) / 2
+    return bytes_per_token * n_tokens * (n_tokens + 1) // 2
 
 
 # %%
-checks.check_mean_pool_heads(mean_pool_heads)
+checks.check_cat_copies(cat_copies)
+
+# %% [markdown]
+# Measured: the bytes torch allocates while one layer's keys grow to 512 tokens
+# (fp32, 6 heads of 64: 1,536 bytes per token) by concatenation and in a `KVCache`
+# (whose update writes keys and values: count the keys' half). CPU tensors, where
+# torch's profiler counts every allocation; the first token needs no copy in the
+# concatenation (it starts the cache).
+
+# %%
+n, one = 512, torch.zeros(1, 6, 1, 64)  # one token's keys: 1,536 bytes in fp32
+
+
+def grow_by_cat():
+    keys = one
+    for _ in range(n - 1):
+        keys = torch.cat((keys, one), dim=2)  # a new tensor: all tokens so far
+
+
+def grow_in_buffer():
+    cache = kv_cache.KVCache(max_len=n)
+    for _ in range(n):
+        cache.update(one, one)  # writes one token's keys and values
+
+
+by_cat = benchmark.allocated_bytes(grow_by_cat)
+in_buffer = benchmark.allocated_bytes(grow_in_buffer) // 2  # the keys' half
+counted = cat_copies(n, one.nbytes) - one.nbytes  # the first token is not copied
+print(f"torch.cat allocates {by_cat:,} bytes; counted: {counted:,}")
+print(f"the buffer: {in_buffer:,} bytes, {by_cat / in_buffer:.0f}x fewer")
 
 # %% [markdown]
 # ## What we added to the package
@@ -936,17 +1125,17 @@ checks.check_mean_pool_heads(mean_pool_heads)
 # - `transformer_book.attention`: `MultiHeadAttention(..., n_kv_heads=None)` for MHA, GQA
 #   and MQA, with a `cache=` argument; `repeat_kv`; `gqa_from_mha` (mean pooling) and
 #   `mha_from_gqa` (tiling).
-# - `transformer_book.kv_cache`: `KVCache` (`update`, `seq_len`, `nbytes`), `new_cache`,
-#   `cache_nbytes` and the size formula `kv_cache_bytes`.
+# - `transformer_book.kv_cache`: `KVCache` (a static buffer: `update`, `seq_len`,
+#   `capacity`, `nbytes`, `capacity_nbytes`), `new_cache`, `DecoderCache` and
+#   `new_decoder_cache` (chapter 7's decoder), `cache_nbytes` and the size formula
+#   `kv_cache_bytes`.
 # - `transformer_book.lm_data`: `char_vocab`, `split_stream`, `WindowBatches` (seeded
 #   random windows), `sequential_windows` (the held-out text once), `next_token_loss`
 #   and `mean_loss`; chapter 14 trains with them too.
-# - `transformer_book.sampling`: `apply_temperature`, `top_k_filter`, `top_p_filter`,
-#   `sample_next` (temperature 0 = greedy).
 # - `transformer_book.gpt`: `GPTConfig` (learned or rotary positions, LayerNorm or
 #   RMSNorm, activation, biases, tied embeddings, `n_kv_heads`), `GPT` with
 #   `forward(ids, cache=None)` and `generate(...)`, and `gqa_from_mha` for a whole model.
-#   Chapter 14 trains it for real.
+#   Chapter 14 trains it for real, and samples with it.
 # - `blocks.EncoderBlock` and `blocks.Encoder` take `n_kv_heads`, `bias` and a `cache`;
 #   `positions.RotaryEmbedding` takes the position `offset` of the first new token.
 # - `transformer_book.diagrams.kv_cache`: `shared_heads`, `cache_growth`.
@@ -954,5 +1143,7 @@ checks.check_mean_pool_heads(mean_pool_heads)
 #   checked against the sha256 digest on its card) and `save`; the recipes that trained
 #   them are in `scripts/train_checkpoints.py`. `transformer_book.baselines`: the
 #   unigram and bigram models every held-out loss is compared with.
-# - `transformer_book.checks`: `check_max_cached_tokens`, `check_repeat_kv`,
-#   `check_mean_pool_heads`.
+# - `benchmarks/kv_cache_speed.py`: cached against uncached decoding, side by side, its
+#   result committed in `benchmarks/results/kv_cache_speed.json`.
+# - `transformer_book.checks`: `check_rope_offset`, `check_repeat_kv`,
+#   `check_cat_copies`.

@@ -77,6 +77,69 @@ def test_update_rejects_mismatches():
         kv_cache.new_cache(0)
 
 
+def test_a_static_cache_writes_into_one_buffer():
+    cache = KVCache(max_len=8)
+    assert cache.capacity == 0 and cache.capacity_nbytes == 0
+    k, v = cache.update(rand(2, 3, 5, 4, seed=1), rand(2, 3, 5, 4, seed=2))
+    buffer = cache._k
+    assert cache.capacity == 8 and k.shape == (2, 3, 5, 4)
+    assert k.data_ptr() == buffer.data_ptr()  # a view of the buffer: nothing copied
+    k1 = rand(2, 3, 1, 4, seed=3)
+    k, v = cache.update(k1, k1)
+    assert cache._k is buffer and torch.equal(k[:, :, 5:], k1)  # written in place
+    assert cache.nbytes == kv_cache_bytes(1, 3, 4, 6, batch=2, bytes_per_value=4)
+    assert cache.capacity_nbytes == kv_cache_bytes(
+        1, 3, 4, 8, batch=2, bytes_per_value=4
+    )
+    cache.update(rand(2, 3, 2, 4), rand(2, 3, 2, 4))  # exactly full
+    with pytest.raises(
+        ValueError, match=r"9 positions do not fit a cache of max_len=8"
+    ):
+        cache.update(k1, k1)
+    with pytest.raises(ValueError, match=r"max_len must be >= 1 or None, got 0"):
+        KVCache(max_len=0)
+    with pytest.raises(ValueError, match=r"10 positions do not fit"):
+        KVCache(max_len=8).update(rand(1, 1, 10, 2), rand(1, 1, 10, 2))
+
+
+def test_without_max_len_the_buffer_doubles_and_keeps_its_rows():
+    cache, steps = KVCache(), [rand(1, 2, 3, 4, seed=0)]
+    cache.update(steps[0], steps[0])
+    assert cache.capacity == 3  # room for the first update only
+    capacities = []
+    for t in range(1, 8):
+        steps.append(rand(1, 2, 1, 4, seed=t))
+        cache.update(steps[-1], steps[-1])
+        capacities.append(cache.capacity)
+    assert capacities == [6, 6, 6, 12, 12, 12, 12]  # doubled when full
+    assert torch.equal(cache.keys, torch.cat(steps, dim=2))
+    assert torch.equal(cache.values, torch.cat(steps, dim=2))
+
+
+def test_a_cache_keeps_one_dtype():
+    cache = KVCache()
+    cache.update(rand(1, 2, 3, 4), rand(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="torch.bfloat16 do not match"):
+        cache.update(*rand(2, 1, 2, 1, 4).bfloat16().unbind(0))
+
+
+def test_generate_allocates_each_layer_s_cache_once(monkeypatch):
+    from transformer_book import gpt
+
+    made = []
+    original = kv_cache.new_cache
+    monkeypatch.setattr(
+        kv_cache, "new_cache", lambda *a, **k: made.append((a, k)) or original(*a, **k)
+    )
+    config = gpt.GPTConfig(vocab_size=20, max_len=16, d_model=16, n_layers=2, n_heads=2)
+    model = gpt.GPT(config).eval()
+    model.generate(torch.zeros(1, 3, dtype=torch.long), 5, temperature=0)
+    assert made == [((2,), {"max_len": 8})]  # 3 prompt + 5 new positions at most
+    made.clear()
+    model.generate(torch.zeros(1, 3, dtype=torch.long), 20, temperature=0)
+    assert made[0] == ((2,), {"max_len": 16})  # the context window, then a fresh one
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
 def test_real_cache_bytes_equal_the_formula(n_kv_heads, dtype):
@@ -165,81 +228,66 @@ def test_encoder_takes_one_cache_per_layer():
 # --- the exercise checks accept right answers and explain typical wrong ones -------------
 
 
-def right_max_tokens(memory, n_layers, n_kv_heads, head_dim, batch, bytes_per_value):
-    return memory // (2 * n_layers * n_kv_heads * head_dim * batch * bytes_per_value)
-
-
-def right_mean_pool(weight, n_heads, n_kv_heads):
-    Dh = weight.shape[0] // n_heads
-    groups = weight.view(n_kv_heads, n_heads // n_kv_heads, Dh, -1)
-    return groups.mean(1).reshape(n_kv_heads * Dh, -1)
-
-
 def test_checks_accept_right_answers(capsys):
     from transformer_book import attention, checks
 
-    checks.check_max_cached_tokens(right_max_tokens)
+    checks.check_rope_offset(lambda rope, q, k, n: rope(q, k, offset=n))
     checks.check_repeat_kv(attention.repeat_kv)
     checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
-    checks.check_mean_pool_heads(right_mean_pool)
-    assert capsys.readouterr().out.count("Correct:") == 4
+    checks.check_cat_copies(lambda n, b: b * n * (n + 1) // 2)
+    checks.check_cat_copies(lambda n, b: sum(t * b for t in range(1, n + 1)))
+    assert capsys.readouterr().out.count("Correct:") == 5
 
 
-@pytest.mark.parametrize(
-    ("wrong", "message"),
-    [
-        (lambda m, L, H, D, B, b: m / (2 * L * H * D * B * b), "float"),
-        (lambda m, L, H, D, B, b: m // (L * H * D * B * b), "twice the right number"),
-        (lambda m, L, H, D, B, b: m // (2 * L * H * D * b), "B times larger"),
-        (lambda m, L, H, D, B, b: -(-m // (2 * L * H * D * B * b)), "Round down"),
-        (lambda m, L, H, D, B, b: m // (2 * L * D * B * b), "expected"),
-    ],
-)
-def test_max_tokens_mistakes_are_explained(wrong, message):
+def test_rope_offset_mistakes_are_explained():
     from transformer_book import checks
 
-    with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_max_cached_tokens(wrong)
-
-
-def test_repeat_kv_mistakes_are_explained():
-    from transformer_book import checks
-
-    with pytest.raises(checks.ExerciseError, match="Right shape, wrong order"):
-        checks.check_repeat_kv(lambda x, n: x.repeat(1, n, 1, 1))
-    with pytest.raises(checks.ExerciseError, match="shape"):
-        checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=2))
-
-
-@pytest.mark.parametrize(
-    ("wrong", "message"),
-    [
-        (  # groups of every G-th head
-            lambda w, H, G: (
-                w.view(H // G, G, w.shape[0] // H, -1).mean(0).flatten(0, 1)
-            ),
-            "interleaved",
-        ),
-        (
-            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1).sum(1).flatten(0, 1),
-            "summed",
-        ),
-        (
-            lambda w, H, G: w.view(G, H // G, w.shape[0] // H, -1)[:, 0].flatten(0, 1),
-            "first head",
-        ),
-        (lambda w, H, G: w.view(H, -1, w.shape[1]).mean(1), "shape"),
-    ],
-)
-def test_mean_pool_mistakes_are_explained(wrong, message):
-    from transformer_book import checks
-
-    with pytest.raises(checks.ExerciseError, match=message):
-        checks.check_mean_pool_heads(wrong)
+    with pytest.raises(checks.ExerciseError, match="at step 1 .* the first step"):
+        checks.check_rope_offset(lambda rope, q, k, n: rope(q, k))  # no offset
+    with pytest.raises(checks.ExerciseError, match="the rotation itself is wrong"):
+        checks.check_rope_offset(lambda rope, q, k, n: (q, k))  # no rotation at all
+    with pytest.raises(checks.ExerciseError, match="must return the pair"):
+        checks.check_rope_offset(lambda rope, q, k, n: q)
     with pytest.raises(checks.ExerciseError, match="not written yet"):
-        checks.check_mean_pool_heads(
-            lambda *a: (_ for _ in ()).throw(NotImplementedError)
-        )
+        checks.check_rope_offset(lambda *a: (_ for _ in ()).throw(NotImplementedError))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda n, b: n * b, "static buffer"),
+        (lambda n, b: b * n * (n - 1) // 2, "but not the new one"),
+        (lambda n, b: b * n * n // 2, "count exactly"),
+        (lambda n, b: 2 * b * n * (n + 1), "expected"),
+    ],
+)
+def test_cat_copies_mistakes_are_explained(wrong, message):
+    from transformer_book import checks
+
+    with pytest.raises(checks.ExerciseError, match=message):
+        checks.check_cat_copies(wrong)
+
+
+def test_the_counted_copies_are_what_torch_cat_allocates():
+    from transformer_book import benchmark
+
+    n, shape = 20, (1, 2, 1, 4)  # one token's keys: 8 float32 values, 32 bytes
+    tokens = [torch.zeros(shape) for _ in range(n)]
+
+    def grow_by_cat():
+        keys = tokens[0]
+        for k in tokens[1:]:
+            keys = torch.cat((keys, k), dim=2)
+
+    def grow_in_place():
+        cache = KVCache(max_len=n)
+        for k in tokens:
+            cache.update(k, k)
+
+    b = 32
+    # the first token is not copied by cat (it starts the cache): n(n+1)/2 - 1 tokens
+    assert benchmark.allocated_bytes(grow_by_cat) == b * (n * (n + 1) // 2 - 1)
+    assert benchmark.allocated_bytes(grow_in_place) == 2 * n * b  # keys and values
 
 
 def test_checks_leave_the_global_random_state_alone():
@@ -248,7 +296,7 @@ def test_checks_leave_the_global_random_state_alone():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    checks.check_mean_pool_heads(right_mean_pool)
+    checks.check_rope_offset(lambda rope, q, k, n: rope(q, k, offset=n))
     checks.check_repeat_kv(lambda x, n: x.repeat_interleave(n, dim=1))
     torch.testing.assert_close(torch.rand(3), expected)
 

@@ -154,8 +154,9 @@ def scaled_dot_product_attention(
             attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
     elif mask is not None:
         attn_mask = mask
-    # The fused kernel wants q, k, v with the same leading dims.
-    q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        # The fused kernel wants q, k, v with the same leading dims.
+        q, k, v = (t.expand(*score_shape[:-2], *t.shape[-2:]) for t in (q, k, v))
     out = F.scaled_dot_product_attention(
         q,
         k,
@@ -348,18 +349,22 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.o_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _plain_projections(self) -> bool:
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        return all(type(p) is nn.Linear for p in projections)
+    def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``q_proj(x), k_proj(x), v_proj(x)``; while training, as one matrix product.
 
-    def _project_qkv(self, x: Tensor) -> tuple[Tensor, ...]:
-        """``q_proj(x), k_proj(x), v_proj(x)`` as one matrix product: the three weights
-        stacked, (d_model + 2·kv_width, d_model), like torch's ``in_proj_weight``.
-
-        One large product runs faster than three small ones (chapter 14); the three
-        ``nn.Linear`` stay the parameters. Shapes: (B, T, d_model) -> three (B, T, ·).
+        With gradients the three weights are stacked, (d_model + 2·kv_width, d_model),
+        like torch's ``in_proj_weight`` and nanoGPT's ``c_attn``: one product forward
+        and one for the input's gradient instead of three (chapter 14); the three
+        ``nn.Linear`` stay the parameters. Without gradients (decoding, chapter 09)
+        stacking would copy all three weights at every step to multiply them by one
+        token, so the three products run as they are.
+        Shapes: (B, T, d_model) -> (B, T, d_model), (B, T, kv_width), (B, T, kv_width).
         """
         projections = (self.q_proj, self.k_proj, self.v_proj)
+        # not wrapped (a LoRA projection, say): then each is called as it is
+        plain = all(type(p) is nn.Linear for p in projections)
+        if not (plain and torch.is_grad_enabled()):
+            return projections[0](x), projections[1](x), projections[2](x)
         weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
         bias = None
         if self.q_proj.bias is not None:
@@ -378,30 +383,31 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        if is_causal and cache is not None and cache.seq_len > 0:
-            raise ValueError(
-                "is_causal=True aligns the queries with the first keys; after "
-                f"{cache.seq_len} cached tokens pass mask=masks.causal_mask(T, "
-                f"{cache.seq_len} + T) instead"
-            )
-        if cache is not None and context is not None:
-            raise ValueError(
-                "cache is for self-attention (decoding appends the new tokens' keys "
-                "and values); got a context too"
-            )
-        context = x if context is None else context
-        for name, t in (("x", x), ("context", context)):
+        if cache is not None:
+            if context is not None:
+                raise ValueError(
+                    "cache is for self-attention (decoding appends the new tokens' "
+                    "keys and values); got a context too"
+                )
+            if is_causal and cache.seq_len > 0:
+                raise ValueError(
+                    "is_causal=True aligns the queries with the first keys; after "
+                    f"{cache.seq_len} cached tokens pass mask=masks.causal_mask(T, "
+                    f"{cache.seq_len} + T) instead"
+                )
+        for name, t in (("x", x), ("context", x if context is None else context)):
             if t.dim() != 3 or t.shape[-1] != self.d_model:
                 raise ValueError(
-                    f"{name} must have shape (B, T, d_model={self.d_model}), got {tuple(t.shape)}"
+                    f"{name} must have shape (B, T, d_model={self.d_model}), "
+                    f"got {tuple(t.shape)}"
                 )
-        if context.shape[0] != x.shape[0]:
+        if context is None or context is x:  # self-attention
+            q, k, v = self._project_qkv(x)
+        elif context.shape[0] != x.shape[0]:
             raise ValueError(
                 f"x and context must share the batch size, got {tuple(x.shape)} "
                 f"and {tuple(context.shape)}"
             )
-        if context is x and self._plain_projections():  # self-attention: one product
-            q, k, v = self._project_qkv(x)
         else:
             q, k, v = self.q_proj(x), self.k_proj(context), self.v_proj(context)
         q = split_heads(q, self.n_heads)  # (B, H, Tq, Dh)

@@ -232,8 +232,10 @@ class GPT(nn.Module):
         ``max_len`` tokens again; with one, the prompt is read once and every later
         step reads only the newest token, attending to the cached keys and values.
         Past ``max_len`` tokens both read the last ``max_len`` tokens afresh, so the
-        two give the same tokens. Call ``model.eval()`` first: dropout would make every
-        step random. Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
+        two give the same tokens. The cache is allocated once, with room for every
+        position it will hold (:class:`~transformer_book.kv_cache.KVCache`). Call
+        ``model.eval()`` first: dropout would make every step random.
+        Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
         """
         if ids.dim() != 2 or ids.shape[1] < 1:
             raise ValueError(
@@ -242,12 +244,15 @@ class GPT(nn.Module):
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         max_len = self.config.max_len
+        room = min(max_len, ids.shape[1] + max_new_tokens)  # positions ever cached
         cache: list[kv_cache.KVCache] | None = None
         for _ in range(max_new_tokens):
             if cache is not None and cache[0].seq_len < max_len:
                 logits = self(ids[:, -1:], cache=cache)  # (B, 1, V): the newest token
             else:  # first step, no cache, or a full window: read the last max_len
-                cache = kv_cache.new_cache(self.config.n_layers) if use_cache else None
+                cache = None
+                if use_cache:  # one static buffer per layer, allocated once
+                    cache = kv_cache.new_cache(self.config.n_layers, max_len=room)
                 logits = self(ids[:, -max_len:], cache=cache)  # (B, T, V)
             next_id = sampling.sample_next(
                 logits[:, -1], temperature, top_k, top_p, generator

@@ -11,9 +11,17 @@ The price is memory: per layer, a key and a value vector per key/value head and 
     bytes = 2 · n_layers · n_kv_heads · head_dim · seq_len · batch · bytes_per_value
 
 (:func:`kv_cache_bytes`), which grouped-query attention shrinks by
-n_heads / n_kv_heads. The cache grows by concatenation, like Hugging Face's
-``DynamicCache``: its tensors hold exactly the tokens seen, so their ``nbytes`` are the
-formula. Pope et al. (2023), "Efficiently Scaling Transformer Inference", section 3.
+n_heads / n_kv_heads. Pope et al. (2023), "Efficiently Scaling Transformer Inference",
+section 3.
+
+The cache is a *static* buffer with a length pointer, like Hugging Face's
+``StaticCache``: it allocates room for ``max_len`` positions once and writes each new
+token into the next free row, so a decoding step copies one token's keys and values,
+not the whole cache (growing it with ``torch.cat`` would copy all of it at every
+step). Given no ``max_len``, the buffer doubles whenever it is full, as a Python list
+does, so the copies still add up to a few times the final size. ``keys`` and
+``values`` are views of the filled rows, whose ``nbytes`` is the formula's;
+``capacity_nbytes`` is what the buffers hold.
 
 An encoder–decoder's decoder (chapter 07) keeps two caches per layer
 (:class:`DecoderCache`): its self-attention's, which grows by a token per step like a
@@ -26,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 __all__ = [
@@ -42,62 +49,115 @@ __all__ = [
 class KVCache:
     """The keys and values one attention layer has computed so far.
 
-    :meth:`update` appends the new tokens' keys and values and returns the whole cache.
-    Shapes: keys and values (B, Hkv, T, Dh), T growing by the number of tokens each
-    call adds. Empty (``seq_len == 0``) until the first update.
+    :meth:`update` writes the new tokens' keys and values after the cached ones and
+    returns all of them. ``max_len``: the most positions the cache will hold (a
+    model's context window); the buffers are allocated at the first update, with room
+    for ``max_len`` positions, and an update past it raises. ``None``: room for the
+    first update's positions, doubled whenever full.
+    Shapes: keys and values (B, Hkv, seq_len, Dh), views of buffers
+    (B, Hkv, capacity, Dh); both ``None`` until the first update.
     """
 
-    def __init__(self) -> None:
-        self.keys: Tensor | None = None
+    def __init__(self, max_len: int | None = None) -> None:
+        if max_len is not None and max_len < 1:
+            raise ValueError(f"max_len must be >= 1 or None, got {max_len}")
+        self.max_len = max_len
+        self.seq_len = 0  # positions filled: the position of the next token
+        self.keys: Tensor | None = None  # (B, Hkv, seq_len, Dh), a view of _k
         self.values: Tensor | None = None
-
-    @property
-    def seq_len(self) -> int:
-        """Number of positions cached (the position of the next token)."""
-        return 0 if self.keys is None else self.keys.shape[-2]
+        self._k: Tensor | None = None  # (B, Hkv, capacity, Dh)
+        self._v: Tensor | None = None
 
     def __len__(self) -> int:
         return self.seq_len
 
     @property
+    def capacity(self) -> int:
+        """Positions the buffers have room for (0 before the first update)."""
+        return 0 if self._k is None else self._k.shape[-2]
+
+    @property
     def nbytes(self) -> int:
-        """Bytes held by the cached key and value tensors."""
+        """Bytes of the cached keys and values (the formula with T = ``seq_len``)."""
         if self.keys is None or self.values is None:
             return 0
         return self.keys.nbytes + self.values.nbytes
 
+    @property
+    def capacity_nbytes(self) -> int:
+        """Bytes the buffers hold (the formula with T = ``capacity``)."""
+        if self._k is None or self._v is None:
+            return 0
+        return self._k.nbytes + self._v.nbytes
+
+    def _allocate(self, k: Tensor, end: int) -> None:
+        """Buffers with room for ``end`` positions or more, the filled rows copied."""
+        B, Hkv, _, Dh = k.shape
+        if self.max_len is not None:
+            capacity = self.max_len
+        else:  # double: the copies stay a few times the final size in all
+            capacity = max(end, 2 * self.capacity)
+        shape = (B, Hkv, capacity, Dh)
+        new_k = k.new_empty(shape)  # (B, Hkv, capacity, Dh), rows >= seq_len unused
+        new_v = k.new_empty(shape)
+        if self._k is not None and self._v is not None:
+            new_k[:, :, : self.seq_len] = self._k[:, :, : self.seq_len]
+            new_v[:, :, : self.seq_len] = self._v[:, :, : self.seq_len]
+        self._k, self._v = new_k, new_v
+
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append ``k`` and ``v`` (B, Hkv, T_new, Dh) and return all keys and values
-        (B, Hkv, T_cached + T_new, Dh)."""
-        if k.dim() != 4 or k.shape != v.shape:
+        """Write ``k`` and ``v`` (B, Hkv, T_new, Dh) after the cached positions and
+        return all keys and values (B, Hkv, seq_len + T_new, Dh)."""
+        if k.shape != v.shape or k.dim() != 4:
             raise ValueError(
                 "k and v must have the same shape (B, Hkv, T_new, Dh), got "
                 f"k {tuple(k.shape)}, v {tuple(v.shape)}"
             )
-        if self.keys is None or self.values is None:
-            self.keys, self.values = k, v
+        start, end = self.seq_len, self.seq_len + k.shape[2]
+        if self._k is None:
+            if self.max_len is not None and end > self.max_len:
+                raise ValueError(
+                    f"{end} positions do not fit a cache of max_len={self.max_len}"
+                )
+            self._allocate(k, end)
         else:
-            cached = self.keys.shape
-            if (k.shape[0], k.shape[1], k.shape[3]) != (
-                cached[0],
-                cached[1],
-                cached[3],
+            cached = self._k.shape
+            if (
+                k.shape[0] != cached[0]
+                or k.shape[1] != cached[1]
+                or k.shape[3] != cached[3]
+                or k.dtype != self._k.dtype
             ):
                 raise ValueError(
-                    f"new keys {tuple(k.shape)} do not match the cached ones "
-                    f"{tuple(cached)} in batch, heads or head_dim (B, Hkv, T, Dh)"
+                    f"new keys {tuple(k.shape)} {k.dtype} do not match the cached ones "
+                    f"{(cached[0], cached[1], start, cached[3])} {self._k.dtype} in "
+                    "batch, heads, head_dim (B, Hkv, T, Dh) or dtype"
                 )
-            self.keys = torch.cat((self.keys, k), dim=-2)  # (B, Hkv, T + T_new, Dh)
-            self.values = torch.cat((self.values, v), dim=-2)  # (B, Hkv, T + T_new, Dh)
+            if end > cached[2]:
+                if self.max_len is not None:
+                    raise ValueError(
+                        f"{end} positions do not fit a cache of max_len={self.max_len} "
+                        f"({start} cached, {k.shape[2]} new); reset it or start a new one"
+                    )
+                self._allocate(k, end)
+        self._k.narrow(2, start, end - start).copy_(k)  # rows start … end - 1
+        self._v.narrow(2, start, end - start).copy_(v)
+        self.seq_len = end
+        self.keys = self._k.narrow(2, 0, end)  # (B, Hkv, seq_len, Dh), a view: no copy
+        self.values = self._v.narrow(2, 0, end)
         return self.keys, self.values
 
     def reset(self) -> None:
-        """Forget everything (start a new text)."""
-        self.keys = self.values = None
+        """Forget everything and free the buffers (start a new text)."""
+        self.seq_len = 0
+        self.keys = self.values = self._k = self._v = None
 
     def __repr__(self) -> str:
         shape = None if self.keys is None else tuple(self.keys.shape)
-        return f"KVCache(seq_len={self.seq_len}, keys={shape}, nbytes={self.nbytes})"
+        return (
+            f"KVCache(seq_len={self.seq_len}, capacity={self.capacity}, keys={shape}, "
+            f"nbytes={self.nbytes})"
+        )
 
 
 @dataclass
@@ -129,11 +189,12 @@ class DecoderCache:
         self.cross_attn.reset()
 
 
-def new_cache(n_layers: int) -> list[KVCache]:
-    """One empty :class:`KVCache` per layer of a model."""
+def new_cache(n_layers: int, max_len: int | None = None) -> list[KVCache]:
+    """One empty :class:`KVCache` per layer of a model, each with room for ``max_len``
+    positions (None: growing as needed)."""
     if n_layers < 1:
         raise ValueError(f"n_layers must be >= 1, got {n_layers}")
-    return [KVCache() for _ in range(n_layers)]
+    return [KVCache(max_len) for _ in range(n_layers)]
 
 
 def new_decoder_cache(n_layers: int) -> list[DecoderCache]:

@@ -5,65 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from .. import attention, kv_cache
+from .. import attention, gpt, kv_cache, positions
 from ._core import ExerciseError, call, expect_close, passed
 
-__all__ = ["check_max_cached_tokens", "check_repeat_kv", "check_mean_pool_heads"]
-
-
-def check_max_cached_tokens(fn: Callable[..., int]) -> None:
-    """``fn(memory_bytes, n_layers, n_kv_heads, head_dim, batch, bytes_per_value)``: the
-    most tokens per sequence whose KV cache fits in ``memory_bytes``."""
-    cases = [
-        (2**30, 32, 32, 128, 1, 2),  # Llama-2-7B, 1 GiB
-        (2**30, 32, 8, 128, 1, 2),  # Mistral-7B, 1 GiB
-        (10**9, 6, 6, 64, 3, 4),  # not a power of two, a batch of 3, fp32
-        (5 * 10**9, 80, 8, 128, 16, 1),  # 8-bit cache, batch 16
-    ]
-    for memory, L, Hkv, Dh, B, nbytes in cases:
-        per_token = kv_cache.kv_cache_bytes(L, Hkv, Dh, 1, B, nbytes)
-        expected = memory // per_token
-        got = call(fn, memory, L, Hkv, Dh, B, nbytes)
-        args = (
-            f"memory_bytes={memory:,}, n_layers={L}, n_kv_heads={Hkv}, "
-            f"head_dim={Dh}, batch={B}, bytes_per_value={nbytes}"
-        )
-        if isinstance(got, Tensor):
-            got = got.item()
-        if isinstance(got, float):
-            raise ExerciseError(
-                f"For {args} you return the float {got}: a number of tokens is an "
-                "integer, and a fraction of a token does not fit (use //)."
-            )
-        if got == expected:
-            continue
-        if got == 2 * expected or got == 2 * expected + 1:
-            raise ExerciseError(
-                f"For {args} you return {got}, twice the right number: every token "
-                "stores a key AND a value per head, so count the factor 2."
-            )
-        if B > 1 and got == memory // (per_token // B):
-            raise ExerciseError(
-                f"For {args} you return {got}: the batch holds {B} sequences, each with "
-                "its own cache, so the memory per position is B times larger."
-            )
-        if got == expected + 1:
-            raise ExerciseError(
-                f"For {args} you return {got}: that many tokens need "
-                f"{got * per_token:,} bytes, more than {memory:,}. Round down."
-            )
-        if got != expected:
-            raise ExerciseError(
-                f"For {args} you return {got!r}, expected {expected:,}: divide the "
-                "memory by the bytes one position costs, 2 · n_layers · n_kv_heads · "
-                "head_dim · batch · bytes_per_value, rounding down."
-            )
-    return passed(
-        "8 key/value heads instead of 32 let Mistral-7B cache 4 times as many tokens "
-        "in the same memory."
-    )
+__all__ = ["check_rope_offset", "check_repeat_kv", "check_cat_copies"]
 
 
 def check_repeat_kv(fn: Callable[[Tensor, int], Tensor]) -> None:
@@ -95,48 +42,113 @@ def check_repeat_kv(fn: Callable[[Tensor, int], Tensor]) -> None:
     )
 
 
-def check_mean_pool_heads(fn: Callable[[Tensor, int, int], Tensor]) -> None:
-    """``fn(weight, n_heads, n_kv_heads)``: a key (or value) projection weight
-    (n_heads·Dh, D) -> (n_kv_heads·Dh, D), new head j the mean of the old heads of
-    group j (consecutive heads)."""
-    H, G, Dh, D = 6, 2, 4, 5
-    weight = torch.randn(H * Dh, D, generator=torch.Generator().manual_seed(0))
-    heads = weight.view(H, Dh, D)  # (H, Dh, D)
-    expected = heads.view(G, H // G, Dh, D).mean(1).reshape(G * Dh, D)
-    got = call(fn, weight.clone(), H, G)
-    if isinstance(got, Tensor) and got.shape == expected.shape:
-        interleaved = heads.view(H // G, G, Dh, D).mean(0).reshape(G * Dh, D)
-        if torch.allclose(got, interleaved, atol=1e-6):
+def _decode_logits(model: gpt.GPT, ids: Tensor, n_prompt: int) -> Tensor:
+    """Logits of every step of cached decoding: the prompt, then one token at a time.
+
+    Shapes: ids (B, T) -> (B, T - n_prompt + 1, V), the logits of the last position
+    each step read."""
+    cache = kv_cache.new_cache(model.config.n_layers, ids.shape[1])
+    with torch.no_grad():
+        steps = [model(ids[:, :n_prompt], cache=cache)[:, -1:]]
+        for t in range(n_prompt, ids.shape[1]):
+            steps.append(model(ids[:, t : t + 1], cache=cache))
+    return torch.cat(steps, dim=1)
+
+
+class _Rotate(nn.Module):
+    """A stand-in for a model's RotaryEmbedding that rotates through the reader's
+    ``fn(rope, q, k, n_cached)``."""
+
+    def __init__(self, fn: Callable, rope: positions.RotaryEmbedding) -> None:
+        super().__init__()
+        self.fn, self.rope = fn, rope
+
+    def forward(self, q: Tensor, k: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        out = call(self.fn, self.rope, q, k, offset)
+        if not (isinstance(out, tuple) and len(out) == 2):
             raise ExerciseError(
-                "You averaged heads 0, 2, 4 and heads 1, 3, 5: the groups are "
-                "interleaved. Query heads h read key/value head h // (n_heads / "
-                "n_kv_heads), so a group is consecutive heads: 0, 1, 2 and 3, 4, 5. "
-                "View the rows as (n_kv_heads, heads per group, Dh, D)."
+                f"rotate_new must return the pair (q, k), got {type(out).__name__}."
             )
-        if torch.allclose(got, expected * (H // G), atol=1e-5):
-            raise ExerciseError(
-                "You summed the heads of each group: divide by the group size (mean)."
-            )
-        if torch.allclose(got, heads.view(G, H // G, Dh, D)[:, 0].reshape(-1, D)):
-            raise ExerciseError(
-                "You kept the first head of each group; the exercise asks for the mean."
-            )
-    expect_close(
-        got,
-        expected,
-        "pooled weight",
-        "Rows h·Dh … (h+1)·Dh - 1 belong to head h; average whole heads, not features.",
-    )
+        return out
+
+
+def check_rope_offset(fn: Callable) -> None:
+    """``fn(rope, q, k, n_cached)``: the new tokens' queries and keys (B, H, T_new, Dh)
+    rotated as positions n_cached … n_cached + T_new - 1, for a cache that already
+    holds n_cached positions. Decodes a small RoPE GPT with ``fn`` (cached) and
+    without a cache, and reports the first step where the logits part."""
     with torch.random.fork_rng(devices=[]):  # leave the reader's random state alone
         torch.manual_seed(0)
-        mha = attention.MultiHeadAttention(12, 6)
-        pooled = attention.gqa_from_mha(mha, 3).k_proj.weight.detach()
-    expect_close(
-        call(fn, mha.k_proj.weight.detach().clone(), 6, 3),
-        pooled,
-        "pooling a MultiHeadAttention's k_proj to 3 heads",
-    )
+        config = gpt.GPTConfig(20, 32, 32, 2, 4, positions="rope")
+        model = gpt.GPT(config).eval()
+        for w in model.parameters():  # larger weights than GPT-2's: logits of size 1
+            if w.dim() > 1:
+                nn.init.normal_(w, std=0.3)
+        ids = torch.randint(0, 20, (2, 14))
+    n_prompt = 4
+    with torch.no_grad():
+        plain = model(ids)[:, n_prompt - 1 :]  # (B, steps, V): one uncached pass
+    rope = model.blocks.layers[0].attn.rope
+    for block in model.blocks.layers:
+        block.attn.rope = _Rotate(fn, rope)
+    cached = _decode_logits(model, ids, n_prompt)  # (B, steps, V)
+    error = (cached - plain).abs().amax(dim=(0, 2))  # (steps,)
+    wrong = (error > 1e-3).nonzero().flatten().tolist()
+    if wrong:
+        first = wrong[0]
+        where = (
+            "the first step, which reads the prompt with nothing cached: the rotation "
+            "itself is wrong, not only its position"
+            if first == 0
+            else f"step {first} (with {n_prompt + first - 1} positions cached); the "
+            "first step, which reads the prompt with nothing cached, agrees, because "
+            "its positions start at 0 either way"
+        )
+        raise ExerciseError(
+            f"Cached decoding parts from decoding without a cache at {where}: the "
+            f"logits differ by up to {error.max().item():.2f} over the steps. RoPE scores "
+            "depend on the difference of two positions, so the new query and key must "
+            "sit at their real positions, after the n_cached ones in the cache: "
+            "rope(q, k, offset=n_cached)."
+        )
     return passed(
-        "each key/value head of the GQA is the average of its group's heads, as in "
-        "attention.gqa_from_mha (Ainslie et al., 2023)."
+        "the new tokens sit after the cached ones, and every step of cached decoding "
+        "gives the logits of decoding without a cache (a RoPE model, 11 steps)."
+    )
+
+
+def check_cat_copies(fn: Callable[[int, int], int]) -> None:
+    """``fn(n_tokens, bytes_per_token)``: the bytes ``torch.cat`` writes when a cache
+    grows from empty by one token per step to ``n_tokens`` tokens (each step writes a
+    new tensor holding all the tokens so far)."""
+    cases = [(1, 8), (2, 8), (10, 4), (1000, 2 * 6 * 64 * 4), (4096, 512 * 1024)]
+    for n, b in cases:
+        expected = b * n * (n + 1) // 2
+        got = call(fn, n, b)
+        if isinstance(got, Tensor):
+            got = got.item()
+        if got == expected:
+            continue
+        args = f"n_tokens={n:,}, bytes_per_token={b:,}"
+        if got == n * b:
+            raise ExerciseError(
+                f"For {args} you return {got:,}: that is what a static buffer writes, "
+                "one token per step. torch.cat writes a new tensor with ALL the tokens "
+                "so far at every step: 1 + 2 + ... + n tokens."
+            )
+        if got == b * n * (n - 1) // 2:
+            raise ExerciseError(
+                f"For {args} you return {got:,}: that counts the old tokens copied at "
+                "each step but not the new one; step t writes t tokens."
+            )
+        if got == b * n * n // 2 or got == b * n * n:
+            raise ExerciseError(
+                f"For {args} you return {got:,}: close, but count exactly: step t "
+                "writes t tokens, and 1 + 2 + ... + n = n(n + 1)/2."
+            )
+        raise ExerciseError(f"For {args} you return {got!r}, expected {expected:,}.")
+    n = 4096
+    return passed(
+        f"growing to {n:,} tokens by concatenation writes (n + 1)/2 = {(n + 1) / 2:,.1f} "
+        "times what a static buffer writes: quadratic instead of linear in the length."
     )

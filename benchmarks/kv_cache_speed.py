@@ -1,0 +1,183 @@
+"""Greedy decoding with and without the KV cache, side by side (chapter 09).
+
+    python benchmarks/kv_cache_speed.py [--threads 2] [--repeats 7] [--new-tokens 256]
+        [--out benchmarks/results/kv_cache_speed.json]
+
+The model is ``gpt.GPT`` in nanoGPT's character-level shape (6 layers, 6 heads,
+d_model 384, 65 characters, learned positions) with random weights: the time of a step
+does not depend on what the weights are. Each run writes ``--new-tokens`` tokens
+greedily (``generate(..., temperature=0)``) after a prompt of ``--prompt`` tokens,
+with the cache and without it; the two runs take turns, the order alternating from
+round to round, in the same process and with the same threads, so a busy machine
+slows both alike. Every round gives one ratio (uncached / cached seconds of that
+round's pair), reported as min / median / max with the load average before and after.
+Both runs must write the same tokens. A second, shorter pass times every decoding step
+of one run per mode (``--step-repeats`` times, interleaved, median per step): the
+curves chapter 09 draws. The result is written as JSON with the machine, the torch
+version and the date; chapter 09 shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
+
+from transformer_book import benchmark, gpt, kv_cache  # noqa: E402
+
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "kv_cache_speed.json"
+# nanoGPT's character-level Shakespeare model (its GPU configuration), random weights
+CONFIG = dict(vocab_size=65, max_len=512, d_model=384, n_layers=6, n_heads=6)
+MODES = ("cached", "uncached")
+
+
+def build_model(device: torch.device) -> gpt.GPT:
+    torch.manual_seed(0)
+    return gpt.GPT(gpt.GPTConfig(**CONFIG)).to(device).eval()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_generate(
+    model, prompt, n_new, use_cache
+) -> tuple[float, float, torch.Tensor]:
+    """Wall and CPU seconds of one greedy ``generate`` run, and its tokens."""
+    _sync(prompt.device)
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = model.generate(prompt, n_new, temperature=0, use_cache=use_cache)
+    _sync(prompt.device)
+    return time.perf_counter() - w0, time.process_time() - c0, out
+
+
+@torch.no_grad()
+def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
+    """Wall seconds of every step of greedy decoding (step 0 reads the prompt)."""
+    cache = kv_cache.new_cache(model.config.n_layers, prompt.shape[1] + n_new)
+    ids, times = prompt, []
+    for _ in range(n_new):
+        _sync(prompt.device)
+        start = time.perf_counter()
+        if use_cache:
+            step_in = ids if cache[0].seq_len == 0 else ids[:, -1:]
+            logits = model(step_in, cache=cache)
+        else:
+            logits = model(ids)
+        ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+        _sync(prompt.device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def spread(values: list[float]) -> dict:
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "max": max(values),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--repeats", type=int, default=7, help="rounds of both runs")
+    parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--step-repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    model = build_model(device)
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(CONFIG["vocab_size"], (1, args.prompt), generator=gen)
+    prompt = prompt.to(device)
+    load_before = os.getloadavg()
+
+    # warm-up, and the check that both write the same tokens
+    outs = {m: timed_generate(model, prompt, 8, m == "cached")[2] for m in MODES}
+    runs = {m: {"wall": [], "cpu": []} for m in MODES}
+    for r in range(args.repeats):
+        for mode in MODES if r % 2 == 0 else MODES[::-1]:
+            wall, cpu, out = timed_generate(
+                model, prompt, args.new_tokens, mode == "cached"
+            )
+            runs[mode]["wall"].append(wall)
+            runs[mode]["cpu"].append(cpu)
+            outs[mode] = out
+    same_tokens = torch.equal(outs["cached"], outs["uncached"])
+    if not same_tokens:
+        raise SystemExit("cached and uncached decoding wrote different tokens")
+    ratios = {
+        clock: [u / c for u, c in zip(runs["uncached"][clock], runs["cached"][clock])]
+        for clock in ("wall", "cpu")
+    }
+
+    steps = {m: [] for m in MODES}  # per repeat, every step's seconds
+    for r in range(args.step_repeats):
+        for mode in MODES if r % 2 == 0 else MODES[::-1]:
+            steps[mode].append(
+                step_seconds(model, prompt, args.new_tokens, mode == "cached")
+            )
+    step_median = {
+        m: [statistics.median(s) for s in zip(*per_repeat)]
+        for m, per_repeat in steps.items()
+    }
+    load_after = os.getloadavg()
+
+    result = {
+        "benchmark": "greedy decoding, gpt.GPT with and without the KV cache",
+        "config": CONFIG,
+        "prompt_tokens": args.prompt,
+        "new_tokens": args.new_tokens,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "same_tokens": same_tokens,
+        "seconds": {
+            m: {clock: spread(v) for clock, v in runs[m].items()} for m in MODES
+        },
+        "speedup": {clock: spread(v) for clock, v in ratios.items()},
+        "rounds": {"runs": runs, "speedup": ratios},
+        "step_seconds": step_median,
+        "step_repeats": args.step_repeats,
+        "threads": args.threads,
+        "device": str(device),
+        "load_average": {"before": load_before, "after": load_after},
+        "machine": benchmark.machine(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
+        "command": "python benchmarks/kv_cache_speed.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    s, w = result["seconds"], result["speedup"]["wall"]
+    print(
+        f"{args.new_tokens} tokens: cached {s['cached']['wall']['median']:.2f} s, "
+        f"uncached {s['uncached']['wall']['median']:.2f} s (medians of "
+        f"{args.repeats}); speed-up {w['median']:.1f}x "
+        f"[{w['min']:.1f}, {w['max']:.1f}]; load {load_before[0]:.1f} -> "
+        f"{load_after[0]:.1f}; written to {out}"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()
