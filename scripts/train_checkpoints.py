@@ -238,6 +238,8 @@ def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
         raise ValueError(f"name must be one of {sorted(SHIPPED)}, got {name!r}")
     config, purpose = SHIPPED[name]
     if family(config) != "gpt":
+        # one thread, as the cards' CPU-seconds were measured (the gpt recipe sets its own)
+        torch.set_num_threads(1)
         return train_encoder(name, root)
     train_ids, val, vocab = heldout_batches(config)
     start = time.perf_counter()

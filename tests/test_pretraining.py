@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from transformer_book import bert, data, masked_lm, pretraining
+from transformer_book import bert, data, masked_lm, pretraining, t5
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 TINY = pretraining.PretrainConfig(
@@ -139,8 +139,6 @@ def test_nsp_is_learnt_when_the_pairs_tell_it():
 
 
 def test_pretrain_t5_learns_and_is_reproducible():
-    from transformer_book import t5
-
     stream = torch.arange(200).remainder(20) + 2  # a periodic text of ids 2..21
     config = pretraining.SpanPretrainConfig(
         d_model=32, n_layers=1, n_heads=2, d_ff=64, window=16, batch_size=16, steps=60,
@@ -156,3 +154,29 @@ def test_pretrain_t5_learns_and_is_reproducible():
     assert hc == ha[:10]  # the schedule stays the whole run's
     with pytest.raises(ValueError, match="window must be >= 2"):
         pretraining.SpanPretrainConfig(window=1)
+    with pytest.raises(ValueError, match="bias_lr_scale must be positive"):
+        pretraining.SpanPretrainConfig(bias_lr_scale=0)
+
+
+def test_pretrain_t5_moves_the_bias_tables_at_their_own_rate():
+    """``bias_lr_scale`` reaches the optimiser: over the same few steps the relative-bias
+    tables travel about that many times farther, the other weights about as far."""
+    stream = torch.arange(200).remainder(20) + 2
+    moved = {}
+    for scale in (1.0, 30.0):
+        config = pretraining.SpanPretrainConfig(
+            d_model=32, n_layers=1, n_heads=2, d_ff=64, window=16, batch_size=8,
+            steps=20, dropout=0.0, bias_lr_scale=scale,
+        )  # fmt: skip
+        model_config = config.t5_config(26, pad_id=0, eos_id=1)
+        torch.manual_seed(config.seed)
+        start = {k: v.clone() for k, v in t5.T5(model_config).state_dict().items()}
+        model, _ = pretraining.pretrain_t5(
+            stream, model_config, [22, 23, 24, 25], config, stop_at=3
+        )
+        end = model.state_dict()
+        moved[scale] = {k: (end[k] - start[k]).abs().max().item() for k in end}
+    bias = "encoder_bias.embedding.weight"
+    assert moved[30.0][bias] > 10 * moved[1.0][bias]
+    ff = "encoder.layers.0.ff.up_proj.weight"
+    assert moved[30.0][ff] < 2 * moved[1.0][ff]

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_book import checkpoints, data, lm_data, train
 
@@ -57,6 +58,16 @@ BASELINE_TOL = 1e-6
 # below what a different seed, batch, initialisation or learning rate moves in these
 # steps (tenths of a nat).
 FIRST_TOL, LATER_TOL = 1e-4, 2e-2
+# Another torch release may compute the first loss another way (torch 2.6.0 against the
+# cards' 2.13.0: sst-bert 1.4e-3 apart, shakespeare-char-gpt within 1e-4;
+# benchmarks/results/torch_range.json), still far below what another seed moves it.
+OTHER_TORCH_FIRST_TOL = 5e-3
+
+
+def first_tol(card: dict) -> float:
+    """The first loss's tolerance: rounding on the card's torch, more on another."""
+    same = card["torch"].split("+")[0] == torch.__version__.split("+")[0]
+    return FIRST_TOL if same else OTHER_TORCH_FIRST_TOL
 
 
 @pytest.fixture(scope="module", params=GPT_NAMES)
@@ -124,7 +135,7 @@ def test_first_losses_reproduce(shipped, tmp_path):
     history = train.run(config, out=tmp_path, stop_at=steps)["history"]
     assert len(history) == steps
     logged = card["first_losses"]
-    assert history[0] == pytest.approx(logged[0], abs=FIRST_TOL)
+    assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
     assert max(abs(a - b) for a, b in zip(history, logged)) < LATER_TOL
     assert history[-1] < history[0] - 1.0  # the run learns: not a trivially flat log
 
@@ -177,9 +188,11 @@ def test_encoder_beats_its_baselines_on_the_card(encoder):
     if FAMILY[name] == "bert":  # chapter 11: well below the word frequencies
         assert h["mlm_loss"] <= h["unigram_mlm_loss"] - 0.5
         assert h["mlm_accuracy"] > h["unigram_mlm_accuracy"] + 0.05
-    else:  # chapter 10: well below the word frequencies. (Not yet below the left
-        # bigram: this T5 barely reads its encoder; issue 18 keeps that open.)
+    else:  # chapter 10: well below the word frequencies, and below the left bigram
+        # in nats (it reads the words on both sides of a gap; its top-1 accuracy is
+        # still the bigram's or below, which chapter 10 shows)
         assert h["nats"] < h["unigram_nats"] - 0.5
+        assert h["nats"] < h["bigram_nats"] - 0.2
         assert h["accuracy"] > h["most_frequent_accuracy"] + 0.05
 
 
@@ -203,7 +216,7 @@ def test_encoder_first_losses_reproduce(encoder):
     history = runner(config, stop_at=recipes.LOGGED_STEPS, log_every=0)["history"]
     logged = card["first_losses"]
     assert len(history) == len(logged)
-    assert history[0] == pytest.approx(logged[0], abs=FIRST_TOL)
+    assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
     assert max(abs(a - b) for a, b in zip(history, logged)) < LATER_TOL
     # the run learns, not a flat log: BERT's 50 steps are an eighth of its warm-up
     # (logged: 9.00 -> 8.76 over ten-step means), T5's a fifth (6.79 -> 3.97)

@@ -447,3 +447,24 @@ def test_loss_and_target_scores():
     )
     with pytest.raises(ValueError, match="selected no target token"):
         t5.target_scores(model, [(src, tgt)], lambda t: t < 0)
+
+
+def test_target_predictions_in_reading_order():
+    config = t5.T5Config(vocab_size=30, d_model=32, n_layers=2, n_heads=4, d_ff=48)
+    model = t5.T5(config).eval()
+    src, tgt = torch.randint(2, 30, (4, 9)), torch.randint(2, 30, (4, 6))
+    keep = lambda t: t % 3 != 0  # noqa: E731
+    batches = [(src[:3], tgt[:3]), (src[3:], tgt[3:])]
+    truth, argmax, logp_true = t5.target_predictions(model, batches, keep)
+    with torch.no_grad():
+        logp = model(src, decoder.shift_right(tgt, config.pad_id)).log_softmax(-1)
+    mask = keep(tgt)  # (4, 6): boolean indexing reads row by row
+    assert torch.equal(truth, tgt[mask])
+    assert torch.equal(argmax, logp.argmax(-1)[mask])
+    torch.testing.assert_close(logp_true, logp.gather(-1, tgt[..., None])[..., 0][mask])
+    acc, nats = t5.target_scores(model, batches, keep)
+    assert acc == pytest.approx(float((argmax == truth).float().mean()))
+    assert nats == pytest.approx(float(-logp_true.mean()), rel=1e-6)
+    assert [len(x) for x in t5.target_predictions(model, [], keep)] == [0, 0, 0]
+    with pytest.raises(ValueError, match="selected no target token"):
+        t5.target_scores(model, [], keep)

@@ -303,3 +303,32 @@ def test_layer_gradient_norms_match_each_layers_own_gradient():
     torch.testing.assert_close(again, got[:1])  # gradients reset, not accumulated
     with pytest.raises(ValueError, match="layers"):
         training.layer_gradient_norms(model, loss_fn, (x, y), [nn.Tanh()])
+
+
+def test_lr_scales_move_the_named_parameters_that_much_faster():
+    # AdamW's first step moves every weight with a gradient by about lr; a scaled
+    # prefix moves by scale * lr and gets no weight decay
+    model = tiny_gpt()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    batches = lm_data.WindowBatches(STREAM, 4, 16, seed=2)
+    training.train(model, batches, lm_data.next_token_loss, steps=1, lr=1e-3, clip=0,
+                   weight_decay=0.1, lr_scales={"tok_emb": 30.0})  # fmt: skip
+    moved = {n: (p.detach() - before[n]).abs().max().item()
+             for n, p in model.named_parameters()}  # fmt: skip
+    assert moved["tok_emb.weight"] == pytest.approx(30e-3, rel=0.05)
+    others = [v for n, v in moved.items() if not n.startswith("tok_emb")]
+    assert max(others) < 1.2e-3
+    groups = training._param_groups(model, 0.1, False, {"tok_emb": 30.0})
+    assert [(g["lr_scale"], g["weight_decay"]) for g in groups] == [
+        (1.0, 0.1), (1.0, 0.0), (30.0, 0.0)
+    ]  # fmt: skip
+    n = sum(p.numel() for g in groups for p in g["params"])
+    assert n == sum(p.numel() for p in model.parameters())
+
+
+def test_lr_scales_are_checked():
+    model = tiny_gpt()
+    with pytest.raises(ValueError, match="no parameter starts with"):
+        training._param_groups(model, 0.0, True, {"encoder_bias": 30.0})
+    with pytest.raises(ValueError, match="must be positive"):
+        training._param_groups(model, 0.0, True, {"tok_emb": 0.0})

@@ -50,6 +50,7 @@ from .span_corruption import merge_spans, noise_span_mask, span_corruption
 __all__ = [
     "T5Config",
     "T5",
+    "target_predictions",
     "target_scores",
     "load_hf_t5",
     "noise_span_mask",
@@ -231,6 +232,37 @@ class T5(nn.Module):
 
 
 @torch.no_grad()
+def target_predictions(
+    model: T5,
+    batches: Iterable[tuple[Tensor, Tensor]],
+    scored: Callable[[Tensor], Tensor],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Teacher-forced predictions of ``model`` on the target tokens that ``scored(tgt)``
+    selects (a bool mask), over all ``batches`` of (src, tgt), in eval mode (restored
+    after): the true token, the model's argmax and its log-probability of the true
+    token, one entry per selected token in reading order (batch by batch, row by row).
+    Chapter 10 looks at particular gaps of span corruption this way.
+
+    Shapes: src (B, S), tgt (B, T); scored(tgt) (B, T) bool -> three (n,) tensors on
+    the CPU (int64, int64, float32).
+    """
+    was_training, device = model.training, model.tok_emb.weight.device
+    model.eval()
+    truth, argmax, logp_true = [], [], []
+    for src, tgt in batches:
+        src, tgt = src.to(device), tgt.to(device)
+        keep = scored(tgt)  # (B, T)
+        logp = model(src, shift_right(tgt, model.config.pad_id)).log_softmax(-1)
+        truth.append(tgt[keep].cpu())
+        argmax.append(logp.argmax(-1)[keep].cpu())
+        logp_true.append(logp.gather(-1, tgt[..., None])[..., 0][keep].cpu())
+    model.train(was_training)
+    if not truth:  # no batches
+        none = torch.zeros(0, dtype=torch.long)
+        return none, none.clone(), torch.zeros(0)
+    return torch.cat(truth), torch.cat(argmax), torch.cat(logp_true)
+
+
 def target_scores(
     model: T5,
     batches: Iterable[tuple[Tensor, Tensor]],
@@ -238,25 +270,17 @@ def target_scores(
 ) -> tuple[float, float]:
     """Teacher-forced accuracy and cross-entropy (nats per token) of ``model`` on the
     target tokens that ``scored(tgt)`` selects (a bool mask), over all ``batches`` of
-    (src, tgt), in eval mode (restored after). Chapter 10 scores the hidden words of
-    span corruption this way, without sentinels or the end token.
+    (src, tgt), in eval mode (restored after): :func:`target_predictions`, averaged.
+    Chapter 10 scores the hidden words of span corruption this way, without sentinels
+    or the end token.
 
     Shapes: src (B, S), tgt (B, T); scored(tgt) (B, T) bool -> two floats.
     """
-    was_training, device = model.training, model.tok_emb.weight.device
-    model.eval()
-    hits = nats = total = 0.0
-    for src, tgt in batches:
-        src, tgt = src.to(device), tgt.to(device)
-        keep = scored(tgt)  # (B, T)
-        logp = model(src, shift_right(tgt, model.config.pad_id)).log_softmax(-1)
-        hits += float(((logp.argmax(-1) == tgt) & keep).sum())
-        nats -= float(logp.gather(-1, tgt[..., None])[..., 0][keep].sum())
-        total += float(keep.sum())
-    model.train(was_training)
-    if total == 0:
+    truth, argmax, logp_true = target_predictions(model, batches, scored)
+    if len(truth) == 0:
         raise ValueError("scored() selected no target token in batches")
-    return hits / total, nats / total
+    hits = float((argmax == truth).sum())
+    return hits / len(truth), -float(logp_true.double().sum()) / len(truth)
 
 
 @torch.no_grad()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,15 +231,50 @@ def _progress_bar():
     return tqdm
 
 
-def _param_groups(model: nn.Module, weight_decay: float, decay_vectors: bool) -> list:
-    """One group, or two: weight decay on matrices and embeddings, none on biases and
-    norm gains (vectors), as GPT-2 and nanoGPT train."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    if decay_vectors or not weight_decay:
-        return [{"params": params, "weight_decay": weight_decay}]
+def _param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    decay_vectors: bool,
+    lr_scales: Mapping[str, float] | None = None,
+) -> list:
+    """The optimiser's parameter groups, each with an ``lr_scale``: weight decay on
+    matrices and embeddings, none on biases and norm gains (vectors) unless
+    ``decay_vectors``, as GPT-2 and nanoGPT train; a parameter whose name starts with
+    a key of ``lr_scales`` learns at that multiple of the learning rate, without
+    weight decay."""
+    lr_scales = dict(lr_scales or {})
+    for prefix, scale in lr_scales.items():
+        if not scale > 0:
+            raise ValueError(f"lr_scales[{prefix!r}] must be positive, got {scale}")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    for prefix in lr_scales:
+        if not any(n == prefix or n.startswith(prefix + ".") for n, _ in named):
+            raise ValueError(
+                f"lr_scales names {prefix!r}, which no parameter starts with"
+            )
+    # matrices first, then vectors, then each scaled prefix (a stable order, so that
+    # an optimiser state saved before still loads)
+    groups: dict[tuple[float, float], list] = {(1.0, weight_decay): []}
+    if not decay_vectors:
+        groups[(1.0, 0.0)] = []
+    for scale in lr_scales.values():
+        groups.setdefault((scale, 0.0), [])
+    for name, p in named:
+        scale = next(
+            (s for k, s in lr_scales.items() if name == k or name.startswith(k + ".")),
+            None,
+        )
+        if scale is not None:
+            key = (scale, 0.0)
+        elif decay_vectors or p.dim() >= 2:
+            key = (1.0, weight_decay)
+        else:
+            key = (1.0, 0.0)
+        groups.setdefault(key, []).append(p)
     return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        {"params": ps, "lr_scale": scale, "weight_decay": decay}
+        for (scale, decay), ps in groups.items()
+        if ps or scale == 1.0
     ]
 
 
@@ -287,6 +322,7 @@ def train(
     precision: str = "fp32",
     fused: bool | None = None,
     compile: bool = False,
+    lr_scales: Mapping[str, float] | None = None,
 ) -> list[float]:
     """Run ``steps`` AdamW updates on batches drawn (cycling) from ``batches``.
 
@@ -316,6 +352,11 @@ def train(
     otherwise; Micikevicius et al., 2018). ``fused``: AdamW's fused kernel (None: on CUDA
     only). ``compile=True`` runs the model through ``torch.compile`` (the first steps
     then pay for compilation).
+
+    ``lr_scales``: parameter-name prefix -> multiple of the learning rate (those
+    parameters get no weight decay), for parameters that AdamW, moving every weight
+    about one learning rate per step, would move too slowly: T5's relative-bias
+    tables (:func:`pretraining.pretrain_t5`).
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -338,7 +379,7 @@ def train(
     device = next(model.parameters()).device
     if fused is None:
         fused = device.type == "cuda"
-    groups = _param_groups(model, weight_decay, decay_vectors)
+    groups = _param_groups(model, weight_decay, decay_vectors, lr_scales)
     opt = torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused or None)
     autocast = torch.autocast(
         device.type,
@@ -370,7 +411,7 @@ def train(
     for step in range(start, end):
         batch = to_device(next(draw), device)
         for group in opt.param_groups:
-            group["lr"] = lr * lr_factor(step, steps, **schedule)
+            group["lr"] = lr * group["lr_scale"] * lr_factor(step, steps, **schedule)
         with autocast:
             loss = loss_fn(net, batch)
         opt.zero_grad(set_to_none=True)
