@@ -85,8 +85,10 @@ def test_a_malformed_line_is_named(tmp_path):
 
 def test_aten_runs_its_baseline_kernels_and_the_machine_has_faster_ones(results):
     native, foreign, _ = results
-    assert foreign["capability"] == "DEFAULT"
-    assert native["capability"] != "DEFAULT", "this CPU has no vectorised ATen build"
+    # torch >= 2.7 names the baseline "DEFAULT", torch 2.6 "NO AVX"
+    baseline = ("DEFAULT", "NO AVX")
+    assert foreign["capability"] in baseline
+    assert native["capability"] not in baseline, "this CPU has no vectorised ATen build"
 
 
 @pytest.mark.parametrize("computation", ["matmul", "softmax", "layer_norm"])
