@@ -410,17 +410,29 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# Both staircases reach their top step before the dotted `max_distance` line: the
-# logarithm is rounded down, so the last bucket of a direction starts a little earlier.
-# From there on every distance shares one bias:
+# Both staircases reach their top step before the dotted `max_distance` line. Rounding
+# the logarithm down is not the reason: it can only make a step start later. The reason
+# is the clamp. Each logarithmic bucket covers distances that grow by the same factor
+# $r = (\mathrm{max\_distance}/e)^{1/(n-e)}$, so the formula sends
+# $\delta = \mathrm{max\_distance}$ itself to bucket $n$, one past the last, and its
+# last regular bucket, $n - 1$, holds $[\mathrm{max\_distance}/r,\ \mathrm{max\_distance})$.
+# The $\min(n - 1, \cdot)$ merges that bucket with the overflow beyond `max_distance`,
+# so the top step starts at the first whole distance from $\mathrm{max\_distance}/r$ on,
+# and from there on every distance shares one bias:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 past = -torch.arange(300)  # keys 0 … 299 places back
 for bidirectional in (True, False):
+    n = 32 // 2 if bidirectional else 32  # buckets per direction
+    e = n // 2  # exact buckets
+    r = (128 / e) ** (1 / (n - e))  # distance factor covered by one log bucket
+    predicted = 128 / r  # where bucket n - 1 begins: max_distance / r
     b = positions.t5_relative_position_bucket(past, bidirectional)  # (300,)
     first = int((b == b.max()).nonzero()[0])
+    assert int(b.max()) == n - 1 and first == math.ceil(predicted)
     kind = "bidirectional" if bidirectional else "causal       "
-    print(f"{kind}: last bucket {int(b.max())} from {first} places back onwards")
+    print(f"{kind}: r = {r:.3f}, last bucket {n - 1} predicted from "
+          f"128/r = {predicted:.1f}, measured from {first} places back")  # fmt: skip
 
 # %% [markdown]
 # `positions.T5RelativeBias` holds the table $b_h(\text{bucket})$ (`num_buckets` × heads)
