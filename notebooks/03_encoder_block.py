@@ -371,6 +371,13 @@ post = {init: ("residual + LayerNorm", init) for init in INITS}
 assert skip[post["He"]][-1].max() < 2 ** (-L / 4)  # the skip term all but vanishes
 assert skip[post["default"]][-1].max() < 0.5
 assert min(ratio[k].min() for k in post.values()) > 0.1  # carried by the sublayers
+report.glue("grad_depth", L)
+res_min = min(ratio["residual", i].min().item() for i in INITS)  # no norm on the skip
+report.glue("res_ratio_min", res_min, "{:.3g}")
+post_min = min(ratio[k].min().item() for k in post.values())  # Add & Norm
+report.glue("post_ratio_min", post_min, "{:.3g}")
+report.glue("post_skip_he", skip[post["He"]][-1].mean().item(), "{:.3g}")
+report.glue("post_skip_default", skip[post["default"]][-1].mean().item(), "{:.3g}")
 # the stream's growth: (1 + 1/18) or (1 + 1) times the second moment per sublayer
 growth = {"default": (19 / 18) ** (L / 2), "He": 2 ** (L / 2)}
 for init, pred in growth.items():
@@ -1000,10 +1007,21 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 # - How fast a plain stack's gradient vanishes is set by its initialisation: PyTorch's
 #   default shrinks the gradient's second moment by 1/18 per feed-forward sublayer, a
 #   variance-preserving (He) initialisation does not.
-# - A residual connection adds a sublayer's input to its output. Its identity path keeps
+# - A residual connection adds a sublayer's input to its output. When nothing sits on
+#   the skip path, as in the residual stacks without LayerNorm, its identity path keeps
 #   the gradient at the input from falling below the gradient at the top, whatever the
-#   initialisation; and depth costs a residual stack far less than a plain one, which
-#   even well initialised trains much worse at the same depth. It does not control the scale: each
+#   initialisation: their smallest ratio, at any depth and seed, was
+#   {glue:text}`res_ratio_min`. This chapter's own block is post-norm, and there the
+#   guarantee is gone: the skip path runs through every LayerNorm, so at depth
+#   {glue:text}`grad_depth` the skip term is {glue:text}`post_skip_he` of $g$ under He
+#   initialisation ({glue:text}`post_skip_default` under the default), and the ratio
+#   falls to {glue:text}`post_ratio_min`, all of it carried by the sublayers. That is
+#   why chapter 6's pre-norm block, $x + F(\mathrm{LayerNorm}(x))$, exists: it moves
+#   the norm off the skip path, which becomes an identity again.
+# - Depth costs a residual stack far less than a plain one, which even well initialised
+#   trains much worse at the same depth: at depth {glue:text}`deep_depth`, a loss of
+#   {glue:text}`deep_plain_he` against {glue:text}`deep_residual` and
+#   {glue:text}`deep_res_ln`. A residual connection does not control the scale: each
 #   residual layer adds its branch's variance, which the normalisation after the sum
 #   takes back.
 # - LayerNorm standardises each token over its features (biased variance, learnable
