@@ -393,11 +393,12 @@ runs = [
     for seed in range(n_seeds)
 ]
 print("seed | loss: first -> last | accuracy prev, next | weight on i-1, i+1 | heads")
-best = []
+best, heads = [], []
 for seed, (_, history, acc, w) in enumerate(runs):
     prev_w, next_w = neighbours.weight_at(w, -1), neighbours.weight_at(w, +1)  # (2,)
     h_prev, h_next = prev_w.argmax().item(), next_w.argmax().item()
     best.append((acc[0], acc[1], prev_w[h_prev].item(), next_w[h_next].item()))
+    heads.append((h_prev, h_next))
     loss = f"{history[0]:6.2f} -> {history[-1]:6.3f}"
     print(
         f"{seed:4d} | {loss} | {acc[0]:8.1%} {acc[1]:7.1%}"
@@ -408,6 +409,8 @@ best = torch.tensor(best)  # (seeds, 4)
 print(f"min over seeds: accuracy {best[:, :2].min():.1%}", end=", ")
 print(f"weight on the neighbour {best[:, 2:].min():.2f}")
 report.glue("heads_min_weight", best[:, 2:].min().item(), "{:.2f}")
+same = len(set(heads)) == 1
+report.glue("assignment", "the same in every seed" if same else "not the same")
 assert best[:, :2].min() > 0.99 and best[:, 2:].min() > 0.6
 
 # %% tags=["hide-input"]
@@ -418,11 +421,39 @@ plt.show()
 # %% [markdown]
 # In every seed the two heads split the work: one attends from position $i$ to $i-1$,
 # the other to $i+1$ (the wrap-around shows in the corners of the maps), each putting
-# at least {glue:text}`heads_min_weight` of its weight on its neighbour. Nothing in the
-# architecture decides which head takes which lookup: swap the two heads' columns in
-# `q_proj`, `k_proj` and `v_proj` and their rows in $A_O$, and the layer computes the
-# same function. The random initialisation decides. The output projection then routes
-# each head's finding to the classifier that needs it.
+# at least {glue:text}`heads_min_weight` of its weight on its neighbour. The output
+# projection then routes each head's finding to the classifier that needs it.
+#
+# Which head takes which lookup is not fixed by the architecture: the heads are
+# interchangeable. Swap head 0's and head 1's blocks of columns in $A_Q$, $A_K$ and
+# $A_V$ (in `q_proj`, `k_proj` and `v_proj`, whose `weight` stores $A^\top$, they are
+# blocks of rows, with the matching entries of the biases) and the matching blocks of
+# rows in $A_O$ (columns of `o_proj.weight`), and the layer computes the same function,
+# with the two attention maps trading places. Here on seed 0's trained layer:
+
+# %%
+trained = runs[0][0].eval()
+swapped = neighbours.NeighbourModel().eval()
+swapped.load_state_dict(trained.state_dict())
+attn, Dh = swapped.attn, swapped.attn.head_dim
+order = torch.cat([torch.arange(Dh, 2 * Dh), torch.arange(Dh)])  # head 1, then head 0
+with torch.no_grad():
+    for proj in (attn.q_proj, attn.k_proj, attn.v_proj):  # head h = outputs h·Dh …
+        proj.weight.copy_(proj.weight[order])  # (d_model, d_model), rows = outputs
+        proj.bias.copy_(proj.bias[order])
+    attn.o_proj.weight.copy_(attn.o_proj.weight[:, order])  # columns = head outputs
+x, _ = neighbours.make_batch(4, torch.Generator().manual_seed(1))
+(logits, w), (logits_swapped, w_swapped) = trained(x), swapped(x)
+for a, b in zip(logits, logits_swapped):
+    torch.testing.assert_close(a, b)
+torch.testing.assert_close(w_swapped, w[:, [1, 0]])  # (B, 2, T, T), heads swapped
+print("heads swapped: same predictions, the two attention maps trade places:", True)
+
+# %% [markdown]
+# Every trained layer therefore has a twin with the opposite assignment and the same
+# loss, so training has no reason to prefer either. On the seeds above the assignment
+# came out {glue:text}`assignment` (the last column of the table); so few seeds say
+# nothing about how often the other one would turn up.
 #
 # ## What attention costs
 #
