@@ -61,13 +61,23 @@ FIRST_TOL, LATER_TOL = 1e-4, 2e-2
 # Another torch release may compute the first loss another way (torch 2.6.0 against the
 # cards' 2.13.0: sst-bert 1.4e-3 apart, shakespeare-char-gpt within 1e-4;
 # benchmarks/results/torch_range.json), still far below what another seed moves it.
-OTHER_TORCH_FIRST_TOL = 5e-3
+# Over 50 steps the two drift further apart (2.6.0: at most 0.067 nats for atis-t5, 0.021
+# for sst-bert, within 0.02 for shakespeare-char-gpt).
+OTHER_TORCH_FIRST_TOL, OTHER_TORCH_LATER_TOL = 5e-3, 0.1
+
+
+def _same_torch(card: dict) -> bool:
+    return card["torch"].split("+")[0] == torch.__version__.split("+")[0]
 
 
 def first_tol(card: dict) -> float:
     """The first loss's tolerance: rounding on the card's torch, more on another."""
-    same = card["torch"].split("+")[0] == torch.__version__.split("+")[0]
-    return FIRST_TOL if same else OTHER_TORCH_FIRST_TOL
+    return FIRST_TOL if _same_torch(card) else OTHER_TORCH_FIRST_TOL
+
+
+def later_tol(card: dict) -> float:
+    """The tolerance of every logged step's loss, likewise."""
+    return LATER_TOL if _same_torch(card) else OTHER_TORCH_LATER_TOL
 
 
 @pytest.fixture(scope="module", params=GPT_NAMES)
@@ -136,7 +146,7 @@ def test_first_losses_reproduce(shipped, tmp_path):
     assert len(history) == steps
     logged = card["first_losses"]
     assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
-    assert max(abs(a - b) for a, b in zip(history, logged)) < LATER_TOL
+    assert max(abs(a - b) for a, b in zip(history, logged)) < later_tol(card)
     assert history[-1] < history[0] - 1.0  # the run learns: not a trivially flat log
 
 
@@ -217,7 +227,7 @@ def test_encoder_first_losses_reproduce(encoder):
     logged = card["first_losses"]
     assert len(history) == len(logged)
     assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
-    assert max(abs(a - b) for a, b in zip(history, logged)) < LATER_TOL
+    assert max(abs(a - b) for a, b in zip(history, logged)) < later_tol(card)
     # the run learns, not a flat log: BERT's 50 steps are an eighth of its warm-up
     # (logged: 9.00 -> 8.76 over ten-step means), T5's a fifth (6.79 -> 3.97)
     assert sum(history[-10:]) / 10 < sum(history[:10]) / 10 - 0.1
