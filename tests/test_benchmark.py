@@ -147,3 +147,23 @@ def test_time_and_peak_measures_every_function_at_every_key():
     assert cost["outer", 128][1] >= 128 * 128 * 4  # the (n, n) float32 result
     with pytest.raises(ValueError, match="fns"):
         benchmark.time_and_peak({}, make_inputs, [1])
+
+
+def test_timing_waits_for_an_mps_device(monkeypatch):
+    waited = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: waited.append("mps"))
+    benchmark.median_time(lambda: None, repeats=2, warmup=0, device="mps")
+    assert len(waited) >= 2  # at least once per timed repeat
+
+
+@pytest.mark.parametrize("measure", [benchmark.peak_bytes, benchmark.allocated_bytes])
+def test_memory_on_mps_is_refused_not_reported_as_zero(measure):
+    with pytest.raises(ValueError, match="MPS"):
+        measure(lambda: torch.zeros(10), device="mps")
+
+
+def test_provenance_names_the_command_torch_and_machine():
+    record = benchmark.provenance("python benchmarks/x.py --seeds 0")
+    assert record["command"] == "python benchmarks/x.py --seeds 0"
+    assert record["torch"] == torch.__version__ and record["machine"]["cores"] >= 1
+    assert len(record["date"]) == 10  # YYYY-MM-DD

@@ -15,6 +15,7 @@ wall-clock times. A benchmark too long for a chapter runs as a script in
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import platform
@@ -39,6 +40,7 @@ __all__ = [
     "critical_path",
     "committed_result",
     "machine",
+    "provenance",
 ]
 
 # where a committed result lives when no checkout holds it (Colab)
@@ -49,8 +51,11 @@ RESULTS_URL = (
 
 
 def _sync(device: torch.device) -> None:
+    """Wait for the device's queued kernels: GPU calls return before they finish."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def median_time(
@@ -127,6 +132,14 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def _no_mps(device: torch.device) -> None:
+    if device.type == "mps":  # the CPU profiler would count nothing, silently
+        raise ValueError(
+            "memory on Apple's MPS device cannot be measured here (torch.mps keeps no "
+            "peak counter): measure the same computation on device='cpu' or 'cuda'"
+        )
+
+
 def allocated_bytes(
     fn: Callable[[], object], device: torch.device | str = "cpu"
 ) -> int:
@@ -136,6 +149,7 @@ def allocated_bytes(
     the allocator for, freed or not). CUDA: peak allocated memory above the starting level.
     """
     device = torch.device(device)
+    _no_mps(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -164,6 +178,7 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> 
     returns is alive at the end, so it is part of the peak.
     """
     device = torch.device(device)
+    _no_mps(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -258,4 +273,15 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
+
+
+def provenance(command: str) -> dict:
+    """What a committed result records beside its numbers: the ``command`` that wrote
+    it, the date (UTC), torch's version and :func:`machine`."""
+    return {
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "torch": torch.__version__,
+        "machine": machine(),
     }

@@ -182,11 +182,14 @@ def next_token_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
 @torch.no_grad()
 def mean_loss(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> float:
     """Next-token cross-entropy over every token of ``batches`` (nats per token), with
-    the model in eval mode (no dropout); the model's mode is restored afterwards."""
+    the model in eval mode (no dropout); the model's mode is restored afterwards. The
+    batches may live anywhere: each is moved to the model's device."""
     was_training = model.training
+    device = next(model.parameters()).device
     model.eval()
     total, count = 0.0, 0
     for x, y in batches:
+        x, y = x.to(device), y.to(device)
         logits = model(x)  # (B, T, V)
         total += F.cross_entropy(
             logits.flatten(0, 1), y.flatten(), reduction="sum"
