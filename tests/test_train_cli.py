@@ -1,6 +1,6 @@
 """python -m transformer_book.train: a run from a recipe and options, its files, a
-resumed run equal to an uninterrupted one, and the same loss curve under torchrun with
-two gloo processes as on one process with twice the batch."""
+resumed run equal to an uninterrupted one, the same loss curve under torchrun with
+two gloo processes as on one process with twice the batch, and T5's dev windows."""
 
 import json
 import logging
@@ -106,3 +106,14 @@ def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
     assert len(h["history"]) == 3 and h["heldout"]
     with pytest.raises(SystemExit, match="gpt only"):
         train.main([family, "--recipe", "tiny", "--resume", "--out", str(tmp_path)])
+
+
+def test_t5_dev_windows_are_not_the_test_windows():
+    atis = train.atis_words()
+    dev = train.t5_heldout(atis, 16, n_batches=2, batch_size=4, split="dev")
+    test = train.t5_heldout(atis, 16, n_batches=2, batch_size=4)
+    assert len(dev) == 2 and all(len(s) == 4 for s, _ in dev)
+    assert len(atis.dev) > 5000  # ATIS's 500 dev queries, about 11 words each
+    assert not torch.equal(dev[0][0], test[0][0])
+    with pytest.raises(ValueError, match="'train'"):
+        train.t5_heldout(atis, 16, split="train")

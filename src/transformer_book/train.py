@@ -365,6 +365,7 @@ class AtisWords:
     eos: int
     train: torch.Tensor  # (N_train,)
     test: torch.Tensor  # (N_test,)
+    dev: torch.Tensor  # (N_dev,): for choices (the test split reports)
 
 
 def atis_words(itos: list[str] | None = None) -> AtisWords:
@@ -372,6 +373,7 @@ def atis_words(itos: list[str] | None = None) -> AtisWords:
     checkpoint's ``vocab.txt``) instead of the one counted from the training queries."""
     train_q = [s + ["."] for s in data.load_atis("train").sentences]
     test_q = [s + ["."] for s in data.load_atis("test").sentences]
+    dev_q = [s + ["."] for s in data.load_atis("dev").sentences]
     names = [f"<extra_id_{i}>" for i in range(N_SENTINELS)]
     if itos is None:
         freq = vocab.Vocab.from_corpus(train_q, min_freq=2)  # <pad>, <unk>, words
@@ -382,17 +384,22 @@ def atis_words(itos: list[str] | None = None) -> AtisWords:
         return torch.tensor(words.encode([w for q in queries for w in q]))  # (N,)
 
     return AtisWords(words, words.encode(names), words["</s>"], stream(train_q),
-                     stream(test_q))  # fmt: skip
+                     stream(test_q), stream(dev_q))  # fmt: skip
 
 
 def t5_heldout(atis: AtisWords, window: int, n_batches: int = 20,
-               batch_size: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
-    """The held-out test windows every T5 and baseline is scored on: ``n_batches`` of
-    ``batch_size`` span-corrupted windows of the test stream, one fixed draw."""
+               batch_size: int = 64,
+               split: str = "test") -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """The held-out windows every T5 and baseline is scored on: ``n_batches`` of
+    ``batch_size`` span-corrupted windows of the ``split`` stream (``"test"``, which
+    reports, or ``"dev"``, on which choices are made), one fixed draw."""
+    if split not in ("test", "dev"):
+        raise ValueError(f"split must be 'test' or 'dev', got {split!r}")
+    stream = atis.test if split == "test" else atis.dev
     gen = torch.Generator().manual_seed(HELDOUT_SEED)
     return [
         span_corruption.corrupted_windows(
-            atis.test, batch_size, window, atis.sentinels, atis.eos, generator=gen
+            stream, batch_size, window, atis.sentinels, atis.eos, generator=gen
         )
         for _ in range(n_batches)
     ]

@@ -1,0 +1,81 @@
+"""text_to_text (chapter 10, section 9): intents written as words, the teacher-forced
+exact match against greedy decoding, and the fine-tuning run's bookkeeping."""
+
+import pytest
+import torch
+
+from transformer_book import t5, text_to_text, vocab
+
+PAD, EOS = 0, 1
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    config = t5.T5Config(20, 32, 2, 4, 64, pad_id=PAD, eos_id=EOS)
+    model = t5.T5(config).eval()
+    with torch.no_grad():  # (tied) a zero row: the pad id's logit is 0, never the max
+        model.tok_emb.weight[PAD] = 0
+    return model
+
+
+@pytest.mark.parametrize(
+    "label, words",
+    [
+        ("atis_flight", "flight"),
+        ("atis_ground_service", "ground service"),
+        ("atis_flight#atis_airfare", "flight airfare"),
+        ("atis_quantity", "how many"),
+        ("atis_flight_no", "flight number"),
+    ],
+)
+def test_intents_become_words(label, words):
+    assert text_to_text.intent_text(label) == words
+
+
+def test_a_label_that_is_not_an_atis_intent_is_named():
+    with pytest.raises(ValueError, match="'flight'"):
+        text_to_text.intent_text("flight")
+
+
+def test_exact_match_agrees_with_greedy_decoding(model):
+    gen = torch.Generator().manual_seed(1)
+    sources = [torch.randint(2, 20, (n,), generator=gen).tolist() + [EOS]
+               for n in (3, 7, 5, 9)]  # fmt: skip
+    written = []
+    for s in sources:  # what greedy decoding writes, cut after its end token
+        w = model.generate(torch.tensor([s]), 6)[0].tolist()
+        written.append(w[: w.index(EOS) + 1] if EOS in w else w)
+    assert not any(PAD in w for w in written)
+    assert text_to_text.exact(model, sources, written, batch_size=3) == [True] * 4
+    wrong = [list(w) for w in written]
+    wrong[2][0] = (wrong[2][0] + 1) % 20 or 2  # another first token
+    assert text_to_text.exact(model, sources, wrong) == [True, True, False, True]
+    assert text_to_text.accuracy(model, (sources, wrong)) == pytest.approx(0.75)
+
+
+def test_sources_and_targets_must_pair_up_without_padding(model):
+    with pytest.raises(ValueError, match="2 and 1"):
+        text_to_text.exact(model, [[2, EOS], [3, EOS]], [[EOS]])
+    with pytest.raises(ValueError, match="pad id 0"):
+        text_to_text.exact(model, [[2, EOS]], [[4, PAD, EOS]])
+
+
+def test_fine_tuning_leaves_the_model_and_keeps_the_asked_steps(model):
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    pairs = ([[2, 3, EOS], [4, 5, 6, EOS]] * 4, [[7, EOS], [8, 9, EOS]] * 4)
+    tuned, snapshots = text_to_text.fine_tune(model, pairs, 4, 1e-2, 4, keep_at=[2, 4])
+    assert sorted(snapshots) == [2, 4] and not tuned.training
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    moved = [k for k, v in snapshots[2].items() if not torch.equal(v, snapshots[4][k])]
+    assert moved  # updates 3 and 4 changed weights
+    with pytest.raises(ValueError, match="keep_at"):
+        text_to_text.fine_tune(model, pairs, 4, 1e-2, 4, keep_at=[5])
+
+
+def test_intent_pairs_end_in_the_end_token():
+    words = vocab.Vocab(["<pad>", "<unk>", "</s>", ".", "flight", "show", "me"])
+    sources, targets = text_to_text.intent_pairs(words, words["</s>"], "dev")
+    assert len(sources) == len(targets) == 500  # ATIS's dev split
+    assert all(s[-1] == t[-1] == words["</s>"] for s, t in zip(sources, targets))
+    assert all(s[-2] == words["."] for s in sources)
