@@ -117,3 +117,13 @@ def test_t5_dev_windows_are_not_the_test_windows():
     assert not torch.equal(dev[0][0], test[0][0])
     with pytest.raises(ValueError, match="'train'"):
         train.t5_heldout(atis, 16, split="train")
+
+
+def test_tf32_is_set_for_the_run_and_restored_after():
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    with train.tf32_matmuls(torch.device("cuda"), not before[0]):
+        assert torch.backends.cuda.matmul.allow_tf32 == (not before[0])
+        assert torch.backends.cudnn.allow_tf32 == (not before[0])
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    with train.tf32_matmuls(torch.device("cpu"), not before[0]):  # the CPU: untouched
+        assert torch.backends.cuda.matmul.allow_tf32 == before[0]

@@ -36,11 +36,13 @@ it); they run on one process and have no ``--resume``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +80,7 @@ __all__ = [
     "run_bert",
     "run_t5",
     "main",
+    "tf32_matmuls",
 ]
 
 log = logging.getLogger("transformer_book.train")
@@ -198,9 +201,28 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
     if threads:
         torch.set_num_threads(threads)
     device = _device(config, world)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = config.tf32
-        torch.backends.cudnn.allow_tf32 = config.tf32
+    # the TF32 setting is global to the process: restored after the run
+    with tf32_matmuls(device, config.tf32):
+        return _run_gpt(config, out, resume, stop_at, world, device)
+
+
+@contextlib.contextmanager
+def tf32_matmuls(device: torch.device, enabled: bool) -> Iterator[None]:
+    """On CUDA, let float32 matrix products use TF32 (or forbid it) inside the block,
+    and restore the process's previous setting after it; elsewhere nothing changes."""
+    if device.type != "cuda":
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _run_gpt(config: TrainConfig, out, resume: bool, stop_at: int | None,
+             world: training.Distributed, device: torch.device) -> dict:  # fmt: skip
     text = data.load_tinyshakespeare()
     chars = lm_data.char_vocab(text)
     ids = torch.tensor(chars.encode(list(text)))  # (N,) one id per character
