@@ -124,6 +124,9 @@ def test_tf32_is_set_for_the_run_and_restored_after():
     with train.tf32_matmuls(torch.device("cuda"), not before[0]):
         assert torch.backends.cuda.matmul.allow_tf32 == (not before[0])
         assert torch.backends.cudnn.allow_tf32 == (not before[0])
-    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    assert (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+    ) == before
     with train.tf32_matmuls(torch.device("cpu"), not before[0]):  # the CPU: untouched
         assert torch.backends.cuda.matmul.allow_tf32 == before[0]
