@@ -753,8 +753,9 @@ print("last marker", marker[0].tolist())
 # `max_distance` equal to the training length, so that every distance longer than the
 # training sequences falls into the last bucket, which training has reached. With
 # `max_distance = 128`, the longer distances would land in buckets that no training
-# sequence reaches (a control in the experiment measures what that costs). The learned
-# table has `max_len = 32`, the training length.
+# sequence reaches (a control in the experiment measures what that costs). This is not
+# T5's default (`max_distance = 128`), so the tables label the main runs
+# "T5 bias, max_dist 32". The learned table has `max_len = 32`, the training length.
 
 # %%
 SCHEMES = extrapolation.SCHEMES
@@ -785,6 +786,14 @@ for md in (L1, 128):
 # targets (cross-entropy over the positions with an answer, AdamW through
 # `training.train`, `n_steps` steps at learning rate `lr` over those batches) and
 # returns its accuracy at each test length (None where it cannot run) and the model.
+#
+# How the settings were chosen: **there is no dev split**. The learning rate, the number
+# of steps and the model size were set by hand, the same for every scheme, so that the
+# models learn both tasks at length 32 within the quick profile's time budget; no value
+# was tuned per scheme, and no search over them was run on held-out data. `max_distance`
+# was set to the training length by the argument above, not tuned; the control with
+# `max_distance = 128` reports what the default gives. The accuracies below are on
+# fresh test sequences that played no part in training.
 
 
 # %%
@@ -845,12 +854,14 @@ def cell(values: list) -> str:
     return "      n/a       " if s is None else f"{s[0]:.2f} ({s[1]:.2f}–{s[2]:.2f})"
 
 
-print(f"{'scheme':17s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2):16s} | "
+# T5 bias runs with max_distance = the training length, not T5's default 128: say so
+shown = lambda name: f"T5 bias, max_dist {L1}" if name == "T5 bias" else name
+print(f"{'scheme':20s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2):16s} | "
       f"{'marker @' + str(L1):16s} | {'marker @' + str(L2):16s}")  # fmt: skip
 for name in [*SCHEMES, *CONTROLS]:
     row = [cell(results[name, t][L]) if (name, t) in results else f"{'-':^16s}"
            for t in TASKS for L in (L1, L2)]  # fmt: skip
-    print(f"{name:17s}| " + " | ".join(row))
+    print(f"{shown(name):20s}| " + " | ".join(row))
 # the accuracy of always guessing the most frequent answer
 chance = {t: extrapolation.best_constant(tests[L2][i]) for t, i in TASKS.items()}
 assert chance["copy"] < 0.1 and 0.2 < chance["last marker"] < 0.3
@@ -865,7 +876,9 @@ for ax, task in zip(axes, TASKS):
     series = {f"test length {L}": [spread(results[n, task][L]) for n in names]
               for L in (L1, L2)}  # fmt: skip
     title = f"{task} (trained at length {L1}, {len(seeds)} seeds)"
-    plotting.spread_bars(names, series, ax, missing=f"n/a: max_len {L1}", title=title)
+    plotting.spread_bars(
+        [shown(n) for n in names], series, ax, missing=f"n/a: max_len {L1}", title=title
+    )
     ax.axhline(chance[task], color="black", ls="--", lw=1, label="best constant guess")
 axes[0].set_ylabel("accuracy (mean, min–max)")
 axes[0].set_ylim(0, 1.19)
@@ -902,32 +915,71 @@ alibi_rule = report.glue("alibi_rule", RULES[v["ALiBi", "last marker"]])
 sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 
 # %% [markdown]
-# A ranking at length 64 (`extrapolation.ranking`, schemes sorted by their mean) writes
-# ">" only where the min–max intervals of neighbours do not overlap, and "≈" where
-# they do: "≈" means "not resolved by these seeds", not "equal".
+# A ranking at length 64 compares the schemes **seed by seed**. For one seed, both
+# schemes of a pair start from the same seed and train on the same batches, so the
+# per-seed difference $\Delta_s = \mathrm{acc}_a - \mathrm{acc}_b$ removes what the seed
+# does to both. The ranking sorts the schemes by their mean and writes ">" between
+# neighbours only when every $\Delta_s$ has the same sign *and* the mean difference is
+# more than twice its standard error ($\mathrm{sd}(\Delta)/\sqrt{n}$ over the $n$
+# seeds); "≈" otherwise, which means "not resolved by these seeds", not "equal".
+# (Comparing min–max intervals instead would be weaker: two schemes with identical
+# behaviour give three seeds that happen to separate with probability 0.10.)
 
 
 # %% tags=["nbval-ignore-output"]
+def paired(a: str, b: str, task: str, L: int = L2) -> tuple[list[float], float, float]:
+    """Per-seed differences a - b at length L, their mean and its standard error."""
+    diffs = [x - y for x, y in zip(results[a, task][L], results[b, task][L])]
+    mean = sum(diffs) / len(diffs)
+    sd = (sum((x - mean) ** 2 for x in diffs) / (len(diffs) - 1)) ** 0.5
+    return diffs, mean, sd / len(diffs) ** 0.5
+
+
+def resolved(a: str, b: str, task: str, L: int = L2) -> bool:
+    """a ahead of b: every seed's difference positive, and the mean above 2 SE."""
+    diffs, mean, se = paired(a, b, task, L)
+    return all(x > 0 for x in diffs) and mean > 2 * se
+
+
 def ranking(task: str) -> str:
     runs = [s for s in SCHEMES if s != "learned"]  # the learned table cannot run at L2
-    return extrapolation.ranking({s: spread(results[s, task][L2]) for s in runs})
+    order = sorted(runs, key=lambda s: -spread(results[s, task][L2])[0])
+    text = order[0]
+    for hi, lo in zip(order, order[1:]):
+        diffs, mean, se = paired(hi, lo, task)
+        text += (" > " if resolved(hi, lo, task) else " ≈ ") + lo
+        per_seed = ", ".join(f"{x:+.3f}" for x in diffs)
+        print(f"  {hi:10s} - {lo:10s}: per seed {per_seed}; mean {mean:+.3f} "
+              f"(SE {se:.3f})")  # fmt: skip
+    return text
 
 
-def ahead(a: str, b: str, task: str) -> bool:  # a's interval entirely above b's
-    return min(results[a, task][L2]) > max(results[b, task][L2])
-
-
+ranked = {}
 for task in TASKS:
-    print(f"{task:11s} at length {L2}: {ranking(task)}")
+    print(f"{task} at length {L2}, neighbours by mean:")
+    ranked[task] = ranking(task)
+    print(f"  ranking: {ranked[task]}")
 bias_or_rotation = ("T5 bias", "ALiBi", "RoPE")
 mean_at = lambda s, L: spread(results[s, "last marker"][L])[0]
 drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}  # L1 -> L2
+# the drop from L1 to L2 per seed, compared seed by seed: RoPE minus each other scheme
+seed_drop = {s: [a - b for a, b in zip(*(results[s, "last marker"][L] for L in (L1, L2)))]
+             for s in bias_or_rotation}  # fmt: skip
+drop_gap = {s: [r - o for r, o in zip(seed_drop["RoPE"], seed_drop[s])]
+            for s in ("T5 bias", "ALiBi")}  # fmt: skip
+for s, gap in drop_gap.items():
+    print(f"RoPE's drop minus {s}'s, per seed: {[round(g, 3) for g in gap]}")
+drop_every_seed = all(g > 0 for gap in drop_gap.values() for g in gap)
 if quick:  # the claims of the prose, which describes the quick profile's edition
     rivals = ("none", "sinusoidal", "ALiBi", "RoPE")
-    assert all(ahead("T5 bias", s, "copy") for s in rivals)
-    # means over the seeds, with margins well above what another CPU moves them
+    assert all(resolved("T5 bias", s, "copy") for s in rivals)
+    assert all(min(results["T5 bias", "copy"][L2]) > max(results[s, "copy"][L2])
+               for s in rivals)  # fmt: skip
+    # seed by seed, with margins well above what another CPU moves them
+    for s in bias_or_rotation:
+        diffs, mean, se = paired(s, "sinusoidal", "last marker")
+        assert min(diffs) > 0.03 and mean > 2 * se
     sin_at = {L: mean_at("sinusoidal", L) for L in (L1, L2)}
-    assert all(mean_at(s, L2) > sin_at[L2] + 0.05 for s in bias_or_rotation)
     assert sin_at[L1] - sin_at[L2] > 0.1  # sinusoidal loses much of it
     assert min(results["RoPE", "last marker"][L1]) >= 0.8
     assert drop["RoPE"] > max(drop["T5 bias"], drop["ALiBi"]) + 0.03
@@ -937,6 +989,14 @@ alibi_64 = report.glue("alibi_marker_64", mean_at("ALiBi", L2), "{:.2f}")
 rope_drop = report.glue("rope_drop", drop["RoPE"], "{:.2f}")
 alibi_drop = report.glue("alibi_drop", drop["ALiBi"], "{:.2f}")
 other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.2f}")
+# a few hundredths decide this one (three seeds): computed and quoted, not asserted
+report.glue(
+    "drop_seeds",
+    "and it is larger than theirs in every seed"
+    if drop_every_seed
+    else "though not in every seed, so the seeds do not resolve it",
+)
+marker_ranking = report.glue("marker_ranking", ranked["last marker"])
 
 # %% [markdown]
 # Reading the results, scheme by scheme (each claim is asserted in the cells above and
@@ -950,10 +1010,11 @@ other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.
 # - **Sinusoidal** encodings are defined at every position, but the model has only ever
 #   seen positions 0–31: at length 64 it loses much of its accuracy on both tasks (on
 #   *last marker*, by the rule above: {glue:text}`sin_rule`).
-# - **T5's bias** learns a score per distance, and long distances fall into a bucket that
-#   training reached: on *copy* it keeps its accuracy in every seed and is ahead of every
-#   other scheme at length 64. That win may depend on `max_distance` being the training
-#   length; the first control below moves it.
+# - **T5's bias** (with `max_distance = 32`, the training length) learns a score per
+#   distance, and long distances fall into a bucket that training reached: on *copy* it
+#   keeps its accuracy in every seed and, seed by seed, is ahead of every other scheme
+#   at length 64. That win may depend on `max_distance` being the training length; the
+#   first control below moves it.
 # - **ALiBi** can only prefer nearer tokens. That is exactly what *last marker* needs:
 #   its mean accuracy is {glue:text}`alibi_marker_32` at length 32 and
 #   {glue:text}`alibi_marker_64` at 64 (by the rule above: {glue:text}`alibi_rule`).
@@ -964,10 +1025,11 @@ other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.
 #   although the offset the copy task needs, 3, is the same as in training. What is new
 #   are the keys 32–63 places back: rotation angles the model never saw.
 #
-# On *last marker* the three relative schemes are close at length 64 (the ranking above
-# says whether these seeds separate them); what sets RoPE apart is its larger drop from
-# length 32: {glue:text}`rope_drop` in the mean, against at most
-# {glue:text}`other_drop` for the other two.
+# On *last marker* the seed-by-seed ranking at length 64 reads
+# {glue:text}`marker_ranking`: each of the three relative schemes is ahead of sinusoidal
+# in every seed, and "≈" marks what these seeds do not separate. What sets RoPE apart is
+# its larger drop from length 32: {glue:text}`rope_drop` in the mean, against at most
+# {glue:text}`other_drop` for the other two, {glue:text}`drop_seeds`.
 #
 # ### The two controls
 #
@@ -989,12 +1051,15 @@ t5, t5_128 = (spread(results[name, "copy"][L2]) for name, _ in pairs[:2])
 assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
 # the seeds of max_dist 128 spread widely, so a few of them decide this: quoted, not
 # asserted
-t5_128_lower = t5_128[0] < t5[0] - 0.03 and t5_128[1] < t5[1]
+diffs, mean, se = paired("T5 bias", "T5, max_dist 128", "copy")
+print(f"T5 bias minus T5, max_dist 128, copy @{L2}, per seed:",
+      [round(x, 3) for x in diffs], f"mean {mean:+.3f} (SE {se:.3f})")  # fmt: skip
+t5_128_lower = resolved("T5 bias", "T5, max_dist 128", "copy")
 if quick:  # the mean itself drops by far more than another CPU moves it (0.1 here)
     assert t5_128[0] < t5[0]
 report.glue(
     "t5_128_verdict",
-    "becomes lower and less reliable across these seeds"
+    "is lower in every seed, by more than twice the standard error"
     if t5_128_lower
     else "is not clearly lower in these seeds",
 )
@@ -1006,7 +1071,7 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
 # %% [markdown]
 # T5's extrapolation on *copy* holds with `max_distance` equal to the training length,
 # and {glue:text}`t5_128_verdict` when `max_distance` is larger (the mean and the
-# min–max over the seeds are printed above). The two-layer ALiBi control does not learn
+# min–max over the seeds and the per-seed differences are printed above). The two-layer ALiBi control does not learn
 # *copy* within the quick profile's 80 steps, so this edition cannot show the second
 # layer at work: the one-layer failure is what it shows. The full profile trains the
 # same control wider and for 1500 steps.
@@ -1065,8 +1130,9 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 # to see the large failure modes above; those on *copy* hold in every seed. It cannot
 # show:
 #
-# - **small differences**: with 3 seeds, a ranking is stated only where the min–max
-#   intervals separate; "≈" means "not resolved here", not "equal";
+# - **small differences**: with 3 seeds, a ranking is stated only where every paired
+#   difference has the same sign and the mean difference exceeds twice its standard
+#   error; "≈" means "not resolved here", not "equal";
 # - **what size and depth change**: ALiBi's failure on *copy* belongs to this small
 #   one-layer model and its 80 steps, not to ALiBi as such: a mixture of heads with
 #   different slopes, or a second layer, gives it ways to single out a distance, and 80
@@ -1188,7 +1254,10 @@ checks.check_rope_rotation(rope_rotate)
 # `extrapolation.measure_copy` trains six models of the quick profile's size (one layer,
 # $d_{model} = 32$, 80 steps, one seed, a few seconds, whatever the profile); the check
 # compares your prediction with the measurement, and explains every scheme you got
-# wrong. (Hints, if you want them: is offset 1 the *nearest* key for ALiBi? What else
+# wrong. One seed can land near a threshold, so the check grades a scheme only where
+# the measurement that decides it lies at least 0.08 from its threshold (0.8, or 90 %
+# of the short-length accuracy); nearer than that, another seed could flip the verdict,
+# and either answer counts. (Hints, if you want them: is offset 1 the *nearest* key for ALiBi? What else
 # is new for RoPE at length 64?)
 
 

@@ -297,7 +297,11 @@ def check_unseen_buckets(fn: Callable[[int, int, int, int], Iterable[int]]) -> s
 # --- predict, then measure: which position schemes survive twice the length? ----------
 
 SCHEME_NAMES = ("none", "learned", "sinusoidal", "T5 bias", "ALiBi", "RoPE")
-_LEARN, _KEEP, _MARGIN = 0.8, 0.9, 0.05
+# A measurement closer than _MARGIN to the threshold that decides it is too close to call
+# on one seed: either prediction is accepted. In chapter 4's quick setting, seeds 0-4
+# of measure_copy(1, 128) spread by at most 0.06 on the measurement nearest a threshold
+# (ALiBi at the training length, 0.61-0.67; the threshold is 0.8).
+_LEARN, _KEEP, _MARGIN = 0.8, 0.9, 0.08
 
 # Why a scheme fails or survives, shown when a prediction disagrees with the measurement.
 _WHY_FAILS = {
@@ -341,15 +345,21 @@ _WHY_SURVIVES = {
 
 def _verdict(acc_train: float, acc_twice: float | None) -> tuple[bool, bool]:
     """(survives, clear): survives = learned at the training length and kept 90 % of
-    that at twice it; clear = no accuracy within 0.05 of a threshold."""
+    that at twice it; clear = the threshold that decides the verdict lies at least
+    ``_MARGIN`` away, so that another seed or another CPU does not flip it.
+
+    A scheme that clearly fails one condition is clear whatever the other one says: a
+    model at 0.83 on the short test that keeps only 0.5 at twice it fails either way.
+    """
     learned = acc_train >= _LEARN
-    clear = abs(acc_train - _LEARN) >= _MARGIN
+    learn_clear = abs(acc_train - _LEARN) >= _MARGIN
     if acc_twice is None:
         return False, True
     kept = acc_twice >= _KEEP * acc_train
-    if learned:
-        clear = clear and abs(acc_twice - _KEEP * acc_train) >= _MARGIN
-    return learned and kept, clear
+    keep_clear = abs(acc_twice - _KEEP * acc_train) >= _MARGIN
+    if (not learned and learn_clear) or (not kept and keep_clear):
+        return False, True  # clearly fails one of the two
+    return learned and kept, learn_clear and keep_clear
 
 
 def check_extrapolation_prediction(
@@ -362,7 +372,7 @@ def check_extrapolation_prediction(
     ``predicted``: a set of scheme names, or a function returning one: the schemes that
     learn the task at the training length (accuracy >= 0.8) and keep 90 % of that
     accuracy at twice it. ``measured``: scheme -> (accuracy at the training length,
-    accuracy at twice it, or None where the model cannot run). A scheme within 0.05 of
+    accuracy at twice it, or None where the model cannot run). A scheme within 0.08 of
     a threshold is too close to call, and either prediction is accepted for it.
     """
     if callable(predicted):
