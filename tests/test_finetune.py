@@ -199,3 +199,78 @@ def test_token_features_are_the_encoder_vectors_at_first_pieces(tok):
     torch.testing.assert_close(x[:3], hidden[0, first], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="examples is empty"):
         finetune.token_features(encoder, tok, [])
+
+
+def test_fine_tune_classifier_copies_or_reinitialises_and_is_seeded(tok):
+    texts = ["to denver", "from boston", "to den", "from boston at 5"] * 8
+    labels = [0, 1, 0, 1] * 8
+    encoder = _toy_classifier(tok).encoder
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    state = torch.random.get_rng_state()
+    run = finetune.fine_tune_classifier(
+        encoder, tok, texts, labels, 40, 1e-2, pooling="mean", batch_size=8, seed=0
+    )
+    assert torch.equal(state, torch.random.get_rng_state())  # the caller's RNG
+    assert all(torch.equal(v, encoder.state_dict()[k]) for k, v in before.items())
+    assert run.model.pooling == "mean" and run.model.classifier.out_features == 2
+    assert len(run.losses) == len(run.grad_norms) == 40 and run.losses[-1] < 0.3
+    assert finetune.predict_classes(run.model, tok, texts, 16) == labels
+    copied = run.model.encoder.embeddings.token.weight  # frozen: still the encoder's
+    assert torch.equal(copied, encoder.embeddings.token.weight)
+    again = finetune.fine_tune_classifier(
+        encoder, tok, texts, labels, 40, 1e-2, pooling="mean", batch_size=8, seed=0
+    )
+    assert again.losses == run.losses  # the seed fixes head, batches and dropout
+    scratch = finetune.fine_tune_classifier(
+        encoder, tok, texts, labels, 1, 1e-9, seed=1, from_scratch=True,
+        freeze_token_embeddings=False,
+    )  # fmt: skip
+    fresh = scratch.model.encoder.embeddings.token.weight
+    assert fresh.shape == copied.shape and not torch.allclose(fresh, copied)
+    with pytest.raises(ValueError, match="one label per text: 32 texts, 31"):
+        finetune.fine_tune_classifier(encoder, tok, texts, labels[:31], 1, 1e-3)
+
+
+def test_linear_probe_fits_a_head_per_class():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (300,), generator=g)
+    x = torch.randn(300, 4, generator=g) + 3 * torch.nn.functional.one_hot(y, 4)
+    probe = finetune.linear_probe(x, y.tolist())
+    assert (probe.in_features, probe.out_features) == (4, 3)
+    assert (probe(x).argmax(-1) == y).float().mean().item() > 0.95
+    with pytest.raises(ValueError, match=r"features must be \(N, D\) with N = 2"):
+        finetune.linear_probe(x, [0, 1])
+
+
+def test_few_labels_are_disjoint_long_enough_and_seeded():
+    texts = [" ".join(["w"] * (i % 9 + 1)) + f" {i}" for i in range(200)]
+    labels = [i % 2 for i in range(200)]
+    (tr, y_tr), (sel, y_sel) = finetune.few_labels(
+        texts, labels, 20, 30, min_words=6, ngram=0
+    )
+    assert len(tr) == len(y_tr) == 20 and len(sel) == len(y_sel) == 30
+    assert not set(tr) & set(sel) and all(len(t.split()) >= 6 for t in tr + sel)
+    assert all(labels[texts.index(t)] == y for t, y in zip(tr + sel, y_tr + y_sel))
+    again = finetune.few_labels(texts, labels, 20, 30, min_words=6, ngram=0)
+    assert again[0][0] == tr
+    other = finetune.few_labels(texts, labels, 20, 30, min_words=6, seed=1, ngram=0)
+    assert other[0][0] != tr
+    with pytest.raises(ValueError, match="n=90 and n_select=30 need"):
+        finetune.few_labels(texts, labels, 90, 30, min_words=6)
+    # every text here shares the run "w w w w" with the others: none may be selected
+    with pytest.raises(ValueError, match="only 0 texts of at least 6 words share no 4"):
+        finetune.few_labels(texts, labels, 20, 30, min_words=6)
+
+
+def test_few_labels_keep_selection_texts_apart_from_training_texts():
+    words = [f"v{i}" for i in range(400)]
+    texts = [" ".join(words[i : i + 6]) for i in range(0, 394, 2)]  # overlapping runs
+    labels = [i % 2 for i in range(len(texts))]
+    (tr, _), (sel, _) = finetune.few_labels(texts, labels, 10, 20, ngram=4)
+    runs = {tuple(t.split()[i : i + 4]) for t in tr for i in range(3)}
+    assert all(not {tuple(t.split()[i : i + 4]) for i in range(3)} & runs for t in sel)
+    longer = [" ".join(words[i : i + 9]) for i in range(0, 300, 30)]  # 10 of 9 words
+    (_, _), (sel, _) = finetune.few_labels(
+        texts + longer, labels + [0] * 10, 5, 3, ngram=0, select_min_words=9
+    )
+    assert all(len(t.split()) == 9 for t in sel)

@@ -9,11 +9,17 @@ batches and a ``loss_fn(model, batch)``: :func:`classification_loss`,
 :func:`token_loss`, :func:`span_loss`, or one the caller writes (chapter 13 passes
 its distillation loss). Every batch producer here is :func:`encoding_batches`: texts
 of similar length together (:class:`batching.LengthBatches`), padded, on the CPU.
+:func:`fine_tune_classifier` is the whole sentence-classification run (a copy of the
+encoder, pre-trained or re-initialised, a new head, its batches, the recipe), so that a
+chapter's arms and a benchmark's sweep run the same code.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator, Sequence
+from copy import deepcopy
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +27,7 @@ from torch import Tensor, nn
 
 from . import training
 from .batching import LengthBatches, pad_sequences
+from .bert_heads import SequenceClassifier
 from .masks import masked_mean
 from .qa import QAFeature, best_span
 from .tagging import IGNORE, TaggingExample
@@ -35,6 +42,9 @@ __all__ = [
     "token_loss",
     "span_loss",
     "fine_tune",
+    "few_labels",
+    "ClassifierRun",
+    "fine_tune_classifier",
     "predict_logits",
     "predict_classes",
     "predict_tags",
@@ -42,6 +52,7 @@ __all__ = [
     "frozen_features",
     "token_features",
     "fit_head",
+    "linear_probe",
 ]
 
 Batch = dict[str, Tensor]
@@ -234,6 +245,133 @@ def fine_tune(
             frozen.requires_grad_(True)
 
 
+Labelled = tuple[list[str], list[int]]
+
+
+def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def few_labels(
+    texts: Sequence[str],
+    labels: Sequence[int],
+    n: int,
+    n_select: int,
+    min_words: int = 0,
+    seed: int = 0,
+    ngram: int = 4,
+    select_min_words: int | None = None,
+) -> tuple[Labelled, Labelled]:
+    """Two random samples of a labelled training set, among its texts of at least
+    ``min_words`` words: ``n`` to fine-tune on and ``n_select`` to choose settings on
+    (a selection split carved from the training data, so that the reported split is
+    never used for a choice), the latter among texts of at least ``select_min_words``
+    words (default ``min_words``: make it resemble the reported split). Returns
+    ``((texts, labels), (texts, labels))``; the same ``seed`` gives the same samples.
+
+    A selection text shares no run of ``ngram`` words (lower-cased) with any text to
+    fine-tune on (0: no such rule): where the texts are phrases cut from the same
+    sentences (SST-2's), a selection phrase that repeats part of a training phrase
+    would reward memorising that phrase.
+    """
+    if len(texts) != len(labels):
+        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
+    pool = [i for i, t in enumerate(texts) if len(t.split()) >= min_words]
+    rng = random.Random(seed)
+    if n < 1 or n_select < 0 or n + n_select > len(pool):
+        raise ValueError(
+            f"n={n} and n_select={n_select} need n >= 1 and n + n_select <= "
+            f"{len(pool)} texts of at least {min_words} words"
+        )
+    train = rng.sample(pool, n)
+    seen = set().union(*(_ngrams(texts[i], ngram) for i in train)) if ngram else set()
+    taken = set(train)
+    longer = select_min_words or min_words
+    rest = [
+        i
+        for i in pool
+        if i not in taken
+        and len(texts[i].split()) >= longer
+        and not _ngrams(texts[i], ngram) & seen
+    ]
+    if len(rest) < n_select:
+        raise ValueError(
+            f"n_select={n_select}: only {len(rest)} texts of at least {longer} words "
+            f"share no {ngram}-word run with the texts to fine-tune on"
+        )
+    select = rng.sample(rest, n_select)
+    return tuple(  # type: ignore[return-value]
+        ([texts[i] for i in part], [labels[i] for i in part])
+        for part in (train, select)
+    )
+
+
+class ClassifierRun(NamedTuple):
+    """A run of :func:`fine_tune_classifier`: the fine-tuned ``model``, the loss of
+    every update and the gradient norm of every update before clipping."""
+
+    model: SequenceClassifier
+    losses: list[float]
+    grad_norms: list[float]
+
+
+def fine_tune_classifier(
+    encoder: nn.Module,
+    tok: WordPiece,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    steps: int,
+    lr: float,
+    pooling: str = "cls",
+    batch_size: int = 16,
+    max_len: int = 64,
+    seed: int = 0,
+    from_scratch: bool = False,
+    freeze_token_embeddings: bool = True,
+    by_length: bool = True,
+) -> ClassifierRun:
+    """A copy of ``encoder`` with a new :class:`bert_heads.SequenceClassifier` head
+    (``pooling``; one output per class, the largest label + 1), fine-tuned by
+    :func:`fine_tune` for ``steps`` updates of ``batch_size`` of ``texts`` (cut at
+    ``max_len`` pieces) at peak rate ``lr``.
+
+    ``from_scratch``: the copy is re-initialised first
+    (``type(encoder)(encoder.config)``: the same architecture, random weights), the
+    control for pre-training. ``seed``
+    draws the head (and the fresh encoder), the batches and the dropout; the caller's
+    random state and ``encoder`` are left untouched. The model stays on ``encoder``'s
+    device; ``freeze_token_embeddings`` and ``by_length`` as in :func:`fine_tune` and
+    :func:`encoding_batches`. Returns a :class:`ClassifierRun`.
+    """
+    if len(texts) != len(labels):
+        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
+    device = next(encoder.parameters()).device
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        body = type(encoder)(encoder.config) if from_scratch else deepcopy(encoder)
+        n_classes = max(2, max(labels, default=0) + 1)
+        model = SequenceClassifier(body, n_classes, pooling=pooling)
+    model = model.to(device)
+    batches = classification_batches(
+        tok, texts, labels, batch_size, max_len, seed, by_length=by_length
+    )
+    frozen = _token_embedding(model) if freeze_token_embeddings else None
+    if frozen is not None:  # GradNorms hooks the trainable parameters only
+        frozen.requires_grad_(False)
+    with training.GradNorms(model) as norms:
+        losses = fine_tune(
+            model,
+            batches,
+            steps,
+            lr,
+            seed=seed,
+            freeze_token_embeddings=freeze_token_embeddings,
+            on_step=norms.on_step,
+        )
+    return ClassifierRun(model, losses, norms.norms)
+
+
 def _eval_batches(model: nn.Module, batches: Iterator[Batch]) -> Iterator[Batch]:
     model.eval()
     device = next(model.parameters()).device
@@ -402,3 +540,23 @@ def fit_head(
         head.weight.copy_((w / sd[:, None]).T.to(head.weight))  # (C, D)
         head.bias.copy_((b - (mu / sd) @ w).to(head.bias))
         return (((x - mu) / sd @ w + b).argmax(-1) == y).float().mean().item()
+
+
+def linear_probe(
+    features: Tensor, labels: Sequence[int] | Tensor, weight_decay: float = 1e-2
+) -> nn.Linear:
+    """A linear layer fitted alone on frozen ``features`` by :func:`fit_head`
+    (standardised, L2-regularised logistic regression), one output per class in
+    ``labels``; apply it to other features of the same kind to predict.
+
+    Shapes: features (N, D), labels (N,) -> a D -> C layer, C = the largest label + 1
+    (at least 2)."""
+    y = torch.as_tensor(list(labels) if not isinstance(labels, Tensor) else labels)
+    if features.ndim != 2 or len(y) != len(features) or len(y) == 0:
+        raise ValueError(
+            f"features must be (N, D) with N = {len(y)} labels (N > 0), "
+            f"got {tuple(features.shape)}"
+        )
+    head = nn.Linear(features.shape[1], max(2, int(y.max()) + 1))
+    fit_head(head, features, y, weight_decay=weight_decay)
+    return head

@@ -29,7 +29,7 @@ def _panel(
         1.5,
         len(tokens) * step - (step - w),
         1.2,
-        "pre-trained encoder\n(all layers trained)",
+        "pre-trained encoder\n(fine-tuned with the head)",
         "weight",
         10,
     )
@@ -42,7 +42,8 @@ def _panel(
 
 def three_heads() -> Figure:
     """Sentence classification reads [CLS], token classification reads every word's
-    first piece, extractive QA scores every context token as start and end
+    first piece (all-MiniLM-L6-v2's WordPiece cuts "burbank" into three, keeps
+    "denver" whole), extractive QA scores every context token as start and end
     (Devlin et al., 2019, figure 4)."""
     fig, ax = canvas(20.8, 7.0, scale=0.62)
     ax.set_ylim(-0.4, 7.0)
@@ -50,19 +51,19 @@ def three_heads() -> Figure:
     _panel(
         ax,
         5.0,
-        ["[CLS]", "to", "den", "##ver", "[SEP]"],
+        ["[CLS]", "to", "bu", "##rba", "##nk", "[SEP]"],
         "tokens: ATIS slots",
-        ["O", "B-toloc", "ignored"],
-        [1, 2, 3],
+        ["O", "B-toloc", "ignored", "ignored"],
+        [1, 2, 3, 4],
     )
     _panel(
         ax,
-        11.0,
-        ["[CLS]", "what", "city", "?", "[SEP]", "to", "den", "##ver", "[SEP]"],
+        11.9,
+        ["[CLS]", "what", "city", "?", "[SEP]", "to", "denver", "[SEP]"],
         "span: question answering",
-        ["s5 e5", "s6 e6", "s7 e7"],
-        [5, 6, 7],
+        ["s5 e5", "s6 e6"],
+        [5, 6],
     )
-    text(ax, 13.0, -0.05, "question (segment A)", 8.5, color=GREY)
-    text(ax, 18.3, -0.05, "context (segment B)", 8.5, color=GREY)
+    text(ax, 14.5, -0.05, "question (segment A)", 8.5, color=GREY)
+    text(ax, 18.7, -0.05, "context (segment B)", 8.5, color=GREY)
     return fig
