@@ -417,8 +417,17 @@ assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 # every step, with a linear read-out on top (as a real model has an output layer). The
 # loss is the mean squared error as a fraction of the target's variance: 1.0 is no
 # better than predicting the average. For each stack, the learning rate of Adam is
-# chosen from five, $3 \cdot 10^{-4}$ to $3 \cdot 10^{-2}$, on a dev set of inputs; a
-# separate test set reports.
+# chosen on a dev set of inputs from five, $3 \cdot 10^{-4}$ to $3 \cdot 10^{-2}$; a
+# separate test set reports. To save time the search walks the grid: it starts at the
+# middle rate and moves to the neighbour with the lower dev loss until neither
+# neighbour is lower, training only the rates it visits. That finds the grid's best
+# rate whenever the dev loss has a single minimum over the grid.
+#
+# Five arms: plain and residual stacks, each with PyTorch's default initialisation and
+# with He's, and the Add & Norm stack. The residual arm with He initialisation
+# separates the skip connection from the initialisation: PyTorch's default makes every
+# residual branch small (1/18 of the stream, above), He's makes it as large as the
+# stream.
 
 # %%
 task = deep_stacks.teacher_task(train_width, train_steps, device=run.device)
@@ -431,39 +440,76 @@ print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 # initialisation) per seed with Adam, one step per batch, and returns the dev and the
 # test loss of every seed:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 ARMS = [("plain", "default"), ("plain", "He"), ("residual", "default"),
-        ("residual + LayerNorm", "default")]  # fmt: skip
+        ("residual", "He"), ("residual + LayerNorm", "default")]  # fmt: skip
 lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
-test_loss, best_lr = {}, {}
+
+
+def walk_the_grid(depth: int, arch: str, init) -> tuple[int, dict]:
+    """Start at the middle rate and move to the neighbour with the lower dev loss (mean
+    over the seeds) until neither neighbour is lower; train only the rates visited."""
+    runs = {}  # grid index -> (dev, test) losses per seed
+
+    def dev(i: int) -> float:
+        if i not in runs:
+            runs[i] = deep_stacks.train_stacks(depth, arch, init, lrs[i], **task)
+        return runs[i][0].mean().nan_to_num(torch.inf).item()
+
+    i = len(lrs) // 2
+    while True:
+        lower = [j for j in (i - 1, i + 1) if 0 <= j < len(lrs) and dev(j) < dev(i)]
+        if not lower:
+            return i, runs
+        i = min(lower, key=dev)
+
+
+test_loss, best_lr, tried = {}, {}, {}
 for depth in train_depths:
     for arm in ARMS:
-        arch, init = arm[0], INITS[arm[1]]
-        runs = [deep_stacks.train_stacks(depth, arch, init, lr, **task) for lr in lrs]
-        dev, test = zip(*runs)
-        dev = torch.stack(dev).mean(1).nan_to_num(torch.inf)  # (lrs,): mean over seeds
-        best = int(dev.argmin())  # the learning rate is chosen on the dev set
-        best_lr[depth, arm], test_loss[depth, arm] = lrs[best], test[best].cpu()
-print(len(test_loss), "trained settings ×", n_seeds, "seeds")
+        best, runs = walk_the_grid(depth, arm[0], INITS[arm[1]])
+        best_lr[depth, arm], test_loss[depth, arm] = lrs[best], runs[best][1].cpu()
+        tried[depth, arm] = sorted(runs)
+n_runs = sum(len(t) for t in tried.values())
+print(f"{n_runs} runs of {n_seeds} seeds (a full grid: {len(lrs) * len(tried)})")
 
 # %% tags=["nbval-ignore-output"]
 print(f"test loss / variance of the target, mean ± std over {n_seeds} seeds")
 for (depth, arm), t in test_loss.items():
     lr, name = best_lr[depth, arm], ", ".join(arm)
-    print(f"depth {depth:>2}  {name:<30} lr {lr:.0e}  {t.mean():.3f} ± {t.std():.3f}")
+    seen = " ".join(f"{lrs[i]:.0e}" for i in tried[depth, arm])
+    print(f"depth {depth:>2}  {name:<30} lr {lr:.0e}  {t.mean():.3f} ± {t.std():.3f}"
+          f"   (tried {seen})")  # fmt: skip
 shallow, deep = train_depths[0], train_depths[1:]
-for name, arm in [("plain_he", ARMS[1]), ("residual", ARMS[2]), ("res_ln", ARMS[3])]:
-    report.glue(f"deep_{name}", test_loss[deep[0], arm].mean().item(), "{:.2f}")
-report.glue("shallow_plain_he", test_loss[shallow, ARMS[1]].mean().item(), "{:.2f}")
+GLUED = {
+    "plain_he": ("plain", "He"),
+    "residual": ("residual", "default"),
+    "residual_he": ("residual", "He"),
+    "res_ln": ("residual + LayerNorm", "default"),
+}
+for name, arm in GLUED.items():
+    for depth in train_depths:
+        mean_loss = test_loss[depth, arm].mean().item()
+        report.glue(f"{'deep' if depth > shallow else 'shallow'}_{name}", mean_loss,
+                    "{:.2f}")  # fmt: skip
 report.glue("deep_depth", deep[0])
+report.glue("train_steps", train_steps)
 assert all(test_loss[shallow, arm].max() < 0.5 for arm in ARMS)  # shallow: all learn
 for depth in deep:
-    plain = torch.cat([test_loss[depth, arm] for arm in ARMS[:2]])
-    residual = torch.cat([test_loss[depth, arm] for arm in ARMS[2:]])
-    assert residual.max() < plain.min()  # every residual run beats every plain run
-    assert test_loss[depth, ARMS[0]].min() > 0.95  # the default plain stack: nothing
-    assert test_loss[depth, ARMS[1]].min() > test_loss[shallow, ARMS[1]].max()
+    plain = torch.cat([test_loss[depth, ("plain", i)] for i in INITS])
+    # skip and default init together: every run beats every plain run
+    assert test_loss[depth, ("residual", "default")].max() < plain.min()
+    assert test_loss[depth, ("plain", "default")].min() > 0.95  # nothing learned
+    he = ("plain", "He")
+    assert test_loss[depth, he].min() > test_loss[shallow, he].max()
+    if run.profile == "quick":  # the prose describes the quick profile's edition
+        # the skip connection with He's large branches: worse than the plain He stack,
+        # and worse than predicting the average
+        res_he = test_loss[depth, ("residual", "He")]
+        assert res_he.min() > max(test_loss[depth, he].max(), 1.0)
+edge = [k for k, v in best_lr.items() if v in (lrs[0], lrs[-1])]
+print("chosen rates at an end of the grid:", edge or "none")
 
 # %% [markdown]
 # At depth 2 every stack learns the function, plain ones included. At depth
@@ -471,18 +517,30 @@ for depth in deep:
 # hardly depends on its input any more (the product of Jacobians that starves the first
 # layer's gradient also shrinks $\lVert \partial\ell/\partial x \rVert$, as the
 # table showed). With He initialisation the plain stack has a healthy gradient and does
-# learn something, but reaches a loss of {glue:text}`deep_plain_he`, worse than its own
-# 2-layer version ({glue:text}`shallow_plain_he`), while the residual stacks of the
-# same depth reach {glue:text}`deep_residual` and {glue:text}`deep_res_ln` (with a fresh
-# batch at every step nothing is overfitted: the test loss measures what training
-# reached). He et al. saw the same with deep convolutional networks whose gradients
-# were kept healthy by BatchNorm: deeper plain networks trained to a *higher training
-# error* than shallower ones, and residual connections removed that "degradation"
-# {cite}`he2016deep`. That, more than the size of the gradient at step 0, is what
-# residual connections buy: depth costs a residual stack far less than a plain one.
-# (Whether a deep residual stack also matches its own 2-layer version is another
-# question, which the table above answers for this profile's short run; the experiment
-# compares stacks of the same depth, where every residual run beats every plain one.)
+# learn something, but after the same {glue:text}`train_steps` steps it is at
+# {glue:text}`deep_plain_he`, behind its own 2-layer version
+# ({glue:text}`shallow_plain_he`). The residual stack with PyTorch's default
+# initialisation reaches {glue:text}`deep_residual`, the Add & Norm stack
+# {glue:text}`deep_res_ln` (with a fresh batch at every step nothing is overfitted: the
+# test loss measures what training reached).
+#
+# The fifth arm shows that the skip connection alone does not do it. The same residual
+# stack with He initialisation ends at {glue:text}`deep_residual_he`, worse than
+# predicting the average and worse than the plain He stack, in every seed. Its stream
+# grows as $2^{L/2}$ (the table of output standard deviations above), and
+# {glue:text}`train_steps` steps of Adam do not undo that. What trains well here is the
+# skip connection *together with* branches that start small, as PyTorch's default makes
+# them, or with a norm that rescales the sum; exercise 4 asks how small a branch should
+# start.
+#
+# He et al. {cite}`he2016deep` saw deeper plain networks train to a *higher training
+# error* than shallower ones, and called it degradation. This experiment measures
+# something narrower: after a fixed, short budget of {glue:text}`train_steps` steps, the
+# deep plain stack is behind the shallow one. That fits a deep plain stack that trains
+# more slowly as well as one that trains to a worse end point; a run this short cannot
+# tell the two apart. (Whether a deep residual stack also matches its own 2-layer
+# version is another question, which the table above answers for this profile's short
+# run; the comparison of the arms is between stacks of the same depth.)
 
 # %% [markdown]
 # ## 2. Layer normalisation
@@ -964,14 +1022,19 @@ for T in (10, 10_000):
 # %% [markdown]
 # The parameter count is the same for both lengths; what grows with $T$ is the work.
 # Each head computes $T^2$ attention weights, a million times more for the long input
-# (a later chapter deals with that cost). The time one call takes on this machine (for
-# 10 tokens it is mostly the fixed cost of calling a few dozen operations):
+# (a later chapter deals with that cost). The time one call takes on this machine, the
+# median of several calls in CPU seconds (which a busy machine inflates less than the
+# wall clock; for 10 tokens it is mostly the fixed cost of calling a few dozen
+# operations):
 
 # %% tags=["nbval-ignore-output"]
+repeats = {10: 9, 10_000: 3}  # the long call takes about a second on one CPU thread
 for T, tokens_T in ids.items():
     with torch.no_grad():  # the calls above were the warm-up
-        sec = benchmark.median_time(lambda: model(tokens_T), 1, 0, run.device)
-    print(f"T = {T:>6,}: {1000 * sec:8.1f} ms")
+        sec = benchmark.median_time(
+            lambda: model(tokens_T), repeats[T], 0, run.device, clock="auto"
+        )
+    print(f"T = {T:>6,}: {1000 * sec:8.1f} ms (median of {repeats[T]} calls)")
 
 # %% [markdown]
 # Only one common part of a transformer ties its parameters to a length: a *learned*
@@ -1018,12 +1081,14 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 #   falls to {glue:text}`post_ratio_min`, all of it carried by the sublayers. That is
 #   why chapter 6's pre-norm block, $x + F(\mathrm{LayerNorm}(x))$, exists: it moves
 #   the norm off the skip path, which becomes an identity again.
-# - Depth costs a residual stack far less than a plain one, which even well initialised
-#   trains much worse at the same depth: at depth {glue:text}`deep_depth`, a loss of
-#   {glue:text}`deep_plain_he` against {glue:text}`deep_residual` and
-#   {glue:text}`deep_res_ln`. A residual connection does not control the scale: each
-#   residual layer adds its branch's variance, which the normalisation after the sum
-#   takes back.
+# - In {glue:text}`train_steps` steps at depth {glue:text}`deep_depth`, the residual
+#   stacks with small branches (PyTorch's default) or Add & Norm reached
+#   {glue:text}`deep_residual` and {glue:text}`deep_res_ln`, the plain He stack
+#   {glue:text}`deep_plain_he`. The skip connection alone is not the cause: with He's
+#   large branches the residual stack reached {glue:text}`deep_residual_he`, worse than
+#   the plain one. A residual connection does not control the scale: each residual
+#   layer adds its branch's variance, which small branches keep small and the
+#   normalisation after the sum takes back.
 # - LayerNorm standardises each token over its features (biased variance, learnable
 #   $\gamma$ and $\beta$). BatchNorm standardises each feature over the batch, which ties
 #   one sentence's output to the others and needs running averages for evaluation.
@@ -1037,32 +1102,68 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: BatchNorm from scratch
+# ### Exercise 1: BatchNorm and padding (break and fix)
 #
-# Write `batch_norm(x, gamma, beta, eps)` for `x` of shape (B, T, D): training-mode
-# BatchNorm, which normalises every feature with the mean and (biased) variance of that
-# feature over all B·T tokens, then applies $\gamma$ and $\beta$ of shape (D,). Compare
-# with `layer_norm` above: only the axis changes.
+# Section 2 showed that with BatchNorm a token's output depends on the other sentences
+# in its batch, and on their padding. A colleague tried to remove the padding's share:
+# `mask` (B, T) is True at real tokens, and the padded positions are set to zero before
+# the statistics are taken. **Before running the next cell**, predict: with this
+# version, does a sentence's output change when its batch is padded with three more
+# positions? And by more or less than with the plain BatchNorm of section 2, which
+# ignores the mask? The cell measures both.
 
 
 # %%
-def batch_norm(x, gamma, beta, eps=1e-5):
+def colleague_bn(x, gamma, beta, mask, eps=1e-5):
+    x0 = x * mask[..., None]  # (B, T, D): padded positions set to 0
+    mu = x0.mean(dim=(0, 1))  # (D,)
+    var = ((x0 - mu) ** 2).mean(dim=(0, 1))  # (D,)
+    return gamma * (x - mu) / torch.sqrt(var + eps) + beta
+
+
+# %% tags=["nbval-ignore-output"]
+gen = torch.Generator().manual_seed(4)
+real = torch.randn(2, 4, 3, generator=gen) * 2 + 1  # (B, T, D): two 4-token sentences
+padded = torch.cat((real, torch.zeros(2, 3, 3)), dim=1)  # (2, 7, 3): 3 <pad> each
+mask_4, mask_7 = torch.ones(2, 4, dtype=torch.bool), torch.arange(7).expand(2, 7) < 4
+unit, zero = torch.ones(3), torch.zeros(3)  # no learned scale or shift
+plain = lambda x: nn.functional.batch_norm(x.mT, None, None, training=True).mT  # noqa: E731
+changes = {
+    "colleague": colleague_bn(padded, unit, zero, mask_7)[:, :4]
+    - colleague_bn(real, unit, zero, mask_4),
+    "plain BatchNorm": plain(padded)[:, :4] - plain(real),
+}
+for name, change in changes.items():
+    print(f"{name:15s}: real tokens move by up to {change.abs().max():.3f} with <pad>")
+assert changes["colleague"].abs().max() > 0.1
+
+# %% [markdown]
+# Explain the numbers, then write `masked_batch_norm(x, gamma, beta, mask, eps)`:
+# training-mode BatchNorm whose per-feature mean and biased variance are taken over the
+# real tokens only (what the padded positions hold in the output does not matter). The
+# check first runs it with every token real, where it must equal BatchNorm, then with
+# padding full of junk values, and names the mistake when it meets a known one (the
+# colleague's among them).
+
+
+# %%
+def masked_batch_norm(x, gamma, beta, mask, eps=1e-5):
     # YOUR CODE HERE
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def batch_norm(x, gamma, beta, eps=1e-5):
-    mu = x.mean(dim=(0, 1))  # (D,): one mean per feature, over batch and time
-    var = x.var(dim=(0, 1), unbiased=False)  # (D,): biased variance
+def masked_batch_norm(x, gamma, beta, mask, eps=1e-5):
+    real = x[mask]  # (N_real, D): the real tokens of every sentence
+    mu, var = real.mean(dim=0), real.var(dim=0, unbiased=False)  # (D,) each
     return gamma * (x - mu) / torch.sqrt(var + eps) + beta  # (B, T, D)
 
 
 # %%
-checks.check_batch_norm(batch_norm)
+checks.check_masked_batch_norm(masked_batch_norm)
 
 # %% [markdown]
-# ### Exercise 2: the pre-norm block
+# ### Exercise 2: the pre-norm block (break and fix)
 #
 # Many later models move the LayerNorm to the *input* of each sublayer and leave the
 # residual path untouched:
@@ -1072,15 +1173,47 @@ checks.check_batch_norm(batch_norm)
 # Y = H + \mathrm{FFN}(\mathrm{LayerNorm}_2(H)).
 # $$
 #
-# Write `pre_norm_block(x, self_attention, feed_forward, norm1, norm2)`, where each
-# argument after `x` is a function from (B, T, D) to (B, T, D). The check compares with
-# `blocks.EncoderBlock(..., norm_first=True)`. Watch the skip path: it must carry the
-# raw input, not the normalised one.
+# A colleague wrote the block below. It runs, its shapes are right, and it trains, yet
+# it is not pre-norm. **Before running the next cell**, read it and predict: stack 12
+# of these blocks at initialisation and feed them tokens of standard deviation 1. Does
+# the standard deviation of the stream stay near 1 or grow with the depth, for the
+# colleague's block and for a correct pre-norm block? The cell measures both (the
+# package's `norm_first=True` block is the correct one).
+
+
+# %%
+def colleague(x, self_attention, feed_forward, norm1, norm2):
+    x = norm1(x)
+    h = x + self_attention(x)
+    h = norm2(h)
+    return h + feed_forward(h)
+
+
+# %% tags=["nbval-ignore-output"]
+torch.manual_seed(0)
+stack = [blocks.EncoderBlock(d_model, n_heads, d_ff, norm_first=True).eval()
+         for _ in range(12)]  # fmt: skip
+stream = {"colleague": torch.randn(4, 10, d_model)}  # (B, T, D), std 1
+stream["pre-norm"] = stream["colleague"].clone()
+with torch.no_grad():
+    for i, layer in enumerate(stack, start=1):
+        parts = (lambda z, a=layer.attn: a(z)[0], layer.ff, layer.norm1, layer.norm2)
+        stream["colleague"] = colleague(stream["colleague"], *parts)
+        stream["pre-norm"] = layer(stream["pre-norm"])
+        if i in (1, 4, 12):
+            stds = ", ".join(f"{k} {v.std():.2f}" for k, v in stream.items())
+            print(f"after {i:2d} blocks, std of the stream: {stds}")
+
+# %% [markdown]
+# Explain the two columns, then fix the block: write `pre_norm_block(x, self_attention,
+# feed_forward, norm1, norm2)`, each argument after `x` a function from (B, T, D) to
+# (B, T, D). The check compares it with `blocks.EncoderBlock(..., norm_first=True)` and
+# names the mistake when it meets a known one (the colleague's among them).
 
 
 # %%
 def pre_norm_block(x, self_attention, feed_forward, norm1, norm2):
-    # YOUR CODE HERE
+    # YOUR CODE HERE: the colleague's block, fixed
     raise NotImplementedError
 
 

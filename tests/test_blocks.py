@@ -421,3 +421,39 @@ def test_windowed_stack_reaches_as_far_as_its_windows_allow():
     assert full(torch.randn(2, 5, 8)).shape == (2, 5, 8)
     with pytest.raises(ValueError, match="windows"):
         blocks.WindowedStack([0], 8, 2)
+
+
+def _masked_bn(x, g, b, mask, eps, unbiased=False):
+    real = x[mask]  # (N_real, D)
+    mean, var = real.mean(0), real.var(0, unbiased=unbiased)
+    return g * (x - mean) / torch.sqrt(var + eps) + b
+
+
+def _zeroed_bn(x, g, b, mask, eps):  # pads set to 0 but still counted
+    z = x * mask[..., None]
+    mean = z.mean((0, 1))
+    var = (z - mean).pow(2).mean((0, 1))
+    return g * (x - mean) / torch.sqrt(var + eps) + b
+
+
+def test_masked_batch_norm_check_accepts_a_right_answer(capsys):
+    block_checks.check_masked_batch_norm(_masked_bn)
+    assert capsys.readouterr().out.count("Correct:") == 1
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda x, g, b, m, eps: _batch_norm(x, g, b, eps), "include the padded"),
+        (_zeroed_bn, "zeroed the padded positions"),
+        (lambda x, g, b, m, eps: _masked_bn(x, g, b, m, eps, True), "unbiased"),
+        (
+            lambda x, g, b, m, eps: _batch_norm(x, g, b, eps, dims=(-1,)),
+            "that is LayerNorm",
+        ),
+        (lambda x, g, b, m, eps: x, "differ"),
+    ],
+)
+def test_masked_batch_norm_mistakes_are_explained(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        block_checks.check_masked_batch_norm(wrong)

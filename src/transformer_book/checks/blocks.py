@@ -3,6 +3,8 @@ parameter counts, the scale of residual branches)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from collections.abc import Callable
 
@@ -15,6 +17,7 @@ from ._core import ExerciseError, call, expect_close, passed
 
 __all__ = [
     "check_batch_norm",
+    "check_masked_batch_norm",
     "check_pre_norm_block",
     "check_max_d_ff",
     "check_branch_scale",
@@ -109,6 +112,85 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor]) -> s
     )
     return passed(
         "one mean and variance per feature, shared by every token in the batch, as in BatchNorm1d."
+    )
+
+
+def _masked_standardise(
+    x: Tensor, mask: Tensor, unbiased: bool = False, eps: float = 1e-5
+) -> Tensor:
+    """Per-feature statistics over the real tokens only (mask (B, T) True = real)."""
+    real = x[mask]  # (N_real, D)
+    mean = real.mean(dim=0)
+    var = real.var(dim=0, unbiased=unbiased)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def check_masked_batch_norm(
+    fn: Callable[[Tensor, Tensor, Tensor, Tensor, float], Tensor],
+) -> str:
+    """``fn(x, gamma, beta, mask, eps)`` with x (B, T, D) and mask (B, T), True at real
+    tokens: training-mode BatchNorm whose per-feature mean and (biased) variance are
+    taken over the real tokens only. Only the real positions are compared; what the
+    padded ones hold does not matter.
+    """
+    B, T, D = 3, 6, 5
+    x = _randn(B, T, D, seed=10) * torch.linspace(0.5, 3.0, D) + torch.linspace(
+        -2.0, 2.0, D
+    )
+    lengths = torch.tensor([6, 4, 2])
+    mask = torch.arange(T) < lengths[:, None]  # (B, T)
+    x = torch.where(mask[..., None], x, 7.0 + _randn(B, T, D, seed=11))  # pad: junk
+    gamma, beta = 1.0 + 0.5 * _randn(D, seed=12), _randn(D, seed=13)
+    eps = 0.1
+    # with every token real, the answer must be BatchNorm: reuse its named mistakes
+    full = torch.ones(4, 5, dtype=torch.bool)
+    with contextlib.redirect_stdout(io.StringIO()):  # its "Correct" is not ours
+        check_batch_norm(
+            lambda x_, g, b, e: fn(x_, g, b, full[: x_.shape[0], : x_.shape[1]], e)
+        )
+    got = call(fn, x.clone(), gamma.clone(), beta.clone(), mask.clone(), eps)
+    expected = gamma * _masked_standardise(x, mask, eps=eps) + beta
+    real = mask[..., None].expand(B, T, D)
+    if not isinstance(got, Tensor) or got.shape != x.shape:
+        raise ExerciseError(f"Return a tensor of shape {tuple(x.shape)}, like x.")
+    affine = lambda z: gamma * z + beta  # noqa: E731
+    zeroed = x * mask[..., None]  # the pads set to 0, still counted
+    mistakes = [
+        (
+            affine(_standardise(x, (0, 1), eps=eps)),
+            "Your statistics include the padded positions: every <pad> then moves "
+            "every sentence's output. Take the mean and variance over x[mask] only.",
+        ),
+        (
+            affine(
+                (x - zeroed.mean((0, 1)))
+                / torch.sqrt((zeroed - zeroed.mean((0, 1))).pow(2).mean((0, 1)) + eps)
+            ),
+            "You zeroed the padded positions but still divided by B·T: the zeros "
+            "count as tokens, pull the mean towards 0 and change the variance. "
+            "Divide by the number of real tokens (x[mask] does it).",
+        ),
+        (
+            affine(_masked_standardise(x, mask, unbiased=True, eps=eps)),
+            "Close, but you used the unbiased variance (divides by N - 1). "
+            "Normalisation layers divide by N.",
+        ),
+    ]
+    same_real = lambda a, b: torch.allclose(a[real], b[real], atol=1e-4)  # noqa: E731
+    for wrong, message in mistakes:
+        if not same_real(got, expected) and same_real(got, wrong):
+            raise ExerciseError(message)
+    expect_close(
+        got[real],
+        expected[real],
+        "masked batch norm (real tokens)",
+        "Mean and biased variance per feature over x[mask], the real tokens only; "
+        "then gamma * (x - mean) / sqrt(var + eps) + beta.",
+    )
+    return passed(
+        "one mean and variance per feature over the real tokens only: a sentence's "
+        "output no longer depends on how much padding its batch-mates carry (it still "
+        "depends on their real tokens)."
     )
 
 
