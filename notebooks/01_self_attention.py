@@ -50,6 +50,8 @@ if "google.colab" in sys.modules:
 
 # %%
 
+import math
+import os
 from functools import partial
 
 import matplotlib.pyplot as plt
@@ -496,13 +498,77 @@ plt.show()
 # past $T = d$ the GRU does less arithmetic than attention, and whether the arithmetic
 # or the rate matters more depends on the hardware and on $T$.
 #
-# On one CPU thread, as this page runs on a CPU, there is little parallel hardware to
-# fill. A GPU has thousands of cores, and a GRU step of $B$ rows keeps few of them
-# busy while the next step waits; attention's products fill them. The full profile
-# (`profile = "full"` on a GPU) measures that case with the same cell. And in training,
-# where the whole sentence is known in advance, attention processes all positions at
-# once while the recurrent layer still takes its $T$ steps: that is the advantage the
-# transformer was designed for {cite}`vaswani2017attention`.
+# On one CPU thread, as this page has run so far, there is no parallel hardware to
+# fill, and the chain of $T$ steps costs nothing extra: one thread runs everything one
+# after the other anyway. The difference shows when more workers are available.
+# Attention's work for a whole sentence is one batch of large matrix products, which
+# can be split among threads; a GRU's is $T$ steps, each a small product of $B$ rows
+# that needs the previous step's result, so extra threads can only share out the work
+# inside one small step. The next cell times the forward pass of each layer at
+# $T$ = 256 with one thread and with every thread this machine offers, by the wall
+# clock (CPU seconds would add up the threads' work and hide any gain). The median of
+# several runs damps the noise of a shared machine, and the cell prints the machine's
+# load: threads only help when cores are idle.
+
+# %% tags=["nbval-ignore-output"]
+T_par, n_all = 256, runtime.thread_count(os.cpu_count() or 1)  # every core, or the cap
+xs = torch.randn(rnn_batch, T_par, rnn_width, device=run.device)  # (B, T, d)
+wall = partial(benchmark.median_time, repeats=5, device=run.device, clock="wall")
+par_times = {}  # (layer, threads) -> seconds
+with torch.no_grad():
+    for n in sorted({1, n_all}):
+        torch.set_num_threads(n)
+        par_times["attention", n] = wall(lambda: mha(xs))
+        if n > 1 and par_times["attention", n] > 1.5 * par_times["attention", 1]:
+            # the cores are busy: each of the GRU's T steps would wait for every
+            # thread, which can take many times longer; leave it out
+            par_times["GRU", n] = float("nan")
+            continue
+        par_times["GRU", n] = wall(lambda: gru(xs))
+torch.set_num_threads(1)  # back to the chapter's single thread
+load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+print(f"B = {rnn_batch}, T = {T_par}, d = {rnn_width}, forward, {run.device.type}, "
+      f"wall-clock ms (median of 5); load average {load:.1f} on "
+      f"{os.cpu_count()} cores")  # fmt: skip
+print("   layer   | " + " | ".join(f"{n} thread(s)" for n in sorted({1, n_all})))
+for name in ("GRU", "attention"):
+    cells = " | ".join(f"{1e3 * par_times[name, n]:11.2f}" for n in sorted({1, n_all}))
+    print(f"{name:10s} | {cells}")
+gain = {k: par_times[k, 1] / par_times[k, n_all] for k in ("GRU", "attention")}
+att = f"{gain['attention']:.2f}"
+if n_all == 1:
+    summary = "This run had one thread only, so it could not compare."
+elif math.isnan(gain["GRU"]):  # the GRU was left out
+    summary = (
+        f"With {n_all} threads, attention's forward pass ran {att} times as fast as "
+        "with one thread: slower, not faster. The machine was busy with other work "
+        "(the load average is printed), so the threads waited for cores, and the "
+        "cell left the GRU out, whose steps would each have waited. This comparison "
+        "needs idle cores; run the cell on a quiet machine."
+    )
+else:
+    gru_gain = f"{gain['GRU']:.2f}"
+    summary = (
+        f"With {n_all} threads, attention's forward pass ran {att} times as fast as "
+        f"with one thread, the GRU's {gru_gain} times: "
+        + (
+            "attention gained more from the extra threads."
+            if gain["attention"] > gain["GRU"] + 0.1
+            else "about the same gain (a busy machine can hide the difference)."
+        )
+    )
+print(summary)
+report.glue("thread_summary", summary)
+
+# %% [markdown]
+# {glue:text}`thread_summary` Two cores are a small amount of parallel hardware in
+# any case. A GPU has thousands of cores, and a
+# GRU step of $B$ rows keeps few of them busy while the next step waits; attention's
+# products fill them. The full profile (`profile = "full"` on a GPU) measures that case
+# with the timing cells above. In training, where the whole sentence is known in
+# advance, attention processes all positions at once while the recurrent layer still
+# takes its $T$ steps: that is the advantage the transformer was designed for
+# {cite}`vaswani2017attention`.
 #
 # ## Order is invisible to self-attention
 #
