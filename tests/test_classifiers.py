@@ -402,3 +402,29 @@ def test_fit_scores_every_few_steps_and_at_the_cooldown_and_the_end():
         classifiers.fit(
             tagger, [(ids, tags)], classifiers.token_loss, 2, score, 0, 1e-3
         )
+
+
+def test_check_max_pool(capsys):
+    def reference(h, lengths):
+        keep = torch.arange(h.shape[1]) < lengths[:, None]
+        return h.masked_fill(~keep[..., None], float("-inf")).amax(dim=1)
+
+    checks.check_max_pool(reference)
+    assert "Correct:" in capsys.readouterr().out
+
+    def zeroed(h, lengths):
+        keep = torch.arange(h.shape[1]) < lengths[:, None]
+        return (h * keep[..., None]).amax(dim=1)
+
+    def one_more(h, lengths):
+        keep = torch.arange(h.shape[1]) <= lengths[:, None]
+        return h.masked_fill(~keep[..., None], float("-inf")).amax(dim=1)
+
+    for wrong, message in (
+        (lambda h, lengths: h.amax(dim=1), "padding included"),
+        (zeroed, "0 wins the max"),
+        (one_more, "one position too many"),
+        (lambda h, lengths: h.mean(dim=1), "differ"),
+    ):
+        with pytest.raises(checks.ExerciseError, match=message):
+            checks.check_max_pool(wrong)
