@@ -41,6 +41,7 @@ __all__ = [
     "committed_result",
     "machine",
     "provenance",
+    "synchronize",
 ]
 
 # where a committed result lives when no checkout holds it (Colab)
@@ -50,8 +51,10 @@ RESULTS_URL = (
 )
 
 
-def _sync(device: torch.device) -> None:
-    """Wait for the device's queued kernels: GPU calls return before they finish."""
+def synchronize(device: torch.device | str) -> None:
+    """Wait for the device's queued kernels (GPU calls return before they finish);
+    nothing to wait for on the CPU. Time GPU work between two of these."""
+    device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -83,12 +86,12 @@ def median_time(
     now = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(warmup):
         fn()
-    _sync(device)
+    synchronize(device)
     times = []
     for _ in range(repeats):
         start = now()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(now() - start)
     return statistics.median(times)
 
