@@ -473,6 +473,7 @@ for depth in train_depths:
         tried[depth, arm] = sorted(runs)
 n_runs = sum(len(t) for t in tried.values())
 print(f"{n_runs} runs of {n_seeds} seeds (a full grid: {len(lrs) * len(tried)})")
+assert n_runs < len(lrs) * len(tried)  # the walk trains fewer than the full grid
 
 # %% tags=["nbval-ignore-output"]
 print(f"test loss / variance of the target, mean ± std over {n_seeds} seeds")
@@ -488,11 +489,10 @@ GLUED = {
     "residual_he": ("residual", "He"),
     "res_ln": ("residual + LayerNorm", "default"),
 }
-for name, arm in GLUED.items():
-    for depth in train_depths:
+for name, arm in GLUED.items():  # the shallow stacks and the first deep ones
+    for where, depth in (("shallow", shallow), ("deep", deep[0])):
         mean_loss = test_loss[depth, arm].mean().item()
-        report.glue(f"{'deep' if depth > shallow else 'shallow'}_{name}", mean_loss,
-                    "{:.2f}")  # fmt: skip
+        report.glue(f"{where}_{name}", mean_loss, "{:.2f}")
 report.glue("deep_depth", deep[0])
 report.glue("train_steps", train_steps)
 assert all(test_loss[shallow, arm].max() < 0.5 for arm in ARMS)  # shallow: all learn
@@ -1127,7 +1127,12 @@ real = torch.randn(2, 4, 3, generator=gen) * 2 + 1  # (B, T, D): two 4-token sen
 padded = torch.cat((real, torch.zeros(2, 3, 3)), dim=1)  # (2, 7, 3): 3 <pad> each
 mask_4, mask_7 = torch.ones(2, 4, dtype=torch.bool), torch.arange(7).expand(2, 7) < 4
 unit, zero = torch.ones(3), torch.zeros(3)  # no learned scale or shift
-plain = lambda x: nn.functional.batch_norm(x.mT, None, None, training=True).mT  # noqa: E731
+
+
+def plain(x):  # BatchNorm with no mask; F.batch_norm wants (B, D, T)
+    return nn.functional.batch_norm(x.mT, None, None, training=True).mT
+
+
 changes = {
     "colleague": colleague_bn(padded, unit, zero, mask_7)[:, :4]
     - colleague_bn(real, unit, zero, mask_4),
@@ -1203,6 +1208,7 @@ with torch.no_grad():
         if i in (1, 4, 12):
             stds = ", ".join(f"{k} {v.std():.2f}" for k, v in stream.items())
             print(f"after {i:2d} blocks, std of the stream: {stds}")
+assert stream["pre-norm"].std() > stream["colleague"].std() + 0.2  # pre-norm grows
 
 # %% [markdown]
 # Explain the two columns, then fix the block: write `pre_norm_block(x, self_attention,
