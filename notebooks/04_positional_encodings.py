@@ -963,8 +963,10 @@ bias_or_rotation = ("T5 bias", "ALiBi", "RoPE")
 mean_at = lambda s, L: spread(results[s, "last marker"][L])[0]
 drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}  # L1 -> L2
 # the drop from L1 to L2 per seed, compared seed by seed: RoPE minus each other scheme
-seed_drop = {s: [a - b for a, b in zip(*(results[s, "last marker"][L] for L in (L1, L2)))]
-             for s in bias_or_rotation}  # fmt: skip
+seed_drop = {}
+for s in bias_or_rotation:
+    at_L1, at_L2 = (results[s, "last marker"][L] for L in (L1, L2))
+    seed_drop[s] = [a - b for a, b in zip(at_L1, at_L2)]
 drop_gap = {s: [r - o for r, o in zip(seed_drop["RoPE"], seed_drop[s])]
             for s in ("T5 bias", "ALiBi")}  # fmt: skip
 for s, gap in drop_gap.items():
@@ -1151,55 +1153,73 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 #
 # ## Exercises
 #
-# ### Exercise 1: which T5 buckets has training never seen?
+# ### Exercise 1: which T5 buckets has training never seen? (predict, then measure)
 #
-# Write `unseen_buckets(train_len, test_len, num_buckets, max_distance)`: the sorted list
-# of causal T5 buckets (`bidirectional=False`) that distances in a test sequence of
-# `test_len` tokens reach, but no distance in a training sequence of `train_len` tokens
-# does. Use `positions.t5_relative_position_bucket`; mind which sign a key in the past
-# gets, and which distances a sequence of $T$ tokens holds. Before you run the check,
-# predict the answer for T5's own defaults (32 buckets, `max_distance = 128`) with
-# training at 32 tokens and a test at 64: more or fewer unseen buckets than the 16-bucket
-# control of section 8 met? The check tries several settings, these among them; once it
-# passes, the cell prints both answers to compare with your prediction.
+# Section 8 gave its T5 bias `max_distance` = the training length, so that a longer test
+# meets no new bucket, and its control showed which buckets `max_distance = 128` leaves
+# unseen. Now take T5's own defaults, 32 causal buckets and `max_distance = 128`, and
+# four pairs (training length, test length): (32, 64), (64, 128), (128, 256) and
+# (512, 2048). **Without running anything**, predict for each pair how many buckets the
+# test's distances reach that no distance of a training sequence reached (a sequence of
+# $T$ tokens holds the distances 0 … $T - 1$). Return a dict from pair to count. The
+# check computes the answers with `positions.t5_relative_position_bucket` and grades
+# "none" against "some" for every pair (the exact counts are shown, not graded); for a
+# wrong pair it says which belief about the buckets your answer matches.
 
 
 # %%
-def unseen_buckets(train_len, test_len, num_buckets, max_distance):
-    # YOUR CODE HERE
+def my_unseen_counts():
+    # YOUR PREDICTION: {(32, 64): n1, (64, 128): n2, (128, 256): n3, (512, 2048): n4}
     raise NotImplementedError
 
 
 # %% tags=["solution", "hide-cell"]
-def unseen_buckets(train_len, test_len, num_buckets, max_distance):
-    # the buckets of the distances first … last into the past
-    def buckets(first, last):
-        rel = -torch.arange(first, last + 1)  # key - query < 0: keys in the past
-        b = positions.t5_relative_position_bucket(
-            rel, bidirectional=False, num_buckets=num_buckets, max_distance=max_distance
-        )
-        return set(b.tolist())
-
-    # a sequence of T tokens holds the distances 0 … T - 1
-    return sorted(buckets(train_len, test_len - 1) - buckets(0, train_len - 1))
+def my_unseen_counts():
+    # Below max_distance the buckets are log-spaced, so a test longer than a short
+    # training run meets distances with buckets of their own; the last bucket starts a
+    # little below 128 (section 5), so training at 128 tokens or more has reached it,
+    # and every longer distance falls into it.
+    return {(32, 64): 5, (64, 128): 5, (128, 256): 0, (512, 2048): 0}
 
 
 # %%
-checks.check_unseen_buckets(unseen_buckets)
-print("T5's defaults, 32 buckets:", unseen_buckets(L1, L2, 32, 128))
-print("the control, 16 buckets:  ", unseen_buckets(L1, L2, 16, 128))
+checks.check_unseen_prediction(my_unseen_counts)
 
 # %% [markdown]
-# ### Exercise 2: ALiBi slopes for any number of heads
+# ### Exercise 2: ALiBi slopes for any number of heads (break and fix)
 #
-# Write `slopes(n_heads)` returning a tensor of the ALiBi slopes for any `n_heads >= 1`:
-# the geometric sequence $2^{-8(h+1)/n}$ when $n$ is a power of two, and the paper's
-# recipe (section 6) otherwise. A recursive function is the shortest way.
+# A colleague wrote ALiBi's slopes as the geometric sequence $2^{-8(h+1)/n}$ for every
+# head count $n$. For a power of two that is the paper's recipe. **Before running the
+# next cell**, predict for $n = 12$: which of the colleague's slopes also appear in the
+# paper's set (section 6), and is the colleague's steepest slope steeper or flatter
+# than the paper's? The cell prints both.
+
+
+# %%
+def colleague_slopes(n_heads):
+    return torch.tensor([2 ** (-8 * (h + 1) / n_heads) for h in range(n_heads)])
+
+
+# %% tags=["nbval-ignore-output"]
+mine, paper = colleague_slopes(12), positions.alibi_slopes(12)
+print("colleague:", [round(v, 4) for v in mine.tolist()])
+print("paper:    ", [round(v, 4) for v in paper.tolist()])
+shared = [
+    round(v, 4) for v in mine.tolist() if torch.isclose(paper, torch.tensor(v)).any()
+]
+print("in both:  ", shared)
+print(f"steepest: colleague {mine.max():.4f}, paper {paper.max():.4f}")
+assert paper.max() > mine.max() and 0 < len(shared) < 12
+
+# %% [markdown]
+# Then fix it: write `slopes(n_heads)` returning a tensor of the paper's slopes for any
+# `n_heads >= 1` (a recursive function is the shortest way). The check names the
+# colleague's mistake, slopes in the wrong order and a reversed sequence.
 
 
 # %%
 def slopes(n_heads):
-    # YOUR CODE HERE
+    # YOUR CODE HERE: the colleague's slopes, fixed for any n_heads
     raise NotImplementedError
 
 
@@ -1311,6 +1331,6 @@ checks.check_extrapolation_prediction(
 # `transformer_book.diagrams.positions.rope_rotation`: the 2-D rotation picture of
 # section 7.
 #
-# `transformer_book.checks`: `check_unseen_buckets`, `check_alibi_slopes`,
+# `transformer_book.checks`: `check_unseen_prediction`, `check_alibi_slopes`,
 # `check_rope_rotation`, `check_extrapolation_prediction` (and `check_sinusoidal_encoding`
 # for a loop-free sinusoid, if you want one more exercise).

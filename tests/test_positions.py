@@ -499,3 +499,21 @@ def test_prediction_check_calls_a_prediction_function():
     with pytest.raises(checks.ExerciseError, match="not written yet"):
         checks.check_extrapolation_prediction(not_yet, MEASURED)
     checks.check_extrapolation_prediction(lambda: {"T5 bias"}, MEASURED)
+
+
+RIGHT_COUNTS = {(32, 64): 5, (64, 128): 5, (128, 256): 0, (512, 2048): 0}
+
+
+def test_unseen_prediction_grades_none_or_some_and_names_the_mistake(capsys):
+    checks.check_unseen_prediction(RIGHT_COUNTS)
+    checks.check_unseen_prediction(lambda: RIGHT_COUNTS)
+    assert capsys.readouterr().out.count("Correct") == 2
+    checks.check_unseen_prediction({**RIGHT_COUNTS, (32, 64): 3})  # some: right
+    with pytest.raises(checks.ExerciseError, match="log-spaced"):
+        checks.check_unseen_prediction({**RIGHT_COUNTS, (32, 64): 0})
+    with pytest.raises(checks.ExerciseError, match="counted every bucket"):
+        checks.check_unseen_prediction({**RIGHT_COUNTS, (128, 256): 1})
+    with pytest.raises(checks.ExerciseError, match="starts at distance 113"):
+        checks.check_unseen_prediction({**RIGHT_COUNTS, (512, 2048): 4})
+    with pytest.raises(checks.ExerciseError, match="one count per"):
+        checks.check_unseen_prediction({(32, 64): 5})

@@ -15,6 +15,8 @@ __all__ = [
     "check_alibi_slopes",
     "check_rope_rotation",
     "check_unseen_buckets",
+    "UNSEEN_SETTINGS",
+    "check_unseen_prediction",
     "check_extrapolation_prediction",
 ]
 
@@ -292,6 +294,76 @@ def check_unseen_buckets(fn: Callable[[int, int, int, int], Iterable[int]]) -> s
         "last bucket, which training reached; with a larger max_distance, the test "
         "meets buckets whose bias was never trained."
     )
+
+
+# --- predict, then measure: does a longer test meet T5 buckets training never saw? ---
+
+# (train_len, test_len) pairs of exercise 1, with T5's defaults: 32 causal buckets,
+# max_distance 128
+UNSEEN_SETTINGS = ((32, 64), (64, 128), (128, 256), (512, 2048))
+
+
+def check_unseen_prediction(
+    predicted: Mapping[tuple[int, int], int] | Callable[[], Mapping],
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> str:
+    """Compare a prediction of how many causal T5 buckets a test of ``test_len`` tokens
+    meets that training on ``train_len`` tokens never reached, for every pair of
+    :data:`UNSEEN_SETTINGS`. Graded: none or some, per pair; the exact counts are shown.
+    """
+    if callable(predicted):
+        predicted = call(predicted)
+    if not isinstance(predicted, Mapping) or set(predicted) != set(UNSEEN_SETTINGS):
+        raise ExerciseError(
+            "Return a dict with one count per (train_len, test_len) pair: "
+            f"{list(UNSEEN_SETTINGS)}."
+        )
+    # the first distance of the last bucket (the clamp merges it with the overflow)
+    top = min(
+        d
+        for d in range(max_distance + 1)
+        if _causal_buckets(d, d, num_buckets, max_distance) == {num_buckets - 1}
+    )
+    wrong, lines = [], []
+    for train_len, test_len in UNSEEN_SETTINGS:
+        unseen = _unseen(train_len, test_len, num_buckets, max_distance)
+        every = _unseen(train_len, test_len, num_buckets, max_distance, subtract=False)
+        guess = int(predicted[train_len, test_len])
+        lines.append(
+            f"train {train_len}, test {test_len}: you said {guess}, measured "
+            f"{len(unseen)} {unseen}"
+        )
+        if (guess > 0) == (len(unseen) > 0):
+            continue
+        where = f"- train {train_len}, test {test_len}: you said {guess}, measured " + (
+            f"{len(unseen)} ({unseen})."
+        )
+        if guess == len(every) and guess > 0:
+            why = (
+                "You counted every bucket the test reaches; training reached those "
+                f"of the distances 0 … {train_len - 1} already."
+            )
+        elif guess == 0:
+            why = (
+                f"Only distances from {top} on share the last bucket (it starts a "
+                f"little below max_distance = {max_distance}). Below that the buckets "
+                f"are log-spaced, so distances {train_len} … {min(test_len, top) - 1} "
+                "still get buckets of their own, which training never reached."
+            )
+        else:
+            why = (
+                f"The last bucket starts at distance {top} (the clamp merges it with "
+                f"everything from max_distance on), and training at {train_len} tokens "
+                "reached it: every longer distance shares it, so a longer test meets "
+                "nothing new."
+            )
+        wrong.append(f"{where} {why}")
+    if wrong:
+        raise ExerciseError(
+            "Your prediction and the measurement disagree:\n" + "\n".join(wrong)
+        )
+    return passed("none or some, as you predicted. Exact counts:\n" + "\n".join(lines))
 
 
 # --- predict, then measure: which position schemes survive twice the length? ----------
