@@ -391,10 +391,19 @@ assert [bucket(int(r)) for r in rel] == package
 shown = (-200, -128, -60, -20, -9, -8, -7, -1, 0, 1, 7, 8, 20, 200)
 print("".join(f"{r:5d}" for r in shown), "  <- j - i")
 print("".join(f"{bucket(r):5d}" for r in shown), "  <- bucket")
+# reference values: the buckets of Hugging Face T5's _relative_position_bucket
+hf_t5 = {0: 0, -1: 1, -7: 7, -8: 8, -15: 9, -127: 15, -128: 15, -1000: 15, 1: 17,
+         15: 25, 1000: 31}  # fmt: skip
+hf_t5_causal = {3: 0, 0: 0, -5: 5, -200: 31}  # bidirectional=False
+for table, both_ways in ((hf_t5, True), (hf_t5_causal, False)):
+    ours = positions.t5_relative_position_bucket(torch.tensor(list(table)), both_ways)
+    assert ours.tolist() == list(table.values())
+print(f"{len(hf_t5) + len(hf_t5_causal)} buckets equal to Hugging Face T5's")
 
 # %% [markdown]
-# `tests/test_positions.py` checks these buckets against the Hugging Face T5
-# implementation in both directions. The staircase gets wider with the distance: nearby
+# The last lines compare fifteen buckets with values written down from the Hugging Face
+# T5 implementation; `tests/test_positions.py` compares every distance from −300 to 300
+# in both directions. The staircase gets wider with the distance: nearby
 # words are told apart exactly, far ones only roughly.
 
 # %% tags=["hide-input"]
@@ -602,9 +611,20 @@ print("paper's rotation, reordered == positions.apply_rope on the reordered vect
 # %% [markdown]
 # In a model the order of the features is whatever the learned projections $W_Q, W_K$
 # make it, so the two conventions are equally good; they matter only when loading
-# weights trained with one of them. `tests/test_positions.py` checks the package against
-# Llama's `apply_rotary_pos_emb` at 1e-5.
-#
+# weights trained with one of them. Twelve reference values, written down from Hugging
+# Face Llama's `apply_rotary_pos_emb` (head size 4, the vector (1, 2, 3, 4) at
+# positions 0, 1 and 2), against the package (`tests/test_positions.py` compares
+# random tensors at 1e-5):
+
+# %%
+hf_llama = torch.tensor([[1.0, 2.0, 3.0, 4.0], [-1.9841, 1.9599, 2.4624, 4.0198],
+                         [-3.1440, 1.9196, -0.3391, 4.0392]])  # fmt: skip
+x4 = torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(1, 1, 3, 4)  # (B, H, T, Dh)
+ours, _ = positions.RotaryEmbedding(head_dim=4)(x4, x4)
+torch.testing.assert_close(ours[0, 0], hf_llama, atol=1e-4, rtol=0)
+print("RoPE at positions 0, 1, 2 == Hugging Face Llama's values:", tuple(ours.shape))
+
+# %% [markdown]
 # `positions.RotaryEmbedding(head_dim)` is a callable `(q, k) -> (q, k)` on (B, H, T, Dh)
 # tensors; `MultiHeadAttention(d_model, n_heads, rope=...)` applies it after the
 # projections, so the values are left alone. The relative property, now with the
