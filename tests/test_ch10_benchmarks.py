@@ -26,18 +26,22 @@ def test_the_bias_multiple_on_file_is_the_dev_choice_and_the_default():
     assert result["commands"] and result["machine"]["cores"] >= 1
 
 
-def test_the_intent_recipe_on_file_is_the_dev_choice():
+def test_the_intent_recipes_on_file_are_the_dev_choices():
     result = json.loads((RESULTS / "ch10_intents.json").read_text())
-    dev = {}
-    for run in result["runs"]:
-        for step, acc in run["dev"].items():
-            dev.setdefault((run["lr"], int(step)), []).append(acc)
-    assert all(len(v) >= 3 for v in dev.values())
-    best = max(dev, key=lambda k: statistics.mean(dev[k]))
-    assert best == (result["chosen_lr"], result["chosen"])
-    at_choice = [r["test"][str(result["chosen"])] for r in result["runs"]
-                 if r["lr"] == result["chosen_lr"]]  # fmt: skip
-    assert at_choice == result["test_at_chosen"]
+    assert set(result["by_init"]) == {"pretrained", "scratch"}
+    for init, choice in result["by_init"].items():
+        runs = [r for r in result["runs"] if r["init"] == init]
+        dev = {}
+        for run in runs:
+            for step, acc in run["dev"].items():
+                dev.setdefault((run["lr"], int(step)), []).append(acc)
+        assert all(len(v) >= 3 for v in dev.values())  # seeds behind every mean
+        best = max(dev, key=lambda k: statistics.mean(dev[k]))
+        assert best == (choice["chosen_lr"], choice["chosen"])
+        at_choice = [r["test"][str(choice["chosen"])] for r in runs
+                     if r["lr"] == choice["chosen_lr"]]  # fmt: skip
+        assert at_choice == choice["test_at_chosen"]
+    assert result["test_at_chosen"] == result["by_init"]["pretrained"]["test_at_chosen"]
     assert 0.5 < result["majority_test"] < 1
 
 

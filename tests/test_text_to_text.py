@@ -79,3 +79,12 @@ def test_intent_pairs_end_in_the_end_token():
     assert len(sources) == len(targets) == 500  # ATIS's dev split
     assert all(s[-1] == t[-1] == words["</s>"] for s, t in zip(sources, targets))
     assert all(s[-2] == words["."] for s in sources)
+
+
+def test_encoder_features_are_the_mean_over_each_sources_tokens(model):
+    sources = [[2, 3, EOS], [4, 5, 6, 7, EOS]]
+    feats = text_to_text.encoder_features(model, sources, batch_size=2)
+    assert feats.shape == (2, 32)
+    for row, s in zip(feats, sources):  # alone, unpadded: the plain mean
+        memory, _ = model.encode(torch.tensor([s]))  # (1, S, d)
+        torch.testing.assert_close(row, memory[0].mean(0))

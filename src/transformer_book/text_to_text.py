@@ -12,9 +12,17 @@ from collections.abc import Sequence
 
 import torch
 
-from . import batching, data, finetune, seq2seq, t5, vocab
+from . import batching, data, finetune, masks, seq2seq, t5, vocab
 
-__all__ = ["SPELLED", "intent_text", "intent_pairs", "exact", "accuracy", "fine_tune"]
+__all__ = [
+    "SPELLED",
+    "intent_text",
+    "intent_pairs",
+    "exact",
+    "accuracy",
+    "fine_tune",
+    "encoder_features",
+]
 
 SPELLED = {"no": "number", "quantity": "how many"}  # label words ATIS's text lacks
 
@@ -100,3 +108,24 @@ def fine_tune(
         loss_fn=lambda m, b: m.loss(*b), freeze_token_embeddings=False,
     )  # fmt: skip
     return tuned.eval(), snapshots
+
+
+@torch.no_grad()
+def encoder_features(
+    model: t5.T5, sources: Sequence[Sequence[int]], batch_size: int = 256
+) -> torch.Tensor:
+    """The mean of the encoder's output vectors over each source's tokens, in eval mode
+    (restored after): frozen features for a linear head, the baseline that gives the
+    encoder a new head instead of letting the decoder write. Shapes: N sources -> (N,
+    d_model), on the CPU."""
+    was_training, device = model.training, model.tok_emb.weight.device
+    model.eval()
+    out = []
+    for i in range(0, len(sources), batch_size):
+        src, _ = batching.pad_sequences(
+            sources[i : i + batch_size], model.config.pad_id
+        )
+        memory, mask = model.encode(src.to(device))  # (b, S, d), (b, 1, 1, S)
+        out.append(masks.masked_mean(memory, mask[:, 0, 0]).cpu())  # (b, d)
+    model.train(was_training)
+    return torch.cat(out)
