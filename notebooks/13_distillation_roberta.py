@@ -31,8 +31,8 @@
 #   factor) and show that cross-entropy is its one-hot special case;
 # - build a half-depth student from a real pre-trained BERT (all-MiniLM-L6-v2) by
 #   copying every other layer, and measure what it saves in parameters and time;
-# - compare, over seeds, a student trained on labels with a distilled one, and sweep
-#   the temperature on a dev split;
+# - compare, over seeds, a student trained on labels with a distilled one, sweep
+#   the temperature on a dev split, and distil on a transfer set the teacher labels;
 # - pre-train small BERTs with static and with dynamic masking, with and without NSP,
 #   and say what a small-scale run does and does not reproduce from the papers.
 
@@ -491,8 +491,123 @@ plt.show()
 # distils during *pre-training*, on billions of tokens, where the teacher's
 # distribution over 30,522 words carries far more per example than one correct word
 # {cite}`sanh2019distilbert`; a two-class problem has little dark knowledge to pass
-# on. The full profile trains on 16,000 sentences for 1,000 steps over five seeds,
-# where the question can be asked with a smaller spread.
+# on. But the comparison above also gave the soft targets nothing new to say: both
+# students saw the same few hundred labelled sentences, whose labels the hard-label
+# student already had.
+#
+# ### Distillation as it is used: a transfer set
+#
+# Distillation is normally run differently: the teacher labels a *transfer set*, text
+# nobody labelled, usually far more of it than was ever labelled, and the student
+# learns from the teacher's outputs there {cite}`hinton2015distilling,sanh2019distilbert`.
+# `benchmarks/ch13_distillation.py` runs that experiment over
+# {glue:text}`tr_seeds` seeds, more training than this page has time for (its
+# result is committed and read back here, `benchmark.committed_result`). The transfer
+# set is {glue:text}`tr_n` SST-2 training phrases of at least 6 words
+# (`distill.transfer_set`: none shares a 4-word run with a dev or test sentence;
+# their labels are never read), labelled by the same probed teacher. Three arms start
+# from the same copy and train for {glue:text}`tr_steps` updates of 32 phrases with
+# `distill.train_student` (the recipe above):
+#
+# - *hard labels*: cross-entropy on the {glue:text}`tr_n_train` labelled sentences
+#   only;
+# - *the teacher's hard labels* on the transfer set (its argmax): more data, no soft
+#   targets, to separate the two effects;
+# - *soft targets* on the transfer set (α = 1, the soft term alone).
+#
+# Each arm's learning rate (and, for the soft arm, $T$) is the setting with the best
+# mean dev accuracy over the seeds; the test split reports. The script also scores
+# copies that keep other layers of the teacher, before any training.
+
+# %% tags=["nbval-ignore-output"]
+kd = benchmark.committed_result("ch13_distillation.json")
+print(f"teacher {kd['teacher']['test']:.3f} test, majority {kd['majority_test']:.3f}; "
+      f"transfer set {kd['n_transfer']:,} phrases, {kd['steps']} updates of "
+      f"{kd['batch_size']}, seeds {kd['seeds']}")  # fmt: skip
+print("copy only, layers | dev   | test")
+for layers, acc_copy in kd["copies"].items():
+    print(f"{layers:>17} | {acc_copy['dev']:.3f} | {acc_copy['test']:.3f}")
+arm_names = {"hard": "hard labels (labelled set)",
+             "teacher_hard": "teacher's argmax (transfer)",
+             "soft": "soft targets (transfer)"}  # fmt: skip
+arm_test = {}
+for arm, name in arm_names.items():
+    config = kd["chosen"][arm]  # best mean dev accuracy for this arm
+    arm_test[arm] = [r["test"] for r in kd["runs"] if r["config"] == config]
+    print(f"{name:>28} | {config:>14} | test {report.mean_spread(arm_test[arm])}, "
+          f"dev {kd['mean_dev'][config]:.3f}")  # fmt: skip
+print(f"{'teacher':>28} | {'probe':>14} | test {kd['teacher']['test']:.3f}, "
+      f"dev {kd['teacher']['dev']:.3f}")  # fmt: skip
+kd_margins = {}
+for arm in ("soft", "teacher_hard"):
+    a, h = arm_test[arm], arm_test["hard"]
+    d = statistics.mean(a) - statistics.mean(h)
+    sd = max(statistics.stdev(a), statistics.stdev(h))
+    kd_margins[arm] = (d, sd, "outside" if abs(d) > 2 * sd else "within")
+    print(f"{arm_names[arm]} minus hard labels: {d:+.3f}, {kd_margins[arm][2]} "
+          f"twice the larger spread ({sd:.3f})")  # fmt: skip
+assert all(len(v) >= 3 for v in arm_test.values())  # every arm on >= 3 seeds
+assert kd["student_layers"] == keep and kd["n_train"] == n_train
+
+# %% tags=["hide-input", "nbval-ignore-output"]
+report.glue("tr_seeds", len(kd["seeds"]))
+report.glue("tr_n", kd["n_transfer"], "{:,}")
+report.glue("tr_steps", kd["steps"])
+report.glue("tr_n_train", kd["n_train"])
+report.glue("tr_teacher", kd["teacher"]["test"], "{:.3f}")
+for arm in arm_names:
+    report.glue(f"tr_{arm}", mean_sd(arm_test[arm]))
+for arm, (d, sd, verdict) in kd_margins.items():
+    report.glue(f"tr_{arm}_diff", d, "{:+.3f}")
+    report.glue(f"tr_{arm}_sd", sd, "{:.3f}")
+    report.glue(f"tr_{arm}_verdict", verdict)
+d_soft, sd_soft, _ = kd_margins["soft"]
+hard_dev = kd["mean_dev"][kd["chosen"]["hard"]]
+weak_teacher = (
+    ": this teacher, a probe fitted on the same labelled sentences, knows little "
+    "that the student cannot learn from them directly (its dev accuracy, "
+    f"{kd['teacher']['dev']:.3f}, against {hard_dev:.3f} for the hard-label "
+    "students' mean)"
+    if kd["teacher"]["dev"] <= hard_dev + 0.01
+    else ", although the teacher scores above the hard-label students on dev"
+)
+weak_teacher += (
+    ". Distillation is expected to pay where the teacher is much better than what "
+    "the labels alone can teach the student (a teacher fine-tuned on far more "
+    "labels, or a larger pre-trained model, as DistilBERT's BERT-base was), which "
+    "this page does not test"
+)
+if d_soft > 2 * sd_soft:
+    tr_reading = "Here the soft targets on the transfer set beat the labels"
+elif d_soft < -2 * sd_soft:
+    tr_reading = "Here the soft targets on the transfer set do worse than the labels"
+    tr_reading += weak_teacher
+else:
+    tr_reading = "Here the soft targets on the transfer set do not separate from the "
+    tr_reading += "labels" + weak_teacher
+report.glue("tr_reading", tr_reading)
+copy_dev = {k: v["dev"] for k, v in kd["copies"].items()}
+best_copy = max(copy_dev, key=copy_dev.get)
+report.glue("tr_best_copy", best_copy)
+report.glue("tr_best_copy_dev", copy_dev[best_copy], "{:.3f}")
+report.glue("tr_keep_dev", copy_dev[str(keep)], "{:.3f}")
+report.glue("tr_keep_test", kd["copies"][str(keep)]["test"], "{:.3f}")
+report.glue("tr_top_copy", "{:.3f}".format(kd["copies"]["[3, 4, 5]"]["test"]))
+
+# %% [markdown]
+# The teacher scores {glue:text}`tr_teacher`. Trained on the labelled sentences alone,
+# the student reaches {glue:text}`tr_hard`; on the teacher's argmax labels of the
+# transfer set {glue:text}`tr_teacher_hard` ({glue:text}`tr_teacher_hard_diff`,
+# {glue:text}`tr_teacher_hard_verdict` twice the larger spread,
+# {glue:text}`tr_teacher_hard_sd`); on its soft targets there
+# {glue:text}`tr_soft` ({glue:text}`tr_soft_diff`, {glue:text}`tr_soft_verdict` twice
+# {glue:text}`tr_soft_sd`). {glue:text}`tr_reading`.
+#
+# Which layers to keep is measured too, on copies before any training: every other
+# layer, DistilBERT's rule, gives {glue:text}`tr_keep_dev` on dev
+# ({glue:text}`tr_keep_test` on test); the best of the choices on dev is
+# {glue:text}`tr_best_copy` ({glue:text}`tr_best_copy_dev`); the top three layers
+# alone score {glue:text}`tr_top_copy` on test.
 #
 # ## 4. RoBERTa: the same model, a better recipe
 #

@@ -177,7 +177,8 @@ def _toy_tokenizer() -> WordPiece:
     return WordPiece([*SPECIAL_TOKENS, "good", "bad", "film", "very", "a"])
 
 
-def test_the_recipe_distils_a_student_with_the_distillation_objective():
+def _toy_task():
+    """A tokenizer, 24 two-class texts and their labels, and an untrained teacher."""
     tok = _toy_tokenizer()
     texts = ["good film", "very good", "a good film", "bad film", "very bad", "a bad"]
     texts, y = texts * 4, [1, 1, 1, 0, 0, 0] * 4
@@ -187,6 +188,11 @@ def test_the_recipe_distils_a_student_with_the_distillation_objective():
         dropout=0.0,
     )  # fmt: skip
     teacher = bert_heads.SequenceClassifier(bert.BertModel(cfg), 2, dropout=0.0)
+    return tok, texts, y, teacher
+
+
+def test_the_recipe_distils_a_student_with_the_distillation_objective():
+    tok, texts, y, teacher = _toy_task()
     batches = finetune.classification_batches(tok, texts, y, 8, 8, seed=0)
     finetune.fine_tune(teacher, batches, 60, 1e-2, freeze_token_embeddings=False)
     logits = finetune.predict_logits(teacher, tok, texts, 8)
@@ -287,3 +293,52 @@ def test_check_dynamic_masks(capsys):
         checks.check_dynamic_masks(
             lambda n, length, e, s: torch.rand(e, n, length) < 0.15
         )
+
+
+# --- the transfer set and a student's whole run ----------------------------------
+
+
+def test_transfer_set_excludes_the_evaluation_texts():
+    texts = [
+        "a very good film about a very bad man",  # shares "a very bad man"
+        "the plot is thin but the acting is fine",
+        "the plot is thin but the acting is fine",  # a duplicate
+        "too short to use",  # under 6 words
+        "one of the best films of the year so far",  # shares "the best films of"
+        "The Best Films Of The Year",  # an excluded text, other case
+        "an honest and moving portrait of a family",
+    ]
+    exclude = ["he plays a very bad man", "the best films of the year"]
+    pool = distill.transfer_set(texts, exclude, 2, seed=0)
+    assert sorted(pool) == [
+        "an honest and moving portrait of a family",
+        "the plot is thin but the acting is fine",
+    ]
+    assert pool == distill.transfer_set(texts, exclude, 2, seed=0)  # seeded
+    assert len(distill.transfer_set(texts, [], 5, seed=1)) == 5
+    with pytest.raises(ValueError, match="only 2 texts"):
+        distill.transfer_set(texts, exclude, 3, seed=0)
+
+
+def test_train_student_arms():
+    tok, texts, y, teacher = _toy_task()
+    before = {k: v.clone() for k, v in teacher.state_dict().items()}
+    logits = torch.randn(len(texts), 2)
+    kw = dict(steps=3, lr=1e-3, batch_size=8, max_len=8)
+    a = distill.train_student(teacher, [1], tok, texts, y, **kw, seed=0)
+    b = distill.train_student(teacher, [1], tok, texts, y, **kw, seed=0)
+    for (k, v), w in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(v, w, msg=k)  # reproducible from the seed
+    assert a.encoder.config.n_layers == 1
+    soft = distill.train_student(
+        teacher, [1], tok, texts, y, **kw, teacher_logits=logits, temperature=2.0
+    )
+    assert not torch.equal(soft.classifier.weight, a.classifier.weight)
+    for k, v in teacher.state_dict().items():  # the teacher is left as it was
+        assert torch.equal(v, before[k]), k
+    with pytest.raises(ValueError, match="one row per text"):
+        distill.train_student(
+            teacher, [1], tok, texts, y, **kw, teacher_logits=logits[:3]
+        )
+    with pytest.raises(ValueError, match="one label per text"):
+        distill.train_student(teacher, [1], tok, texts, y[:3], **kw)

@@ -18,12 +18,15 @@ passes its loss into it (:func:`distillation_objective`).
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable, Sequence
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import finetune
 from .bert import BertConfig, BertModel
+from .tokenizer import WordPiece
 
 __all__ = [
     "distillation_loss",
@@ -31,6 +34,8 @@ __all__ = [
     "every_other_layer",
     "student_from_teacher",
     "distillation_objective",
+    "transfer_set",
+    "train_student",
 ]
 
 
@@ -152,3 +157,78 @@ def distillation_objective(
         return distillation_loss(logits, t, batch["labels"], temperature, alpha)
 
     return loss_fn
+
+
+def transfer_set(
+    texts: Sequence[str],
+    exclude: Sequence[str],
+    n: int,
+    min_words: int = 6,
+    ngram: int = 4,
+    seed: int = 0,
+) -> list[str]:
+    """A transfer set for distillation: ``n`` distinct ``texts`` (of at least
+    ``min_words`` words) drawn at random (``seed``), none of which shares a run of
+    ``ngram`` words (lower-cased) with a text in ``exclude`` (the texts choices are
+    made on and results reported on) or equals one. Only texts: their labels, if any,
+    are never read; the teacher labels them.
+
+    Hinton et al. (2015) and DistilBERT (Sanh et al., 2019) train the student on data
+    the teacher labels, far more of it than the labelled set.
+    """
+    banned = set().union(*(finetune._ngrams(t, ngram) for t in exclude))
+    seen = {t.lower() for t in exclude}
+    pool = []
+    for t in dict.fromkeys(texts):  # distinct, first-seen order
+        if len(t.split()) >= min_words and t.lower() not in seen:
+            if not finetune._ngrams(t, ngram) & banned:
+                pool.append(t)
+    if n > len(pool):
+        raise ValueError(
+            f"n={n}: only {len(pool)} texts of at least {min_words} words share no "
+            f"{ngram}-word run with the excluded texts"
+        )
+    return random.Random(seed).sample(pool, n)
+
+
+def train_student(
+    teacher: nn.Module,
+    layers: Sequence[int],
+    tok: WordPiece,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    steps: int,
+    lr: float,
+    teacher_logits: Tensor | None = None,
+    temperature: float = 2.0,
+    alpha: float = 1.0,
+    batch_size: int = 32,
+    max_len: int = 32,
+    seed: int = 0,
+) -> nn.Module:
+    """A student copied from ``teacher`` (:func:`student_from_teacher`, ``layers``)
+    and trained by :func:`finetune.fine_tune` (token embeddings frozen) for ``steps``
+    updates of ``batch_size`` ``texts`` at peak rate ``lr``.
+
+    Without ``teacher_logits`` the loss is the cross-entropy with ``labels`` (gold
+    labels, or the teacher's argmax: its hard labels); with them (N, C), one row per
+    text, :func:`distillation_objective` at ``temperature`` and ``alpha`` (1: the soft
+    targets alone, ``labels`` unused). ``seed`` sets the batches' order and the
+    dropout; the caller's random state is left untouched.
+    """
+    if len(texts) != len(labels):
+        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
+    if teacher_logits is not None and len(teacher_logits) != len(texts):
+        raise ValueError(
+            f"teacher_logits must have one row per text ({len(texts)}), "
+            f"got {tuple(teacher_logits.shape)}"
+        )
+    student = student_from_teacher(teacher, layers)
+    loss_fn = finetune.classification_loss
+    if teacher_logits is not None:
+        loss_fn = distillation_objective(teacher_logits, temperature, alpha)
+    batches = finetune.classification_batches(
+        tok, texts, list(labels), batch_size, max_len, seed
+    )
+    finetune.fine_tune(student, batches, steps, lr, loss_fn, seed=seed)
+    return student

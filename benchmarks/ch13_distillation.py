@@ -1,0 +1,233 @@
+"""Chapter 13's distillation experiment (section 3) on several seeds: the teacher is
+all-MiniLM-L6-v2 with a linear probe fitted on the chapter's labelled SST-2 sentences
+(the probe's settings chosen on the dev split); a 3-layer student copied from it
+(which layers: copy-only accuracy of a few choices) is trained in three arms, all with
+``distill.train_student`` (``finetune.fine_tune``, token embeddings frozen):
+
+- ``hard``: cross-entropy on the labelled sentences only;
+- ``teacher_hard``: cross-entropy on the teacher's argmax labels of a transfer set of
+  unlabelled SST-2 training phrases (``distill.transfer_set``: at least 6 words, no
+  4-word run shared with the dev or test sentences; their labels are never read);
+- ``soft``: the teacher's soft targets at temperature T on the same transfer set
+  (α = 1: the soft term alone).
+
+Each (arm, learning rate, T) is run on every seed and scored on the dev split (the
+choice: per arm, the setting with the best mean dev accuracy) and the test split (the
+report), beside the teacher, the copy and the majority class.
+
+    python benchmarks/ch13_distillation.py [--seeds 0 1 2] [--steps 60] [--out FILE]
+                                           [--configs hard:3e-4 soft:3e-4:2 ...]
+                                           [--n-transfer 3000] [--add]
+
+(``--add``: more settings or seeds, added to the committed result; its ``commands``
+lists every command that contributed runs.)
+
+writes benchmarks/results/ch13_distillation.json (1 thread, CPU; about 40 s a run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from transformer_book import (  # noqa: E402
+    baselines,
+    benchmark,
+    bert,
+    bert_heads,
+    data,
+    distill,
+    finetune,
+    metrics,
+)
+
+RESULT = ROOT / "benchmarks" / "results" / "ch13_distillation.json"
+N_TRAIN, N_DEV, N_TEST, MAX_LEN, BATCH = 640, 200, 256, 32, 32  # the chapter's quick
+N_TRANSFER, MIN_WORDS = 3000, 6
+LAYER_CHOICES = ([0, 2, 4], [1, 3, 5], [0, 1, 2], [3, 4, 5])
+PROBES = [(False, 1e-2), (False, 1e-3), (True, 1e-2), (True, 1e-3)]  # standardize, wd
+DEFAULT_CONFIGS = [
+    "hard:3e-4",
+    "hard:1e-3",
+    "teacher_hard:3e-4",
+    "soft:3e-4:1",
+    "soft:3e-4:2",
+]
+
+
+def splits() -> dict[str, tuple[list[str], list[int]]]:
+    """The chapter's splits: labelled ``train`` and ``dev`` from SST-2's training
+    phrases (shuffled with seed 0), ``test`` the first GLUE dev sentences; ``rest``
+    the other training phrases (the transfer set's pool)."""
+    texts, labels = data.load_sst2("train")
+    order = list(range(len(texts)))
+    random.Random(0).shuffle(order)
+    parts = {
+        "train": order[:N_TRAIN],
+        "dev": order[N_TRAIN : N_TRAIN + N_DEV],
+        "rest": order[N_TRAIN + N_DEV :],
+    }
+    out = {k: ([texts[i] for i in v], [labels[i] for i in v]) for k, v in parts.items()}
+    test_x, test_y = data.load_sst2("dev")
+    out["test"] = (test_x[:N_TEST], test_y[:N_TEST])
+    return out
+
+
+def teacher_probe(wp, train_x, train_y, standardize=False, weight_decay=1e-2):
+    """all-MiniLM-L6-v2 with a mean-pooling head fitted alone on ``train``."""
+    torch.manual_seed(0)
+    teacher = bert_heads.SequenceClassifier(bert.from_pretrained(), 2, pooling="mean")
+    x = finetune.frozen_features(teacher.encoder, wp, train_x, MAX_LEN)["mean"]
+    finetune.fit_head(
+        teacher.classifier, x, train_y, weight_decay, standardize=standardize
+    )
+    return teacher, x
+
+
+def parse(config: str) -> dict:
+    arm, lr, *t = config.split(":")
+    if arm not in ("hard", "teacher_hard", "soft") or (arm == "soft") != bool(t):
+        raise ValueError(f"config {config!r}: ARM:LR, or soft:LR:T")
+    return dict(arm=arm, lr=float(lr), T=float(t[0]) if t else None)
+
+
+def key(c: dict) -> str:
+    return f"{c['arm']}:{c['lr']:g}" + (f":{c['T']:g}" if c["T"] is not None else "")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
+    parser.add_argument("--n-transfer", type=int, default=N_TRANSFER)
+    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--add", action="store_true",
+                        help="add these runs to the result already in --out")  # fmt: skip
+    arguments = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(arguments)
+    configs = [parse(c) for c in args.configs]
+    torch.set_num_threads(1)
+    wp = bert.pretrained_tokenizer()
+    sp = splits()
+    (train_x, train_y), (test_x, test_y) = sp["train"], sp["test"]
+    dev_x = sp["dev"][0]
+
+    def accuracy(model, split):
+        x, y = sp[split]
+        return metrics.accuracy(y, finetune.predict_classes(model, wp, x, MAX_LEN))
+
+    # the teacher: the probe's settings chosen on dev
+    teacher, feats = teacher_probe(wp, train_x, train_y)
+    probe_dev = {}
+    for standardize, wd in PROBES:
+        finetune.fit_head(
+            teacher.classifier, feats, train_y, wd, standardize=standardize
+        )
+        probe_dev[f"standardize={standardize},wd={wd:g}"] = accuracy(teacher, "dev")
+    best = max(PROBES, key=lambda p: probe_dev[f"standardize={p[0]},wd={p[1]:g}"])
+    finetune.fit_head(teacher.classifier, feats, train_y, best[1], standardize=best[0])
+    teacher_scores = {s: accuracy(teacher, s) for s in ("dev", "test")}
+    print(f"teacher (probe {best}): {teacher_scores}; probes on dev {probe_dev}",
+          flush=True)  # fmt: skip
+    copies = {}
+    for layers in LAYER_CHOICES:
+        student = distill.student_from_teacher(teacher, layers)
+        copies[str(layers)] = {s: accuracy(student, s) for s in ("dev", "test")}
+        print(f"copy {layers}: {copies[str(layers)]}", flush=True)
+    keep = list(LAYER_CHOICES[0])  # DistilBERT's choice; the chapter's student
+    transfer = distill.transfer_set(
+        sp["rest"][0], dev_x + test_x, args.n_transfer, MIN_WORDS, seed=0
+    )
+    start = time.process_time()
+    t_logits = finetune.predict_logits(teacher, wp, transfer, MAX_LEN)  # (N, 2)
+    labelling_cpu = time.process_time() - start
+    t_labels = t_logits.argmax(-1).tolist()
+    runs = []
+    for c in configs:
+        for seed in args.seeds:
+            start = time.process_time()
+            if c["arm"] == "hard":
+                data_kw = dict(texts=train_x, labels=train_y)
+            elif c["arm"] == "teacher_hard":
+                data_kw = dict(texts=transfer, labels=t_labels)
+            else:
+                data_kw = dict(texts=transfer, labels=t_labels,
+                               teacher_logits=t_logits, temperature=c["T"])  # fmt: skip
+            student = distill.train_student(
+                teacher, keep, wp, steps=args.steps, lr=c["lr"], batch_size=BATCH,
+                max_len=MAX_LEN, seed=seed, **data_kw,
+            )  # fmt: skip
+            scores = {s: accuracy(student, s) for s in ("dev", "test")}
+            runs.append(dict(config=key(c), **c, seed=seed, **scores,
+                             cpu_seconds=time.process_time() - start))  # fmt: skip
+            print(f"{key(c)} seed {seed}: {scores}", flush=True)
+    commands = []
+    if args.add:
+        old = json.loads(args.out.read_text())
+        if (old["steps"], old["n_transfer"]) != (args.steps, args.n_transfer):
+            parser.error(f"--add needs the recipe of {args.out}")
+        if {(r["config"], r["seed"]) for r in old["runs"]} & {
+            (r["config"], r["seed"]) for r in runs
+        }:
+            parser.error(f"--add: some (config, seed) runs are already in {args.out}")
+        runs = old["runs"] + runs
+        commands = old.get("commands", [old["command"]])
+    by_config: dict[str, list[dict]] = {}
+    for r in runs:
+        by_config.setdefault(r["config"], []).append(r)
+    mean_dev = {k: statistics.mean(r["dev"] for r in v) for k, v in by_config.items()}
+    chosen = {
+        arm: max((k for k in by_config if k.split(":")[0] == arm), key=mean_dev.get)
+        for arm in ("hard", "teacher_hard", "soft")
+        if any(k.split(":")[0] == arm for k in by_config)
+    }
+    test_at_chosen = {
+        arm: [r["test"] for r in by_config[k]] for arm, k in chosen.items()
+    }
+    margins = {}
+    for arm in ("soft", "teacher_hard"):
+        if arm in test_at_chosen and "hard" in test_at_chosen:
+            a, h = test_at_chosen[arm], test_at_chosen["hard"]
+            diff = statistics.mean(a) - statistics.mean(h)
+            sd = max(statistics.stdev(a), statistics.stdev(h)) if len(a) > 1 else 0.0
+            margins[f"{arm}_minus_hard"] = dict(diff=diff, sd=sd,
+                                                outside_2sd=abs(diff) > 2 * sd)  # fmt: skip
+    record = benchmark.provenance(
+        f"python benchmarks/ch13_distillation.py {' '.join(arguments)}"
+    )
+    result = dict(
+        what="3-layer students of a MiniLM probe teacher on SST-2: hard labels, the "
+        "teacher's hard labels and its soft targets on a transfer set (chapter 13, §3)",
+        n_train=N_TRAIN, n_dev=N_DEV, n_test=N_TEST, max_len=MAX_LEN, batch_size=BATCH,
+        steps=args.steps, n_transfer=args.n_transfer, min_words=MIN_WORDS,
+        transfer_mean_words=statistics.mean(len(t.split()) for t in transfer),
+        teacher_probe=dict(standardize=best[0], weight_decay=best[1]),
+        probe_dev=probe_dev, teacher=teacher_scores,
+        teacher_positive_share=statistics.mean(t_labels),
+        labelling_cpu_seconds=labelling_cpu,
+        majority_test=baselines.majority_accuracy(train_y, test_y),
+        copies=copies, student_layers=keep,
+        seeds=sorted({r["seed"] for r in runs}), runs=runs, mean_dev=mean_dev,
+        chosen=chosen, test_at_chosen=test_at_chosen, margins=margins,
+        threads=1, **record, commands=[*commands, record["command"]],
+    )  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(
+        f"chosen {chosen}; test {test_at_chosen}; margins {margins}; wrote {args.out}"
+    )
+
+
+if __name__ == "__main__":
+    main()
