@@ -504,6 +504,7 @@ for c in cost:
     )
 last = cost[-1]
 report.glue("fused_speed", report.times_faster(last["naive_s"] / last["fused_s"]))
+report.glue("cost_device", str(run.device.type))
 report.glue("memory_ratio", last["naive_mb"] / last["fused_mb"], "{:.0f}")
 # the explicit path holds scores and weights at once: two (H, T, T) tensors, and
 # little more than those
@@ -536,7 +537,8 @@ plt.show()
 # $T\times T$ tensor; its peak grows like the size of $Q$, $K$ and $V$, and at the
 # longest length the explicit version needed {glue:text}`memory_ratio` times as much.
 # Time
-# depends on the machine: on the one that executed this page, at the longest length
+# depends on the machine: on the one that executed this page ({glue:text}`cost_device`),
+# at the longest length
 # the fused kernel was {glue:text}`fused_speed` than the explicit computation, which
 # writes and reads the whole score tensor twice.
 #

@@ -652,6 +652,8 @@ for use_cache in (False, True):
     seconds[use_cache] = time.perf_counter() - start
 report.glue("cache_err", cache_err, "{:.0e}")
 report.glue("cache_speedup", seconds[False] / seconds[True], "{:.1f}")
+report.glue("cache_where", "on one CPU thread" if run.device.type == "cpu"
+            else f"on {run.device.type}")  # fmt: skip
 print(f"cached steps vs the whole prefix: max |logit difference| = {cache_err:.1e}")
 print(f"64 test queries, the same tokens: {out[True] == out[False]}")
 print(f"seconds without the cache {seconds[False]:.2f}, with it {seconds[True]:.2f}")
@@ -660,7 +662,7 @@ assert cache_err < 1e-5 and out[True] == out[False]
 # %% [markdown]
 # The logits agree within {glue:text}`cache_err`, and the cached decoding ran
 # {glue:text}`cache_speedup` times as fast as the uncached one on the machine that
-# executed this page (one timing of each, on one CPU thread). Now all of the test
+# executed this page (one timing of each, {glue:text}`cache_where`). Now all of the test
 # split, scored as frames:
 
 

@@ -133,7 +133,8 @@ growth = math.log2(cost["explicit", T2][1] / cost["explicit", T1][1])
 time_growth = math.log2(cost["explicit", T2][0] / cost["explicit", T1][0])
 for T in cost_lengths:
     t, peak = cost["explicit", T]
-    print(f"T = {T:5d}: {t * 1e3:8.1f} ms, peak {peak / 2**20:8.1f} MiB")
+    print(f"T = {T:5d}: {t * 1e3:8.1f} ms, peak {peak / 2**20:8.1f} MiB "
+          f"({run.device.type})")  # fmt: skip
 print(
     f"from T = {T1} to {T2}: memory grows as T^{growth:.2f},",
     f"time as T^{time_growth:.2f}",
@@ -771,8 +772,9 @@ print(f"doubling T multiplies the total by {totals[512] / totals[256]:.1f}")
 assert totals[512] / totals[256] > 3, "the total grows quadratically"
 
 # %% [markdown]
-# (This cell measures on the CPU wherever it runs. On a GPU, `allocated_bytes` reports
-# the allocator's peak, so there the two measures agree.)
+# (This cell measures on the CPU wherever it runs. On CUDA, `allocated_bytes` reports
+# the allocator's peak, so there the two measures agree; on Apple's MPS neither can be
+# measured, and `benchmark` says so.)
 #
 # ## Exercises
 #

@@ -66,6 +66,7 @@ import torch
 
 from transformer_book import (
     baselines,
+    benchmark,
     bert,
     checkpoints,
     checks,
@@ -701,9 +702,14 @@ recipe = pretraining.PretrainConfig(
 )  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-t0 = time.process_time()
+on_cpu = run.device.type == "cpu"  # CPU seconds on a CPU, else synchronised wall time
+t0 = time.process_time() if on_cpu else time.perf_counter()
 small = pretraining.pretrain(train_texts, recipe, small_wp, train_docs, run.device)
-print(f"{pretrain_steps} steps in {time.process_time() - t0:.1f} CPU-s")
+if on_cpu:
+    print(f"{pretrain_steps} steps in {time.process_time() - t0:.1f} CPU-s")
+else:
+    benchmark.synchronize(run.device)
+    print(f"{pretrain_steps} steps in {time.perf_counter() - t0:.1f} s on {run.device}")
 
 # %%
 print(small.model.config)
