@@ -228,8 +228,6 @@ print("selection accuracy:", {k: round(a, 3) for k, a in
                               few["probe"]["selection_accuracy"].items()})  # fmt: skip
 print(f"chosen: {kind}; dev accuracy on {len(dev_live[0])} sentences {probe_live:.3f}")
 assert probe_live > baselines.majority_accuracy(train_labels, dev_live[1]) + 0.1
-
-# %% tags=["hide-input", "nbval-ignore-output"]
 report.glue("n_live_dev", len(dev_live[0]))
 report.glue("probe_kind", "mean" if kind == "mean" else "[CLS]")
 report.glue("probe_live", probe_live, "{:.3f}")
@@ -354,11 +352,10 @@ for arm in ("pre-trained", "scratch"):
         live[arm, seed], acc = fine_tune_arm(arm, seed)
         live_acc.setdefault(arm, []).append(acc)
     per_step = (time.process_time() - start) / (len(live_seeds) * n_steps)
+    accs = [f"{a:.3f}" for a in live_acc[arm]]
     print(f"{arm:>11}, {heads[arm]:>4} head, seeds {live_seeds}: dev accuracy",
-          [f"{a:.3f}" for a in live_acc[arm]], f"({per_step:.2f} CPU-s per update)")  # fmt: skip
+          accs, f"({per_step:.2f} CPU-s per update)")  # fmt: skip
 assert min(live_acc["pre-trained"]) > max(live_acc["scratch"])
-
-# %% tags=["hide-input", "nbval-ignore-output"]
 report.glue("live_pre", live_acc["pre-trained"][0], "{:.3f}")
 report.glue("live_scratch", live_acc["scratch"][0], "{:.3f}")
 report.glue("live_seed", live_seeds[0])
@@ -412,7 +409,8 @@ report.glue("pre_other_head", "[CLS]" if other["pre-trained"] == "cls" else "mea
 report.glue("pre_other_dev", report.mean_spread(other_pre))
 report.glue("other_vs_scratch", report.compare_seeds(
     dev["scratch"] + other_scratch, other_pre
-).replace("higher for every seed", "every seed above every seed of either scratch head"))  # fmt: skip
+).replace("higher for every seed",
+          "every seed above every seed of either scratch head"))  # fmt: skip
 probe_gap = statistics.mean(dev["pre-trained"]) - probe_dev
 if probe_gap > 2 * spread:
     probe_verdict = (
@@ -567,8 +565,7 @@ else:
     verdict = "neither divergence nor a collapse: the loss stays near ln 2, but the "
     verdict += "answers still vary with the sentence"
 print(verdict)
-
-# %% tags=["hide-input", "nbval-ignore-output"]
+assert tails["chosen rate"] < tails["large rate"]  # the chosen rate learned more
 (d_ok, k_ok), (d_big, k_big) = (
     forget[f"lr {r:g}"] for r in (pre_lr, big_factor * pre_lr)
 )
@@ -912,8 +909,6 @@ for (section, t0), (_, t1) in zip(marks, marks[1:]):
 chapter_cpu = clock["end"]
 n_updates = 2 * len(live_seeds) * n_steps + len(wild.losses) + atis_steps + qa_steps
 print(f"{chapter_cpu:.0f} CPU-s in all; {n_updates} updates of MiniLM")
-
-# %% tags=["hide-input", "nbval-ignore-output"]
 report.glue("chapter_cpu", chapter_cpu, "{:.0f}")
 report.glue("n_updates", n_updates)
 sweep_runs = [r for runs in few["selection_runs"].values() for r in runs] + [
