@@ -274,3 +274,8 @@ def test_few_labels_keep_selection_texts_apart_from_training_texts():
         texts + longer, labels + [0] * 10, 5, 3, ngram=0, select_min_words=9
     )
     assert all(len(t.split()) == 9 for t in sel)
+
+
+def test_word_ngrams_are_the_runs_of_n_words():
+    assert finetune.word_ngrams("A b c d", 3) == {("a", "b", "c"), ("b", "c", "d")}
+    assert finetune.word_ngrams("a b", 3) == set()  # shorter than n: no run

@@ -176,12 +176,12 @@ def transfer_set(
     Hinton et al. (2015) and DistilBERT (Sanh et al., 2019) train the student on data
     the teacher labels, far more of it than the labelled set.
     """
-    banned = set().union(*(finetune._ngrams(t, ngram) for t in exclude))
+    banned = set().union(*(finetune.word_ngrams(t, ngram) for t in exclude))
     seen = {t.lower() for t in exclude}
     pool = []
     for t in dict.fromkeys(texts):  # distinct, first-seen order
         if len(t.split()) >= min_words and t.lower() not in seen:
-            if not finetune._ngrams(t, ngram) & banned:
+            if not finetune.word_ngrams(t, ngram) & banned:
                 pool.append(t)
     if n > len(pool):
         raise ValueError(

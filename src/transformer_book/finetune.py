@@ -34,6 +34,7 @@ from .tagging import IGNORE, TaggingExample
 from .tokenizer import Encoding, WordPiece
 
 __all__ = [
+    "word_ngrams",
     "encoding_batches",
     "classification_batches",
     "tagging_batches",
@@ -248,7 +249,10 @@ def fine_tune(
 Labelled = tuple[list[str], list[int]]
 
 
-def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    """The runs of ``n`` consecutive words of ``text`` (lower-cased, split on spaces):
+    two texts that share one overlap. Used to keep held-out phrases apart from
+    training ones (:func:`few_labels`, ``distill.transfer_set``)."""
     words = text.lower().split()
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
@@ -285,7 +289,9 @@ def few_labels(
             f"{len(pool)} texts of at least {min_words} words"
         )
     train = rng.sample(pool, n)
-    seen = set().union(*(_ngrams(texts[i], ngram) for i in train)) if ngram else set()
+    seen = (
+        set().union(*(word_ngrams(texts[i], ngram) for i in train)) if ngram else set()
+    )
     taken = set(train)
     longer = select_min_words or min_words
     rest = [
@@ -293,7 +299,7 @@ def few_labels(
         for i in pool
         if i not in taken
         and len(texts[i].split()) >= longer
-        and not _ngrams(texts[i], ngram) & seen
+        and not word_ngrams(texts[i], ngram) & seen
     ]
     if len(rest) < n_select:
         raise ValueError(
