@@ -59,6 +59,7 @@ import torch
 
 from transformer_book import (
     batching,
+    bio,
     checks,
     classifiers,
     data,
@@ -532,15 +533,15 @@ assert n_stray > 0
 # $$\delta_t(j) = \log p_t(j) + \max_{i \,:\, i \to j \text{ allowed}} \delta_{t-1}(i),$$
 #
 # and then following the winning choices back from the end. No parameter changes; only the
-# way we read the model's probabilities. `classifiers.bio_viterbi` computes this
+# way we read the model's probabilities. `bio.bio_viterbi` computes this
 # recursion for a whole batch at once (for every tag $j$, the max over the allowed
 # previous tags $i$ of $\delta_{t-1}(i)$, kept with its arg-max as the back-pointer),
-# over the log-softmax of the model's scores; `classifiers.bio_transitions` gives it
+# over the log-softmax of the model's scores; `bio.bio_transitions` gives it
 # the rules, which tags may start a query and which pairs may follow each other.
 # `classifiers.predict_tags` runs it when `tags_for` passes those rules on (below).
 
 # %%
-may_start, may_follow = classifiers.bio_transitions(tag_vocab.itos)  # (C,), (C, C) bool
+may_start, may_follow = bio.bio_transitions(tag_vocab.itos)  # (C,), (C, C) bool
 print(
     f"{int(may_start.sum())} of {len(tag_vocab)} tags may start a query; "
     f"{int(may_follow.sum())} of {may_follow.numel()} (tag, next tag) pairs are allowed"
@@ -1138,9 +1139,10 @@ checks.check_max_pool(max_pool)
 #   `padding_share`.
 # - `transformer_book.classifiers`: `ClassifierConfig`, `WordTagger`,
 #   `SentenceClassifier` (`pooling="cls"` or `"mean"`, `positions="learned"` or
-#   `"relative"`), `bio_transitions` with `bio_viterbi` for decoding valid BIO
-#   sequences, `token_loss`, `sentence_loss`, `mean_token_loss`, `predict_tags`,
+#   `"relative"`), `token_loss`, `sentence_loss`, `mean_token_loss`, `predict_tags`,
 #   `predict_classes`, and `fit` (one training run scored on dev every few steps).
+# - `transformer_book.bio`: `bio_transitions` with `bio_viterbi` for decoding valid BIO
+#   sequences.
 # - `transformer_book.masks.masked_mean`: the mean over the real tokens only.
 # - `transformer_book.metrics`: `token_accuracy`, `accuracy`, `bio_spans`, `span_scores`,
 #   `span_scores_by_type` (conlleval-style spans).

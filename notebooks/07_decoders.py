@@ -67,6 +67,7 @@ from transformer_book import (
     baselines,
     batching,
     benchmark,
+    bio,
     blocks,
     checks,
     classifiers,
@@ -857,7 +858,7 @@ intents = Vocab.from_corpus([[x] for x in train.intents], **labels_only)
 w_ids, w_len = words.encode_batch(train.sentences)  # (N, T), (N,)
 tag_ids, _ = tag_vocab.encode_batch(train.tags, pad_value=classifiers.IGNORE)  # (N, T)
 intent_ids = torch.tensor([intents[x] for x in train.intents])  # (N,)
-rules = classifiers.bio_transitions(tag_vocab.itos)
+rules = bio.bio_transitions(tag_vocab.itos)
 print(f"{len(words)} words, {len(tag_vocab)} tags, {len(intents)} intents")
 print(f"steps: tagger {slot_steps}, intents {intent_steps}, + a fifth at lr/10")
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from transformer_book import checks, classifiers, masks
+from transformer_book import bio, checks, classifiers, masks
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
@@ -231,69 +231,6 @@ def test_check_mean_pool_catches_the_off_by_one_mask_of_exercise_3():
 
 # --- BIO-constrained decoding ----------------------------------------------------------------
 
-TAGS = ["O", "B-a", "I-a", "B-b", "I-b"]
-
-
-def is_valid(tags):
-    return all(
-        not tag.startswith("I-") or (t > 0 and tags[t - 1][2:] == tag[2:])
-        for t, tag in enumerate(tags)
-    )
-
-
-def test_bio_transitions():
-    start, allowed = classifiers.bio_transitions(TAGS)
-    assert start.tolist() == [True, True, False, True, False]
-    for i, prev in enumerate(TAGS):
-        for j, nxt in enumerate(TAGS):
-            may_follow = not nxt.startswith("I-") or (
-                prev != "O" and prev[2:] == nxt[2:]
-            )
-            assert allowed[i, j].item() == may_follow, (prev, nxt)
-
-
-def test_bio_viterbi_equals_brute_force():
-    import itertools
-
-    g = torch.Generator().manual_seed(0)
-    log_probs = torch.randn(6, 4, len(TAGS), generator=g).log_softmax(-1)  # (B, T, C)
-    lengths = torch.tensor([4, 4, 3, 2, 1, 4])
-    start, allowed = classifiers.bio_transitions(TAGS)
-    got = classifiers.bio_viterbi(log_probs, lengths, start, allowed)  # (B, T)
-    assert got.shape == (6, 4)
-    for b in range(6):
-        n = int(lengths[b])
-        best = max(
-            (
-                seq
-                for seq in itertools.product(range(len(TAGS)), repeat=n)
-                if is_valid([TAGS[k] for k in seq])
-            ),
-            key=lambda seq: sum(log_probs[b, t, k].item() for t, k in enumerate(seq)),
-        )
-        assert got[b, :n].tolist() == list(best)
-        assert (got[b, n:] == got[b, n - 1]).all()  # padding repeats the last tag
-
-
-def test_bio_viterbi_keeps_a_valid_argmax():
-    start, allowed = classifiers.bio_transitions(TAGS)
-    log_probs = torch.full((1, 3, 5), -5.0)
-    log_probs[
-        0, torch.arange(3), torch.tensor([1, 2, 0])
-    ] = -0.1  # B-a I-a O: already valid
-    assert classifiers.bio_viterbi(
-        log_probs, torch.tensor([3]), start, allowed
-    ).tolist() == [[1, 2, 0]]
-    log_probs[0, 0] = torch.tensor(
-        [-0.2, -5.0, -5.0, -5.0, -0.1]
-    )  # argmax says I-b first: not allowed
-    out = classifiers.bio_viterbi(log_probs, torch.tensor([3]), start, allowed)[
-        0
-    ].tolist()
-    assert is_valid([TAGS[k] for k in out])
-    with pytest.raises(ValueError, match="start must have shape"):
-        classifiers.bio_viterbi(log_probs, torch.tensor([3]), start[:3], allowed)
-
 
 @pytest.mark.parametrize("positions", ["learned", "relative"])
 def test_attention_weights_are_what_the_first_block_uses(positions):
@@ -348,13 +285,13 @@ def test_predictions_come_back_in_the_rows_order_whatever_the_batching():
 
 def test_predict_tags_with_transitions_is_viterbi_and_obeys_them():
     tags = ["O", "B-a", "I-a", "B-b", "I-b"]
-    start, allowed = classifiers.bio_transitions(tags)
+    start, allowed = bio.bio_transitions(tags)
     lengths = torch.tensor([5, 3])
     ids, _ = padded(lengths.tolist(), 5, seed=2)
     tagger = WordTagger(make_config()).eval()
     got = classifiers.predict_tags(tagger, ids, lengths, (start, allowed))
     log_probs = tagger(ids).log_softmax(-1)
-    ref = classifiers.bio_viterbi(log_probs, lengths, start, allowed)
+    ref = bio.bio_viterbi(log_probs, lengths, start, allowed)
     assert got == [ref[0].tolist(), ref[1, :3].tolist()]
     for row in got:
         assert start[row[0]] and all(allowed[a, b] for a, b in zip(row, row[1:]))

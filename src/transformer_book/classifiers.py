@@ -11,7 +11,8 @@ at "the word to my left" with the same few numbers at every position.
 - :class:`WordTagger` applies the linear layer to every contextual embedding (slot filling:
   one BIO tag per word; chapter 12's pre-trained counterpart is
   ``bert_heads.TokenClassifier``). Its per-token choices can break the BIO rules (an ``I-x`` that
-  continues nothing); :func:`bio_viterbi` picks the best sequence that keeps them.
+  continues nothing); :func:`predict_tags` can decode with :func:`bio.bio_viterbi` instead,
+  the best sequence that keeps them.
 - :class:`SentenceClassifier` first pools the sentence into one vector, either with a learned
   ``[CLS]`` vector prepended to the input and read back at the output (``pooling="cls"``, as in
   BERT, Devlin et al., 2019) or with the mean of the contextual embeddings over the real,
@@ -25,7 +26,7 @@ order), and :func:`fit`, one ``training.train`` run scored on a dev split every 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .batching import sorted_batches
+from .bio import bio_viterbi
 from .blocks import Encoder
 from .masks import masked_mean
 from .positions import T5RelativeBias
@@ -42,8 +44,6 @@ __all__ = [
     "ClassifierConfig",
     "WordTagger",
     "SentenceClassifier",
-    "bio_transitions",
-    "bio_viterbi",
     "token_loss",
     "sentence_loss",
     "mean_token_loss",
@@ -223,62 +223,6 @@ class SentenceClassifier(nn.Module):
         return self.head(self.pool(ids))  # (B, n_classes)
 
 
-def bio_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:
-    """Which tags may start a sentence and which may follow which, under BIO.
-
-    ``I-x`` may only follow ``B-x`` or ``I-x``, so it can never come first; everything else is free.
-    Shapes: returns start (C,) and allowed (C, C) bool, ``allowed[i, j]`` = tag j may follow tag i.
-    """
-    kind = [t[2:] if t[:2] in ("B-", "I-") else None for t in tags]
-    inside = torch.tensor([t.startswith("I-") for t in tags])  # (C,)
-    # (C, C): tags i and j are both B-/I- tags of the same type
-    same = torch.tensor([[a is not None and a == b for b in kind] for a in kind])
-    # (C, C): j is not an I-, or i and j share the type
-    allowed = ~inside[None, :] | same
-    return ~inside, allowed
-
-
-def bio_viterbi(
-    log_probs: Tensor, lengths: Tensor, start: Tensor, allowed: Tensor
-) -> Tensor:
-    """The tag sequence with the highest total log-probability among those the transition
-    rules allow.
-
-    Dynamic programming (Viterbi): the best score of a prefix ending in tag j at step t is
-    ``δ_t(j) = log p_t(j) + max_i {δ_{t-1}(i) : i -> j allowed}``, then follow the arg-max back.
-    Shapes: log_probs (B, T, C), lengths (B,), start (C,) and allowed (C, C) bool -> ids (B, T);
-    positions past a sentence's length repeat its last tag.
-    """
-    B, T, C = log_probs.shape
-    if start.shape != (C,) or allowed.shape != (C, C):
-        raise ValueError(
-            f"start must have shape ({C},) and allowed ({C}, {C}), got {tuple(start.shape)} "
-            f"and {tuple(allowed.shape)}"
-        )
-    dev, neg_inf = log_probs.device, torch.finfo(log_probs.dtype).min
-    if T == 0:
-        return torch.zeros(B, 0, dtype=torch.long, device=dev)
-    # (C, C): 0 for an allowed transition, the lowest float for a forbidden one
-    trans = torch.zeros(C, C, dtype=log_probs.dtype, device=dev)
-    trans = trans.masked_fill(~allowed.to(dev), neg_inf)
-    score = log_probs[:, 0].masked_fill(~start.to(dev), neg_inf)  # (B, C)
-    lengths = lengths.to(dev)
-    stay = torch.arange(C, device=dev).expand(B, C)  # (B, C): "came from the same tag"
-    back = []
-    for t in range(1, T):
-        # (b,): the sentences still running at step t
-        run = (t < lengths).nonzero().squeeze(1)
-        # (b, C, C) -> (b, C): the best previous tag for each tag, and its score
-        best, arg = (score[run, :, None] + trans).max(dim=1)
-        score = score.index_copy(0, run, best + log_probs[run, t])  # (B, C)
-        # (B, C); finished sentences stay on their tag
-        back.append(stay.index_copy(0, run, arg))
-    path = [score.argmax(dim=-1)]  # (B,): the best last tag
-    for arg in reversed(back):
-        path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)
-    return torch.stack(path[::-1], dim=1)  # (B, T)
-
-
 IGNORE = -100  # the target of positions the losses skip (padding, unseen tags)
 
 
@@ -336,8 +280,8 @@ def predict_tags(
     batch_size: int = 128,
 ) -> list[list[int]]:
     """The tag id of every real token of every row, in the rows' order: word by word
-    (arg-max), or with ``transitions=(start, allowed)`` (:func:`bio_transitions`) the
-    best sequence the rules allow (:func:`bio_viterbi`). Eval mode, restored after.
+    (arg-max), or with ``transitions=(start, allowed)`` (:func:`bio.bio_transitions`) the
+    best sequence the rules allow (:func:`bio.bio_viterbi`). Eval mode, restored after.
 
     Shapes: ids (N, T_max), lengths (N,) -> N lists, row n of length lengths[n].
     """
