@@ -72,6 +72,7 @@ from transformer_book import (
     decoder,
     diagrams,
     gpt,
+    grouped_heads,
     kv_cache,
     lm_data,
     masks,
@@ -814,7 +815,7 @@ except ValueError as err:
 # Two checks that this is the same attention as elsewhere. PyTorch's fused kernel takes
 # keys and values with fewer heads when told `enable_gqa=True`; and GQA is exactly
 # multi-head attention whose key/value weights are tied within each group, so copying
-# each group's weights to all its heads (`attention.mha_from_gqa`) gives an MHA with the
+# each group's weights to all its heads (`grouped_heads.mha_from_gqa`) gives an MHA with the
 # same output.
 
 # %%
@@ -833,7 +834,7 @@ print(
     "equals SDPA(enable_gqa=True) within 1e-5:",
     torch.allclose(ours, reference, atol=1e-5),
 )
-tiled = attention.mha_from_gqa(gqa)
+tiled = grouped_heads.mha_from_gqa(gqa)
 print("tiled MHA:", tiled.n_kv_heads, "key/value heads;", "same output within 1e-5:",
       torch.allclose(tiled(x, mask=causal)[0], ours, atol=1e-5))  # fmt: skip
 
@@ -844,7 +845,7 @@ print("tiled MHA:", tiled.n_kv_heads, "key/value heads;", "same output within 1e
 # start from a trained multi-head model instead: the key (and value) projection of each
 # new group is the **mean** of the projections of the heads in that group, the rest is
 # copied, and a short further training ("uptraining", 5 % of the original steps in their
-# paper) lets the model adapt. `attention.gqa_from_mha` converts one attention,
+# paper) lets the model adapt. `grouped_heads.gqa_from_mha` converts one attention,
 # `gpt.gqa_from_mha` every layer of a model.
 #
 # First, what the conversion alone costs: the held-out loss of our trained model, turned
@@ -1128,8 +1129,9 @@ print(f"the buffer: {in_buffer:,} bytes, {by_cat / in_buffer:.0f}x fewer")
 # ## What we added to the package
 #
 # - `transformer_book.attention`: `MultiHeadAttention(..., n_kv_heads=None)` for MHA, GQA
-#   and MQA, with a `cache=` argument; `repeat_kv`; `gqa_from_mha` (mean pooling) and
-#   `mha_from_gqa` (tiling).
+#   and MQA, with a `cache=` argument; `repeat_kv`.
+# - `transformer_book.grouped_heads`: `gqa_from_mha` (mean pooling) and `mha_from_gqa`
+#   (tiling).
 # - `transformer_book.kv_cache`: `KVCache` (a static buffer: `update`, `seq_len`,
 #   `capacity`, `nbytes`, `capacity_nbytes`), `new_cache`, `DecoderCache` and
 #   `new_decoder_cache` (chapter 7's decoder), `cache_nbytes` and the size formula

@@ -296,26 +296,6 @@ def test_gqa_equals_torch_sdpa_with_enable_gqa(n_kv_heads):
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
-def test_gqa_equals_mha_with_tiled_key_value_weights(n_kv_heads):
-    torch.manual_seed(1)
-    gqa = MultiHeadAttention(32, 4, n_kv_heads=n_kv_heads).eval()
-    mha = attention.mha_from_gqa(gqa)
-    assert mha.n_kv_heads == 4 and mha.k_proj.weight.shape == (32, 32)
-    # written out: head h of the MHA holds the rows of kv head h // n_rep
-    rows = gqa.k_proj.weight.reshape(n_kv_heads, 8, 32)  # (Hkv, Dh, D)
-    tiled = torch.cat([rows[h // gqa.n_rep] for h in range(4)])  # (H·Dh, D)
-    torch.testing.assert_close(mha.k_proj.weight, tiled, atol=0, rtol=0)
-    x, mask = rand(3, 6, 32, seed=22), masks.causal_mask(6)
-    torch.testing.assert_close(
-        mha(x, mask=mask)[0], gqa(x, mask=mask)[0], atol=1e-5, rtol=0
-    )
-    # and mean-pooling the tiled heads gives the GQA back exactly
-    back = attention.gqa_from_mha(mha, n_kv_heads)
-    for name, p in gqa.state_dict().items():
-        torch.testing.assert_close(back.state_dict()[name], p, atol=1e-7, rtol=0)
-
-
 def test_gqa_equals_hugging_face_llama_attention():
     import transformers.models.llama.modeling_llama as llama  # a test dependency
     from transformers import LlamaConfig
@@ -349,41 +329,6 @@ def test_gqa_equals_hugging_face_llama_attention():
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize(("n_heads", "n_kv"), [(8, 4), (8, 2), (8, 1), (6, 3)])
-def test_gqa_from_mha_averages_each_groups_heads(n_heads, n_kv):
-    torch.manual_seed(2)
-    d = n_heads * 4
-    mha = MultiHeadAttention(d, n_heads)
-    gqa = attention.gqa_from_mha(mha, n_kv)
-    assert gqa.n_kv_heads == n_kv and gqa.k_proj.weight.shape == (n_kv * 4, d)
-    g = n_heads // n_kv
-    for proj in ("k_proj", "v_proj"):
-        old, new = getattr(mha, proj), getattr(gqa, proj)
-        for j in range(n_kv):  # new head j = mean of old heads j·g … j·g + g - 1
-            heads = [old.weight[h * 4 : (h + 1) * 4] for h in range(j * g, (j + 1) * g)]
-            biases = [old.bias[h * 4 : (h + 1) * 4] for h in range(j * g, (j + 1) * g)]
-            torch.testing.assert_close(
-                new.weight[j * 4 : (j + 1) * 4], torch.stack(heads).mean(0)
-            )
-            torch.testing.assert_close(
-                new.bias[j * 4 : (j + 1) * 4], torch.stack(biases).mean(0)
-            )
-    for proj in ("q_proj", "o_proj"):
-        assert torch.equal(getattr(gqa, proj).weight, getattr(mha, proj).weight)
-    # the original is untouched, and n_kv = n_heads changes nothing
-    same = attention.gqa_from_mha(mha, n_heads)
-    x = rand(2, 5, d, seed=24)
-    torch.testing.assert_close(same(x)[0], mha(x)[0], atol=1e-6, rtol=0)
-
-
-def test_gqa_from_gqa_pools_further():
-    torch.manual_seed(3)
-    mha = MultiHeadAttention(32, 8)
-    two_steps = attention.gqa_from_mha(attention.gqa_from_mha(mha, 4), 2)
-    one_step = attention.gqa_from_mha(mha, 2)
-    torch.testing.assert_close(two_steps.k_proj.weight, one_step.k_proj.weight)
-
-
 def test_gqa_parameter_count():
     mha, mqa = MultiHeadAttention(64, 8), MultiHeadAttention(64, 8, n_kv_heads=1)
     count = lambda m: sum(p.numel() for p in m.parameters())
@@ -396,8 +341,6 @@ def test_n_kv_heads_must_divide_n_heads():
         MultiHeadAttention(64, 8, n_kv_heads=3)
     with pytest.raises(ValueError, match=r"n_kv_heads \(0\) must divide"):
         MultiHeadAttention(64, 8, n_kv_heads=0)
-    with pytest.raises(ValueError, match=r"n_kv_heads \(3\) must divide the 4"):
-        attention.gqa_from_mha(MultiHeadAttention(64, 8, n_kv_heads=4), 3)
     with pytest.raises(ValueError, match=r"n_rep must be a positive integer, got 0"):
         attention.repeat_kv(rand(1, 2, 3, 4), 0)
     with pytest.raises(ValueError, match=r"x must have shape \(B, Hkv, T, Dh\)"):

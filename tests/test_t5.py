@@ -11,6 +11,7 @@ from transformer_book import (
     attention,
     blocks,
     decoder,
+    grouped_heads,
     kv_cache,
     params,
     t5,
@@ -288,8 +289,10 @@ def test_attention_scale_option():
     torch.testing.assert_close(w_plain, (q @ k.transpose(-2, -1) / 2.0).softmax(-1))
     fused = unscaled(x)[0]  # the fused kernel gets the same scale
     torch.testing.assert_close(fused, unscaled(x, need_weights=True)[0])
-    assert attention.gqa_from_mha(unscaled, 2).scale == 1.0
-    assert attention.mha_from_gqa(attention.gqa_from_mha(unscaled, 2)).scale == 1.0
+    assert grouped_heads.gqa_from_mha(unscaled, 2).scale == 1.0
+    assert (
+        grouped_heads.mha_from_gqa(grouped_heads.gqa_from_mha(unscaled, 2)).scale == 1.0
+    )
 
 
 def test_encoder_passes_scale_to_every_block():

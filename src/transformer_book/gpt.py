@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import attention, kv_cache, masks, sampling
+from . import grouped_heads, kv_cache, masks, sampling
 from .blocks import Encoder
 from .norms import NORMS
 from .positions import LearnedPositionalEmbedding, RotaryEmbedding
@@ -263,7 +263,7 @@ class GPT(nn.Module):
 
 def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
     """A copy of ``model`` whose every attention has ``n_kv_heads`` key/value heads,
-    each the mean of its group's (:func:`transformer_book.attention.gqa_from_mha`).
+    each the mean of its group's (:func:`transformer_book.grouped_heads.gqa_from_mha`).
 
     Everything else is copied unchanged; ``model`` is left alone. Ainslie et al. (2023).
     """
@@ -278,7 +278,7 @@ def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
     missing = new.load_state_dict(state, strict=False).missing_keys
     assert all(".k_proj." in k or ".v_proj." in k for k in missing), missing
     for mine, theirs in zip(new.blocks.layers, model.blocks.layers):
-        pooled = attention.gqa_from_mha(theirs.attn, n_kv_heads)
+        pooled = grouped_heads.gqa_from_mha(theirs.attn, n_kv_heads)
         mine.attn.k_proj.load_state_dict(pooled.k_proj.state_dict())
         mine.attn.v_proj.load_state_dict(pooled.v_proj.state_dict())
     new.train(model.training)

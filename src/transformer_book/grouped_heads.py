@@ -1,0 +1,97 @@
+"""Converting attention between key/value head counts (chapter 09): a trained multi-head
+attention (MHA) into grouped-query attention (GQA) and back.
+
+:func:`gqa_from_mha` gives each new key/value head the mean of its group's heads, the
+"mean pooling" with which Ainslie et al. (2023) start a GQA model from an MHA
+checkpoint before a short re-training; :func:`mha_from_gqa` tiles a GQA's key/value
+heads, one copy for every query head, and so shows that GQA is MHA with the key/value
+heads of a group tied together. Both build a new
+:class:`transformer_book.attention.MultiHeadAttention` and leave their input unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .attention import MultiHeadAttention
+
+__all__ = ["gqa_from_mha", "mha_from_gqa"]
+
+
+def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tensor:
+    """Average the rows of a k/v projection head by head within consecutive groups.
+
+    Shapes: w (n_groups·group·Dh, ...) -> (n_groups·Dh, ...).
+    """
+    rest = w.shape[1:]
+    w = w.reshape(n_groups, group, head_dim, *rest)  # (G, heads per group, Dh, ...)
+    return w.mean(dim=1).reshape(n_groups * head_dim, *rest)  # (G·Dh, ...)
+
+
+@torch.no_grad()
+def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
+    """A new attention with ``n_kv_heads`` key/value heads, each the mean of its group's.
+
+    Query and output projections are copied; key (and value) head j of the result is the
+    mean of heads j·g … (j+1)·g - 1 of ``mha`` (g = heads per new group), weights and
+    biases alike. Works from MHA or from a GQA with more key/value heads. ``mha`` is left
+    unchanged. Ainslie et al. (2023), section 2.1 ("mean pooling").
+    """
+    if n_kv_heads < 1 or mha.n_kv_heads % n_kv_heads != 0:
+        raise ValueError(
+            f"n_kv_heads ({n_kv_heads}) must divide the {mha.n_kv_heads} key/value "
+            "heads of the attention being converted (each new head averages a group)"
+        )
+    ref = mha.q_proj.weight
+    new = MultiHeadAttention(
+        mha.d_model,
+        mha.n_heads,
+        dropout=mha.dropout,
+        bias=mha.q_proj.bias is not None,
+        rope=mha.rope,
+        n_kv_heads=n_kv_heads,
+        scale=mha.scale,
+    ).to(device=ref.device, dtype=ref.dtype)
+    group = mha.n_kv_heads // n_kv_heads
+    for name in ("q_proj", "o_proj"):
+        getattr(new, name).load_state_dict(getattr(mha, name).state_dict())
+    for name in ("k_proj", "v_proj"):
+        old, fresh = getattr(mha, name), getattr(new, name)
+        fresh.weight.copy_(_regroup_heads(old.weight, n_kv_heads, group, mha.head_dim))
+        if old.bias is not None:
+            fresh.bias.copy_(_regroup_heads(old.bias, n_kv_heads, group, mha.head_dim))
+    new.train(mha.training)
+    return new
+
+
+@torch.no_grad()
+def mha_from_gqa(gqa: MultiHeadAttention) -> MultiHeadAttention:
+    """The multi-head attention that computes the same as ``gqa``: its key/value weights
+    tiled, every query head getting its own copy of its group's key/value head.
+
+    Shows that GQA is MHA with the key/value heads of a group tied together.
+    """
+    ref = gqa.q_proj.weight
+    new = MultiHeadAttention(
+        gqa.d_model,
+        gqa.n_heads,
+        dropout=gqa.dropout,
+        bias=gqa.q_proj.bias is not None,
+        rope=gqa.rope,
+        scale=gqa.scale,
+    ).to(device=ref.device, dtype=ref.dtype)
+    for name in ("q_proj", "o_proj"):
+        getattr(new, name).load_state_dict(getattr(gqa, name).state_dict())
+    Hkv, Dh = gqa.n_kv_heads, gqa.head_dim
+    for name in ("k_proj", "v_proj"):
+        old, fresh = getattr(gqa, name), getattr(new, name)
+        w = old.weight.reshape(Hkv, Dh, gqa.d_model)  # (Hkv, Dh, D)
+        fresh.weight.copy_(
+            w.repeat_interleave(gqa.n_rep, dim=0).reshape(-1, gqa.d_model)
+        )  # (H·Dh, D)
+        if old.bias is not None:
+            b = old.bias.reshape(Hkv, Dh).repeat_interleave(gqa.n_rep, dim=0)  # (H, Dh)
+            fresh.bias.copy_(b.reshape(-1))  # (H·Dh,)
+    new.train(gqa.training)
+    return new
