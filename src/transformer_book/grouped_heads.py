@@ -29,6 +29,24 @@ def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tenso
     return w.mean(dim=1).reshape(n_groups * head_dim, *rest)  # (G·Dh, ...)
 
 
+def _with_kv_heads(attn: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
+    """A copy of ``attn``'s settings with ``n_kv_heads`` key/value heads, its query and
+    output projections copied, the key/value projections left for the caller to fill."""
+    ref = attn.q_proj.weight
+    new = MultiHeadAttention(
+        attn.d_model,
+        attn.n_heads,
+        dropout=attn.dropout,
+        bias=attn.q_proj.bias is not None,
+        rope=attn.rope,
+        n_kv_heads=n_kv_heads,
+        scale=attn.scale,
+    ).to(device=ref.device, dtype=ref.dtype)
+    for name in ("q_proj", "o_proj"):
+        getattr(new, name).load_state_dict(getattr(attn, name).state_dict())
+    return new
+
+
 @torch.no_grad()
 def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
     """A new attention with ``n_kv_heads`` key/value heads, each the mean of its group's.
@@ -43,19 +61,8 @@ def gqa_from_mha(mha: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention
             f"n_kv_heads ({n_kv_heads}) must divide the {mha.n_kv_heads} key/value "
             "heads of the attention being converted (each new head averages a group)"
         )
-    ref = mha.q_proj.weight
-    new = MultiHeadAttention(
-        mha.d_model,
-        mha.n_heads,
-        dropout=mha.dropout,
-        bias=mha.q_proj.bias is not None,
-        rope=mha.rope,
-        n_kv_heads=n_kv_heads,
-        scale=mha.scale,
-    ).to(device=ref.device, dtype=ref.dtype)
+    new = _with_kv_heads(mha, n_kv_heads)
     group = mha.n_kv_heads // n_kv_heads
-    for name in ("q_proj", "o_proj"):
-        getattr(new, name).load_state_dict(getattr(mha, name).state_dict())
     for name in ("k_proj", "v_proj"):
         old, fresh = getattr(mha, name), getattr(new, name)
         fresh.weight.copy_(_regroup_heads(old.weight, n_kv_heads, group, mha.head_dim))
@@ -72,17 +79,7 @@ def mha_from_gqa(gqa: MultiHeadAttention) -> MultiHeadAttention:
 
     Shows that GQA is MHA with the key/value heads of a group tied together.
     """
-    ref = gqa.q_proj.weight
-    new = MultiHeadAttention(
-        gqa.d_model,
-        gqa.n_heads,
-        dropout=gqa.dropout,
-        bias=gqa.q_proj.bias is not None,
-        rope=gqa.rope,
-        scale=gqa.scale,
-    ).to(device=ref.device, dtype=ref.dtype)
-    for name in ("q_proj", "o_proj"):
-        getattr(new, name).load_state_dict(getattr(gqa, name).state_dict())
+    new = _with_kv_heads(gqa, gqa.n_heads)
     Hkv, Dh = gqa.n_kv_heads, gqa.head_dim
     for name in ("k_proj", "v_proj"):
         old, fresh = getattr(gqa, name), getattr(new, name)
