@@ -1,5 +1,6 @@
-"""transformer_book.training: the schedule, the loop, the progress bar's switch, checkpoints
-and resuming (several processes: tests/test_train_cli.py runs torchrun)."""
+"""transformer_book.training: the schedule, the loop, the progress bar's switch, the
+checkpoint options (resuming itself: tests/test_resume.py), mixed precision, gradient
+diagnostics."""
 
 import math
 import os
@@ -145,7 +146,7 @@ def test_progress_switch(monkeypatch, capsys):
     assert capsys.readouterr().err == "", "no bar where the pipeline turned it off"
 
 
-# --- checkpoints and resuming (chapter 14) ---------------------------------------------
+# --- a tiny GPT (tests/test_resume.py's too) ------------------------------------------
 
 
 from transformer_book import gpt, lm_data  # noqa: E402
@@ -163,34 +164,11 @@ def tiny_gpt(dropout=0.0, seed=0):
     return gpt.GPT(gpt.GPTConfig(20, 16, 32, 2, 4, dropout=dropout, bias=False))
 
 
-def test_a_crash_resumes_from_the_last_periodic_checkpoint(tmp_path):
-    batches = lm_data.WindowBatches(STREAM, 4, 16, seed=2)
-    full = training.train(tiny_gpt(), batches, lm_data.next_token_loss, 10, **RECIPE)
-
-    def crash(step, loss):
-        if step == 6:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        training.train(tiny_gpt(), batches, lm_data.next_token_loss, 10, on_step=crash,
-                       checkpoint=tmp_path, checkpoint_every=3, **RECIPE)  # fmt: skip
-    assert training.load_checkpoint(tmp_path, tiny_gpt())[0] == 6  # steps 3 and 6
-    torch.manual_seed(123)  # another random state, as in a new process
-    resumed = training.train(tiny_gpt(seed=5), batches, lm_data.next_token_loss, 10,
-                             checkpoint=tmp_path, resume=True, **RECIPE)  # fmt: skip
-    torch.testing.assert_close(torch.tensor(resumed), torch.tensor(full), atol=1e-6,
-                               rtol=0)  # fmt: skip
-    step, history = training.load_checkpoint(tmp_path, tiny_gpt())
-    assert step == 10 and history == resumed
-
-
-def test_checkpoint_options_are_checked(tmp_path):
+def test_checkpoint_options_are_checked():
     model, batches = regression_problem()
     with pytest.raises(ValueError, match="need a checkpoint folder"):
         training.train(model, batches, mse, steps=3, resume=True)
     training.train(model, batches, mse, steps=3, stop_at=2)  # no folder needed
-    with pytest.raises(ValueError, match="holds no model.safetensors"):
-        training.load_checkpoint(tmp_path, model)
 
 
 def test_matrices_only_weight_decay_spares_biases_and_gains():

@@ -52,6 +52,7 @@ from . import (
     baselines,
     checkpoints,
     data,
+    distributed,
     gpt,
     lm_data,
     masked_lm,
@@ -184,7 +185,7 @@ def model_config(config: TrainConfig, vocab_size: int) -> gpt.GPTConfig:
     )
 
 
-def _device(config: TrainConfig, world: training.Distributed) -> torch.device:
+def _device(config: TrainConfig, world: distributed.Distributed) -> torch.device:
     device = runtime.resolve_device(config.device)
     if device.type == "cuda" and world.world_size > 1:
         device = torch.device("cuda", world.local_rank)  # one GPU per process
@@ -196,7 +197,7 @@ def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False
     """Train as ``config`` says; return the losses, timings and the trained model (rank
     0 also writes all but the model to ``out``/history.json). ``stop_at``: leave after
     that step, as if interrupted."""
-    world = training.init_distributed()
+    world = distributed.init_distributed()
     threads = runtime.thread_count(config.threads)
     if threads:
         torch.set_num_threads(threads)
@@ -222,7 +223,7 @@ def tf32_matmuls(device: torch.device, enabled: bool) -> Iterator[None]:
 
 
 def _run_gpt(config: TrainConfig, out, resume: bool, stop_at: int | None,
-             world: training.Distributed, device: torch.device) -> dict:  # fmt: skip
+             world: distributed.Distributed, device: torch.device) -> dict:  # fmt: skip
     text = data.load_tinyshakespeare()
     chars = lm_data.char_vocab(text)
     ids = torch.tensor(chars.encode(list(text)))  # (N,) one id per character

@@ -5,17 +5,18 @@ loop owns the optimiser, the learning-rate schedule, gradient clipping, the loss
 history and a progress bar, nothing else.
 
 The same loop runs on one process and on many (chapter 14). Under ``torchrun``, every
-process calls :func:`init_distributed` and then :func:`train` with its own share of the
-data; the loop wraps the model in PyTorch's ``DistributedDataParallel``, which averages
-the gradients of all processes after every backward pass, so each process takes the same
-step, the one a single process would take on the whole batch (Li et al., 2020). The
-loss it records is the mean over the processes.
+process calls :func:`transformer_book.distributed.init_distributed` and then
+:func:`train` with its own share of the data; the loop wraps the model in PyTorch's
+``DistributedDataParallel``, which averages the gradients of all processes after every
+backward pass, so each process takes the same step, the one a single process would
+take on the whole batch (Li et al., 2020). The loss it records is the mean over the
+processes.
 
-With ``checkpoint=`` a folder, the loop saves the model's weights (safetensors), the
-optimiser's state, the step and the random state there, and ``resume=True`` continues
-from them: the resumed run takes the same steps, on the same batches, as one that was
-never stopped (the batches must come in the same order on every iteration of
-``batches``, as a seeded :class:`transformer_book.lm_data.WindowBatches` does).
+With ``checkpoint=`` a folder, the loop saves the run there every few steps
+(:func:`transformer_book.resume.save_checkpoint`), and ``resume=True`` continues from
+it: the resumed run takes the same steps, on the same batches, as one that was never
+stopped (the batches must come in the same order on every iteration of ``batches``,
+as a seeded :class:`transformer_book.lm_data.WindowBatches` does).
 
 The progress bar (tqdm, with the running loss) shows when a person runs a notebook
 or a script. The book's pipeline sets ``TRANSFORMER_BOOK_PROGRESS=0`` while it
@@ -28,21 +29,18 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
+
+from .distributed import mean_over_processes, world
+from .resume import STATE_FILE, load_checkpoint, save_checkpoint
 
 __all__ = [
     "PROGRESS_ENV",
-    "Distributed",
-    "init_distributed",
     "lr_factor",
     "progress_enabled",
-    "save_checkpoint",
-    "load_checkpoint",
     "to_device",
     "train",
 ]
@@ -50,7 +48,6 @@ __all__ = [
 PROGRESS_ENV = "TRANSFORMER_BOOK_PROGRESS"
 SCHEDULES = ("constant", "linear", "cosine")
 PRECISIONS = ("fp32", "bf16", "fp16")
-WEIGHTS_FILE, STATE_FILE = "model.safetensors", "trainer.pt"
 
 
 def progress_enabled(progress: bool | None = None) -> bool:
@@ -112,113 +109,6 @@ def to_device(batch, device: torch.device | str):
             return type(batch)(*moved)
         return type(batch)(moved)
     return batch
-
-
-@dataclass(frozen=True)
-class Distributed:
-    """Where this process sits among the processes training together."""
-
-    rank: int  # 0 … world_size - 1, over all machines
-    local_rank: int  # on this machine: which GPU to use
-    world_size: int  # processes in all
-
-    @property
-    def is_main(self) -> bool:
-        """Rank 0 logs and writes checkpoints."""
-        return self.rank == 0
-
-
-def init_distributed(backend: str | None = None) -> Distributed:
-    """Join the process group that ``torchrun`` describes in the environment
-    (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
-
-    Without ``torchrun`` (no ``WORLD_SIZE``, or 1) this is a single process and nothing
-    is initialised. ``backend``: ``"nccl"`` when CUDA is available, else ``"gloo"``.
-    """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if world_size > 1 and not dist.is_initialized():
-        if backend is None:
-            backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(local_rank)
-        dist.init_process_group(backend)
-    return Distributed(rank=rank, local_rank=local_rank, world_size=world_size)
-
-
-def _world() -> tuple[int, int]:
-    """(rank, world size) of the process group, (0, 1) when there is none."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def save_checkpoint(
-    folder: str | Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    step: int,
-    history: list[float],
-) -> None:
-    """Write ``model.safetensors`` (the weights; tied weights once) and ``trainer.pt``
-    (optimiser state, the number of ``step`` s done, the loss history, the random
-    state) into ``folder``, replacing older files only once the new ones are complete.
-
-    Under ``torchrun`` rank 0 writes the shared files and every rank its random state.
-    """
-    from safetensors.torch import save_model
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    rank, world_size = _world()
-    rng = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    torch.save(rng, folder / f"rng-{rank}.pt.part")
-    os.replace(folder / f"rng-{rank}.pt.part", folder / f"rng-{rank}.pt")
-    if rank == 0:
-        save_model(model, str(folder / (WEIGHTS_FILE + ".part")))
-        state = {
-            "step": step,
-            "history": list(history),
-            "optimizer": optimizer.state_dict(),
-            "world_size": world_size,
-        }
-        torch.save(state, folder / (STATE_FILE + ".part"))
-        os.replace(folder / (WEIGHTS_FILE + ".part"), folder / WEIGHTS_FILE)
-        os.replace(folder / (STATE_FILE + ".part"), folder / STATE_FILE)
-    if world_size > 1:
-        dist.barrier()  # nobody goes on before the checkpoint is complete
-
-
-def load_checkpoint(
-    folder: str | Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-) -> tuple[int, list[float]]:
-    """Load what :func:`save_checkpoint` wrote into ``model`` (and ``optimizer``);
-    restore this rank's random state. Returns (steps done, loss history)."""
-    from safetensors.torch import load_model
-
-    folder = Path(folder)
-    if not (folder / STATE_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
-        raise ValueError(
-            f"checkpoint folder {str(folder)!r} holds no {WEIGHTS_FILE} and {STATE_FILE}"
-        )
-    device = next(model.parameters()).device
-    load_model(model, str(folder / WEIGHTS_FILE), device=str(device))
-    state = torch.load(folder / STATE_FILE, map_location=device, weights_only=True)
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    rank, _ = _world()
-    rng_file = folder / f"rng-{rank}.pt"
-    if rng_file.is_file():
-        rng = torch.load(rng_file, weights_only=True)
-        torch.set_rng_state(rng["cpu"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-    return int(state["step"]), [float(v) for v in state["history"]]
 
 
 def _progress_bar():
@@ -289,15 +179,6 @@ def _cycle(batches: Iterable) -> Iterator:
             raise ValueError("batches is empty: there is nothing to train on")
 
 
-def _mean_over_processes(loss: Tensor, world_size: int) -> float:
-    loss = loss.detach()
-    if world_size > 1:
-        loss = loss.clone()
-        dist.all_reduce(loss)  # sum over the processes (gloo has no AVG)
-        loss /= world_size
-    return loss.item()
-
-
 def train(
     model: nn.Module,
     batches: Iterable,
@@ -342,7 +223,7 @@ def train(
     continues from the checkpoint there, if any (the history returned then includes
     the steps before). ``stop_at``: leave after that many steps (with a checkpoint,
     if there is a folder), as if interrupted: the schedule stays the whole run's.
-    Under ``torchrun`` (after :func:`init_distributed`) the model is wrapped in
+    Under ``torchrun`` (after :func:`distributed.init_distributed`) the model is wrapped in
     ``DistributedDataParallel``; every process passes its own ``batches``.
 
     Speed on a GPU (all off by default, so a CPU run is plain fp32):
@@ -392,7 +273,7 @@ def train(
     if resume and (Path(checkpoint) / STATE_FILE).is_file():
         start, history = load_checkpoint(checkpoint, model, opt)
     end = steps if stop_at is None else min(steps, stop_at)
-    rank, world_size = _world()
+    rank, world_size = world()
     net = model
     if world_size > 1:
         ids = [device.index] if device.type == "cuda" else None
@@ -422,7 +303,7 @@ def train(
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         scaler.step(opt)  # skips the step if fp16 gradients overflowed
         scaler.update()
-        history.append(_mean_over_processes(loss, world_size))
+        history.append(mean_over_processes(loss, world_size))
         if bar is not None:
             bar.update(1)
             if step % 10 == 0 or step == end - 1:
