@@ -97,3 +97,38 @@ def test_files_beside_the_weights_are_verified_too(tiny, tmp_path):
         checkpoints.load(tmp_path / "v")
     with pytest.raises(ValueError, match="plain file names"):
         checkpoints.save(model, config, tmp_path / "w", files={"../x.txt": ""})
+
+
+def test_a_model_on_a_base_stores_only_what_it_trained(tiny, tmp_path):
+    """``stored``: only the trained part is written; load rebuilds the base with the
+    constructor (here GPT's seeded initialisation) and puts the part back."""
+    _, config = tiny
+    torch.manual_seed(0)
+    model = gpt.GPT(config).eval()
+    with torch.no_grad():
+        for p in model.blocks.layers[1].parameters():
+            p.add_(0.5)  # "fine-tuned": the top block only
+    torch.manual_seed(0)  # the constructor's base is GPT(config) under this seed
+    card = checkpoints.save(
+        model,
+        config,
+        tmp_path / "top",
+        dtype=torch.float32,
+        stored=["blocks.layers.1."],
+    )
+    from safetensors.torch import load_file
+
+    written = load_file(str(tmp_path / "top" / checkpoints.WEIGHTS))
+    assert written and all(k.startswith("blocks.layers.1.") for k in written)
+    assert card["stored"] == ["blocks.layers.1."]
+    torch.manual_seed(0)
+    loaded, _ = checkpoints.load(tmp_path / "top")
+    ids = torch.randint(0, 20, (2, 8))
+    torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=0)
+    with torch.no_grad():
+        model.blocks.layers[0].attn.q_proj.weight.add_(1.0)  # changed outside `stored`
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"blocks\.layers\.0\.attn\.q_proj\.weight"):
+        checkpoints.save(model, config, tmp_path / "bad", stored=["blocks.layers.1."])
+    with pytest.raises(ValueError, match="matches none"):
+        checkpoints.save(model, config, tmp_path / "bad", stored=["nothing."])

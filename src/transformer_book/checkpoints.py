@@ -5,6 +5,9 @@ BERT and T5, for instance). The book trains those once, with a recipe kept in th
 repository, and ships the result as a *checkpoint*: a folder ``NAME/`` with
 
 - ``model.safetensors``: the weights (fp16 by default, to keep the repository small);
+  for a model fine-tuned on top of a pre-trained base that its constructor loads
+  itself (chapter 13's teacher on all-MiniLM-L6-v2), only the parameters it trained
+  (``stored``: their name prefixes, listed on the card);
 - any text files the model needs besides its weights (a tokenizer's ``vocab.txt``),
   each with its sha256 digest on the card;
 - ``card.json``: what the weights are and how they came to be — the model's module,
@@ -25,6 +28,7 @@ import importlib
 import json
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -87,6 +91,7 @@ def save(
     card: dict | None = None,
     dtype: torch.dtype = torch.float16,
     files: dict[str, str] | None = None,
+    stored: Sequence[str] | None = None,
 ) -> dict:
     """Write ``model``'s weights (as ``dtype``) and its card to ``folder``; return the card.
 
@@ -95,8 +100,11 @@ def save(
     model's spec, parameter count, torch version, machine and digest are added here.
     ``files``: text files to write beside the weights (name -> content, e.g. a
     tokenizer's ``vocab.txt``); their digests go on the card and :func:`load` checks them.
+    ``stored``: write only the parameters and buffers whose names start with one of
+    these prefixes; every other one must be what ``type(model)(config)`` builds (a
+    pre-trained base the constructor loads), and this is checked here.
     """
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file, save_model
 
     if not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
@@ -104,8 +112,13 @@ def save(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     copy = type(model)(config)  # a CPU copy in the storage dtype; `model` is untouched
-    copy.load_state_dict({k: v.detach().cpu() for k, v in model.state_dict().items()})
-    save_model(copy.to(dtype), str(folder / WEIGHTS))
+    if stored is None:
+        copy.load_state_dict(
+            {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        )
+        save_model(copy.to(dtype), str(folder / WEIGHTS))
+    else:  # the copy, untouched, is the base the constructor builds
+        save_file(_stored_part(model, copy, stored, dtype), str(folder / WEIGHTS))
     digests = {}
     for file, text in sorted((files or {}).items()):
         if file in (WEIGHTS, CARD) or Path(file).name != file:
@@ -122,9 +135,38 @@ def save(
         "machine": platform.machine(),
         "sha256": sha256_of(folder / WEIGHTS),
         **({"files": digests} if digests else {}),
+        **({"stored": list(stored)} if stored is not None else {}),
     }
     (folder / CARD).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
     return full
+
+
+def _stored_part(
+    model: nn.Module, fresh: nn.Module, stored: Sequence[str], dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    """The state entries of ``model`` under the ``stored`` prefixes, as ``dtype``;
+    raises if an entry outside them differs from the freshly built ``fresh``."""
+    prefixes = tuple(stored)
+    if not prefixes or not all(isinstance(p, str) and p for p in prefixes):
+        raise ValueError(f"stored must be non-empty name prefixes, got {stored!r}")
+    state, base = model.state_dict(), fresh.state_dict()
+    kept = {k: v for k, v in state.items() if k.startswith(prefixes)}
+    if not kept:
+        raise ValueError(f"stored={list(prefixes)} matches none of the model's names")
+    changed = [
+        k for k, v in state.items()
+        if k not in kept and not torch.equal(v.detach().cpu(), base[k])
+    ]  # fmt: skip
+    if changed:
+        raise ValueError(
+            f"{len(changed)} entries outside stored={list(prefixes)} differ from what "
+            f"the constructor builds (e.g. {changed[0]!r}): they would be lost"
+        )
+    out = {}
+    for k, v in kept.items():
+        v = v.detach().cpu()
+        out[k] = (v.to(dtype) if v.is_floating_point() else v).contiguous()
+    return out
 
 
 def _build(spec: dict) -> tuple[nn.Module, object]:
@@ -140,7 +182,7 @@ def load(
 ) -> tuple[nn.Module, dict]:
     """The checkpoint ``name`` (a folder under :func:`root`, or a path) as
     ``(model, card)``: an fp32 model in eval mode on ``device``, weights verified."""
-    from safetensors.torch import load_model
+    from safetensors.torch import load_file, load_model
 
     folder = path(name)
     if not (folder / CARD).is_file() or not (folder / WEIGHTS).is_file():
@@ -160,5 +202,18 @@ def load(
                 f"or restore it"
             )
     model, _ = _build(card["model"])
-    load_model(model, str(folder / WEIGHTS), strict=True)  # casts to the model's fp32
+    if "stored" not in card:
+        load_model(model, str(folder / WEIGHTS), strict=True)  # casts to fp32
+    else:  # the trained part; the rest is the base the constructor loaded
+        weights = load_file(str(folder / WEIGHTS))
+        expected = {
+            k for k in model.state_dict() if k.startswith(tuple(card["stored"]))
+        }
+        if set(weights) != expected:
+            raise CheckpointError(
+                f"{folder / WEIGHTS} should hold the entries under {card['stored']}: "
+                f"missing {sorted(expected - set(weights))[:3]}, "
+                f"unexpected {sorted(set(weights) - expected)[:3]}"
+            )
+        model.load_state_dict(weights, strict=False)  # copies (and casts) in place
     return model.to(device).eval(), card
