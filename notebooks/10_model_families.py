@@ -83,6 +83,7 @@ from transformer_book import (
     baselines,
     batching,
     benchmark,
+    byte_tokenizer,
     checkpoints,
     checks,
     data,
@@ -101,7 +102,6 @@ from transformer_book import (
     span_corruption,
     t5,
     text_to_text,
-    tokenizer,
     train,
     vocab,
 )
@@ -1164,7 +1164,7 @@ report.glue("probe_vs", f"{gap:.1f} points above" if gap > 0 else
 # script. A character takes one to four bytes:
 
 # %%
-byte_tok = tokenizer.ByteTokenizer()
+byte_tok = byte_tokenizer.ByteTokenizer()
 for ch in ["a", "é", "€", "日", "🙂"]:
     ids = byte_tok.encode(ch)
     print(f"{ch!r}: U+{ord(ch):04X} -> {len(ids)} byte(s) {ch.encode()} -> ids {ids}")
@@ -1391,7 +1391,7 @@ checks.check_noise_span_mask(noise_span_mask)
 # - `transformer_book.span_corruption` (also reachable as `t5.span_corruption`):
 #   `noise_span_mask`, `span_corruption`, `merge_spans`, and the training pairs:
 #   `corrupted_windows`, `SpanCorruptionBatches`.
-# - `transformer_book.tokenizer.ByteTokenizer`: ByT5's byte vocabulary with sentinels.
+# - `transformer_book.byte_tokenizer.ByteTokenizer`: ByT5's byte vocabulary with sentinels.
 # - `attention.MultiHeadAttention(scale=...)`, passed through by `blocks.EncoderBlock`
 #   and `blocks.Encoder`: T5's unscaled attention.
 # - `transformer_book.diagrams.families.three_families`.

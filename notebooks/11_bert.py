@@ -66,6 +66,7 @@ import torch
 
 from transformer_book import (
     baselines,
+    basic_tokenizer,
     benchmark,
     bert,
     checkpoints,
@@ -128,8 +129,8 @@ knn_test_every = run.pick(quick=4, full=1)  # every 4th SNIPS test query, or all
 
 # %%
 text = "Héllo, Wörld! Don't   panic — 東京 is ~3°C."
-print(tokenizer.normalize(text))
-print(tokenizer.basic_tokenize(text))
+print(basic_tokenizer.normalize(text))
+print(basic_tokenizer.basic_tokenize(text))
 
 # %% [markdown]
 # **WordPiece** then cuts each word, greedily: take the longest vocabulary entry that
@@ -265,7 +266,9 @@ def merge_gain(k, c_a, c_b, n):
     return f(c_a - k) - f(c_a) + f(c_b - k) - f(c_b) + f(k) - f(n - k) + f(n)
 
 
-words = Counter(w for t in train_texts[:2000] for w in tokenizer.basic_tokenize(t))
+words = Counter(
+    w for t in train_texts[:2000] for w in basic_tokenizer.basic_tokenize(t)
+)
 units, pair_counts = Counter(), Counter()  # characters, "##"-prefixed inside words
 for w, c in words.items():
     chars = [w[0], *("##" + ch for ch in w[1:])]
@@ -306,13 +309,13 @@ def pieces(tok, texts):
     return [
         p
         for t in texts
-        for w in tokenizer.basic_tokenize(t)
+        for w in basic_tokenizer.basic_tokenize(t)
         for p in tok.word_pieces(w)
     ]
 
 
 def n_words(texts):
-    return sum(len(tokenizer.basic_tokenize(t)) for t in texts)
+    return sum(len(basic_tokenizer.basic_tokenize(t)) for t in texts)
 
 
 def pieces_per_word(tok, texts):
@@ -1118,7 +1121,8 @@ print(
 # %% [markdown]
 # ## What we added to the package
 #
-# - `transformer_book.tokenizer`: `normalize`, `basic_tokenize`, and `WordPiece`
+# - `transformer_book.basic_tokenizer`: `normalize` and `basic_tokenize`.
+# - `transformer_book.tokenizer`: `WordPiece`
 #   (`from_file`, `word_pieces`, `tokenize`, `encode`, `encode_pair`, `encode_batch`,
 #   `pad`, `decode`, and `WordPiece.train` with the `likelihood`, `ratio` and
 #   `frequency` merge rules).

@@ -1,5 +1,5 @@
-"""Tokenizers: WordPiece against the reference BertTokenizer on real corpora, its
-training rule against a brute-force recount (chapter 11); ByteTokenizer (chapter 10)."""
+"""transformer_book.tokenizer: WordPiece against the reference BertTokenizer on real
+corpora, its training rule against a brute-force recount (chapter 11)."""
 
 import math
 import os
@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 import torch
 
-from transformer_book import data, tokenizer
-from transformer_book.tokenizer import SPECIAL_TOKENS, ByteTokenizer, WordPiece
+from transformer_book import basic_tokenizer, data, tokenizer
+from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -118,12 +118,6 @@ def test_pairs_and_truncation_match_the_reference(wp, reference):
     assert wp.encode(a, max_len=5).ids == ref
 
 
-def test_basic_tokenize():
-    assert tokenizer.basic_tokenize("Don't panic!") == ["don", "'", "t", "panic", "!"]
-    assert tokenizer.basic_tokenize("Héllo,世界") == ["hello", ",", "世", "界"]
-    assert tokenizer.basic_tokenize("Héllo", lowercase=False) == ["Héllo"]
-
-
 def toy(words=("un", "##aff", "##able", "##a", "##ff", "a", "b", "##b")):
     return WordPiece([*SPECIAL_TOKENS, *words])
 
@@ -195,7 +189,7 @@ def score(rule, p, pair, unit, N):
 
 def brute_force_merges(texts, n, rule):
     """Recount every pair from scratch before each merge: slow, obviously right."""
-    words = Counter(w for t in texts for w in tokenizer.basic_tokenize(t))
+    words = Counter(w for t in texts for w in basic_tokenizer.basic_tokenize(t))
     splits = {w: [w[0], *("##" + c for c in w[1:])] for w in words}
     merges = []
     for _ in range(n):
@@ -229,7 +223,7 @@ def brute_force_merges(texts, n, rule):
 def test_training_merges_equal_a_brute_force_recount(rule):
     texts = data.load_rt_polarity()[0][:150] + ["aaaa aaa banana bananas"]
     tok = WordPiece.train(texts, 10_000, rule=rule)  # until no pair is left...
-    chars = {u for t in texts for w in tokenizer.basic_tokenize(t) for u in w}
+    chars = {u for t in texts for w in basic_tokenizer.basic_tokenize(t) for u in w}
     learned = tok.itos[len(SPECIAL_TOKENS) :]
     n_alphabet = len({t for t in learned if len(t.removeprefix("##")) == 1})
     merges = learned[n_alphabet:]
@@ -258,86 +252,5 @@ def test_trained_vocabulary_covers_its_corpus():
     pieces = [p for t in texts for p in tok.tokenize(t)]
     assert "[UNK]" not in pieces
     assert {"the", "and", "of"} <= set(tok.itos)  # frequent words become tokens
-    words = sum(len(tokenizer.basic_tokenize(t)) for t in texts)
+    words = sum(len(basic_tokenizer.basic_tokenize(t)) for t in texts)
     assert len(pieces) / words < 2.0
-
-
-# === ByteTokenizer (ByT5's byte vocabulary, chapter 10) ===================================
-# WordPiece's tests (chapter 11) go in their own section.
-
-TEXTS = [
-    "This teddy bear is so cute.",
-    "héllo, naïve café",
-    "€ 5 and 🙂",
-    "Привет, мир",
-    "日本語のテキスト",
-    "",
-    "tab\tnew\nline",
-]
-
-
-@pytest.mark.parametrize("text", TEXTS)
-def test_byte_ids_equal_byt5_tokenizer(text):
-    from transformers import ByT5Tokenizer
-
-    ref = ByT5Tokenizer()
-    tok = ByteTokenizer()
-    assert tok.encode(text) == ref(text, add_special_tokens=False).input_ids
-    assert tok.encode(text, add_eos=True) == ref(text).input_ids
-    assert tok.decode(tok.encode(text, add_eos=True)) == text
-
-
-def test_specials_and_sentinels_equal_byt5_tokenizer():
-    from transformers import ByT5Tokenizer
-
-    ref = ByT5Tokenizer()
-    tok = ByteTokenizer(extra_ids=125)
-    assert (
-        (tok.pad_id, tok.eos_id, tok.unk_id)
-        == (
-            ref.pad_token_id,
-            ref.eos_token_id,
-            ref.unk_token_id,
-        )
-        == (0, 1, 2)
-    )
-    assert tok.vocab_size == len(ref) == 384
-    names = [f"<extra_id_{i}>" for i in range(125)]
-    assert tok.sentinel_ids == ref.convert_tokens_to_ids(names)
-    assert tok.decode([*tok.encode("a"), tok.sentinel_ids[3], *tok.encode("b")]) == (
-        "a<extra_id_3>b"
-    )
-
-
-def test_bytes_per_character():
-    tok = ByteTokenizer()
-    assert [len(tok.encode(c)) for c in "aé€🙂"] == [1, 2, 3, 4]
-    assert tok.encode("é") == [0xC3 + 3, 0xA9 + 3]
-    assert ByteTokenizer().vocab_size == len(ByteTokenizer()) == 259
-
-
-def test_decode_of_invalid_bytes():
-    tok = ByteTokenizer()
-    half = tok.encode("é")[:1]  # the first byte of a two-byte character alone
-    assert tok.decode(half) == "\ufffd"
-    assert tok.decode(half, errors="ignore") == ""
-    assert tok.decode([0, 1, 2, *tok.encode("ok")]) == "ok"  # specials dropped
-
-
-@pytest.mark.parametrize(
-    "call, message",
-    [
-        (
-            lambda: ByteTokenizer(extra_ids=-1),
-            "extra_ids must be a non-negative integer",
-        ),
-        (lambda: ByteTokenizer().encode(b"bytes"), "text must be a str, got bytes"),
-        (
-            lambda: ByteTokenizer().decode([259]),
-            r"id 259 is outside the vocabulary \[0, 259\)",
-        ),
-    ],
-)
-def test_byte_tokenizer_bad_input(call, message):
-    with pytest.raises(ValueError, match=message):
-        call()

@@ -21,8 +21,9 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
+from .basic_tokenizer import basic_tokenize
 from .batching import LengthBatches, pad_sequences
-from .tokenizer import WordPiece, basic_tokenize
+from .tokenizer import WordPiece
 
 __all__ = [
     "IGNORE",

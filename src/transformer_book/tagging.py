@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .tokenizer import Encoding, WordPiece, basic_tokenize
+from .basic_tokenizer import basic_tokenize
+from .tokenizer import Encoding, WordPiece
 
 __all__ = [
     "IGNORE",

@@ -1,7 +1,19 @@
-"""Tokenizers: text to ids and back (chapters 10 and 11).
+"""WordPiece, BERT's sub-word tokenizer: text to ids and back, and a vocabulary learnt
+from a corpus (chapter 11).
 
-WordPiece (BERT's sub-word vocabulary, chapter 11) and a byte-level tokenizer (ByT5's
-vocabulary, chapter 10).
+BERT's tokenizer works in two stages (Devlin et al., 2019, section 3; Wu et al., 2016):
+
+1. basic tokenisation (:mod:`transformer_book.basic_tokenizer`): drop control
+   characters, put spaces around CJK ideographs, strip accents, lower-case, split on
+   whitespace and isolate every punctuation character;
+2. WordPiece: cut each word into the longest vocabulary entry that starts it, then the
+   longest ``##``-prefixed entry that continues it, and so on (greedy longest match
+   first); a word that cannot be cut this way becomes ``[UNK]``.
+
+The order of the steps follows Hugging Face's ``tokenizers`` BertNormalizer and
+BertPreTokenizer, the reference the tests compare against. :meth:`WordPiece.train`
+learns a vocabulary by merging pairs of units (``MERGE_RULES``). ByT5's byte-level
+vocabulary (chapter 10) is :mod:`transformer_book.byte_tokenizer`.
 """
 
 from __future__ import annotations
@@ -10,7 +22,6 @@ import functools
 import heapq
 import math
 import re
-import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,126 +30,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__: list[str] = []
+from .basic_tokenizer import basic_tokenize
 
-# --- WordPiece (chapter 11) -----------------------------------------------------------
-#
-# BERT's tokenizer works in two stages (Devlin et al., 2019, section 3; Wu et al., 2016):
-#
-# 1. basic tokenisation: drop control characters, put spaces around CJK ideographs,
-#    strip accents (NFD, then drop the combining marks), lower-case, split on whitespace
-#    and isolate every punctuation character;
-# 2. WordPiece: cut each word into the longest vocabulary entry that starts it, then the
-#    longest ``##``-prefixed entry that continues it, and so on (greedy longest match
-#    first); a word that cannot be cut this way becomes ``[UNK]``.
-#
-# The order of the steps follows Hugging Face's ``tokenizers`` BertNormalizer and
-# BertPreTokenizer, the reference the tests compare against.
-
-__all__ += [
-    "SPECIAL_TOKENS",
-    "Encoding",
-    "WordPiece",
-    "basic_tokenize",
-    "normalize",
-]
+__all__ = ["SPECIAL_TOKENS", "MERGE_RULES", "Encoding", "WordPiece"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-# CJK Unified Ideographs and their extensions (the blocks BERT treats as one-character
-# words; Japanese kana and Korean Hangul are not among them). Extension E starts at
-# U+2B920 here, as in the reference (Google's original code has U+2B820).
-_CJK = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B920, 0x2CEAF),
-    (0xF900, 0xFAFF),
-    (0x2F800, 0x2FA1F),
-)
-
-
-@functools.lru_cache(maxsize=65536)
-def _char_kind(ch: str) -> str:
-    """What normalisation does with a character: "drop" (NUL, U+FFFD, and the Unicode
-    "other" categories Cc, Cf, Cn, Co, Cs except tab, newline, carriage return),
-    "space" (whitespace), "cjk" (a CJK ideograph, made a word of its own) or "keep"."""
-    if ch in ("\x00", "\ufffd") or (
-        ch not in "\t\n\r" and unicodedata.category(ch).startswith("C")
-    ):
-        return "drop"
-    if ch.isspace():
-        return "space"
-    cp = ord(ch)
-    if cp >= 0x3400 and any(lo <= cp <= hi for lo, hi in _CJK):
-        return "cjk"
-    return "keep"
-
-
-@functools.lru_cache(maxsize=65536)
-def _is_punctuation(ch: str) -> bool:
-    """Unicode punctuation (P*), and ASCII symbols such as $ + < ^ ` | ~ too, as in BERT."""
-    cp = ord(ch)
-    ascii_punct = 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-    return ascii_punct or unicodedata.category(ch).startswith("P")
-
-
-# ASCII controls are dropped, tab/newline/carriage return become spaces.
-_ASCII_CLEAN = dict.fromkeys([*range(32), 127]) | {ord(c): " " for c in "\t\n\r"}
-
-
-def normalize(
-    text: str, lowercase: bool = True, strip_accents: bool | None = None
-) -> str:
-    """BERT's text clean-up: controls dropped, whitespace to spaces, spaces around CJK
-    ideographs, accents stripped (NFD, combining marks Mn dropped) and lower case.
-
-    ``strip_accents=None`` strips them exactly when lower-casing (the uncased models).
-    Lower-casing goes character by character, as the reference does (no final-sigma rule).
-    """
-    if text.isascii():  # fast path: no accents, no CJK, no Unicode whitespace
-        text = text.translate(_ASCII_CLEAN)
-        return text.lower() if lowercase else text
-    out = []
-    for ch in text:
-        kind = _char_kind(ch)
-        if kind == "keep":
-            out.append(ch)
-        elif kind == "space":
-            out.append(" ")
-        elif kind == "cjk":
-            out.append(f" {ch} ")
-    text = "".join(out)
-    if lowercase if strip_accents is None else strip_accents:
-        text = unicodedata.normalize("NFD", text)
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
-    if lowercase:
-        text = "".join(ch.lower() for ch in text)
-    return text
-
-
-def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
-    """Normalise, split on whitespace, and make every punctuation character a word.
-
-    "Don't panic!" -> ["don", "'", "t", "panic", "!"].
-    """
-    words: list[str] = []
-    for chunk in normalize(text, lowercase).split():
-        if chunk.isalnum():  # no punctuation inside: the common case
-            words.append(chunk)
-            continue
-        start = 0
-        for i, ch in enumerate(chunk):
-            if _is_punctuation(ch):
-                if i > start:
-                    words.append(chunk[start:i])
-                words.append(ch)
-                start = i + 1
-        if start < len(chunk):
-            words.append(chunk[start:])
-    return words
 
 
 @dataclass
@@ -494,79 +390,3 @@ def _learn_merges(
             if pair[q] >= min_pair_count:
                 heapq.heappush(heap, entry(q))
     return merges
-
-
-# --- Bytes as the vocabulary (ByT5, chapter 10) -----------------------------------------
-# Appended in its own section, so that WordPiece (chapter 11) merges beside it cleanly.
-
-__all__ += ["ByteTokenizer"]
-
-
-class ByteTokenizer:
-    """ByT5's vocabulary: every UTF-8 byte is a token, shifted past three special ids.
-
-    ``pad`` = 0, ``eos`` = 1, ``unk`` = 2, byte b -> id b + 3; so 259 ids cover every
-    text in every script, and nothing is ever unknown (``unk`` exists only for the
-    layout's sake). ``extra_ids`` sentinels for span corruption follow the bytes:
-    ``<extra_id_i>`` = 259 + i, as in Hugging Face's ``ByT5Tokenizer``. A character
-    takes 1 to 4 bytes: "a" one, "é" two, "€" three, "🙂" four. Xue et al. (2022).
-    """
-
-    pad_id, eos_id, unk_id = 0, 1, 2
-    offset = 3  # ids below the first byte's
-    n_bytes = 256
-
-    def __init__(self, extra_ids: int = 0) -> None:
-        if not isinstance(extra_ids, int) or extra_ids < 0:
-            raise ValueError(
-                f"extra_ids must be a non-negative integer, got {extra_ids!r}"
-            )
-        self.extra_ids = extra_ids
-
-    @property
-    def vocab_size(self) -> int:
-        """3 specials + 256 bytes + the sentinels."""
-        return self.offset + self.n_bytes + self.extra_ids
-
-    @property
-    def sentinel_ids(self) -> list[int]:
-        """The ids of ``<extra_id_0>``, ``<extra_id_1>``, ... in order."""
-        first = self.offset + self.n_bytes
-        return list(range(first, first + self.extra_ids))
-
-    def encode(self, text: str, add_eos: bool = False) -> list[int]:
-        """The text's UTF-8 bytes, each + 3; ``add_eos`` appends the end-of-sequence id."""
-        if not isinstance(text, str):
-            raise ValueError(f"text must be a str, got {type(text).__name__}")
-        ids = [b + self.offset for b in text.encode("utf-8")]
-        return ids + [self.eos_id] if add_eos else ids
-
-    def decode(self, ids, errors: str = "replace") -> str:
-        """Bytes back to text. pad, eos and unk are dropped; a sentinel is written as
-        ``<extra_id_i>``; a byte sequence that is not valid UTF-8 (a model's output can
-        be anything) is decoded with ``errors`` ("replace": U+FFFD, "ignore": dropped).
-        """
-        out, run = [], bytearray()
-        first_sentinel = self.offset + self.n_bytes
-        for i in (int(t) for t in ids):
-            if not 0 <= i < self.vocab_size:
-                raise ValueError(
-                    f"id {i} is outside the vocabulary [0, {self.vocab_size})"
-                )
-            if self.offset <= i < first_sentinel:
-                run.append(i - self.offset)
-                continue
-            out.append(run.decode("utf-8", errors=errors))
-            run = bytearray()
-            if i >= first_sentinel:
-                out.append(f"<extra_id_{i - first_sentinel}>")
-        out.append(run.decode("utf-8", errors=errors))
-        return "".join(out)
-
-    def __len__(self) -> int:
-        return self.vocab_size
-
-    def __repr__(self) -> str:
-        return (
-            f"ByteTokenizer(vocab_size={self.vocab_size}, extra_ids={self.extra_ids})"
-        )
