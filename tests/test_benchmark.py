@@ -156,6 +156,16 @@ def test_timing_waits_for_an_mps_device(monkeypatch):
     assert len(waited) >= 2  # at least once per timed repeat
 
 
+def test_memory_of_an_mps_computation_is_measured_on_the_cpu(monkeypatch):
+    assert benchmark.memory_device("mps") == torch.device("cpu")
+    assert benchmark.memory_device("cpu") == torch.device("cpu")
+    assert benchmark.memory_device("cuda:1") == torch.device("cuda:1")
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: None)  # timing "on MPS"
+    fns = {"outer": lambda x: x[:, None] * x[None, :]}
+    cost = benchmark.time_and_peak(fns, lambda n: (torch.ones(n),), [128], "mps", 1)
+    assert cost["outer", 128][1] >= 128 * 128 * 4  # measured on the CPU, not refused
+
+
 @pytest.mark.parametrize("measure", [benchmark.peak_bytes, benchmark.allocated_bytes])
 def test_memory_on_mps_is_refused_not_reported_as_zero(measure):
     with pytest.raises(ValueError, match="MPS"):

@@ -34,6 +34,7 @@ from torch.profiler import ProfilerActivity, profile
 __all__ = [
     "median_time",
     "time_and_peak",
+    "memory_device",
     "allocated_bytes",
     "peak_bytes",
     "CountTorchCalls",
@@ -107,18 +108,36 @@ def time_and_peak(
     """For every key (a sequence length, say) and every named function, without
     gradients: the median seconds (:func:`median_time`) and the peak bytes
     (:func:`peak_bytes`) of ``fn(*make_inputs(key))``; the inputs are built once
-    per key. Returns ``{(name, key): (seconds, peak bytes)}``."""
+    per key. Returns ``{(name, key): (seconds, peak bytes)}``.
+
+    The peak is measured on :func:`memory_device` (``device``), with the inputs'
+    tensors copied there: on MPS, that is the CPU."""
     if not fns:
         raise ValueError("fns must name at least one function, got an empty mapping")
+    device, on = torch.device(device), memory_device(device)
     cost: dict[tuple[str, Any], tuple[float, int]] = {}
     with torch.no_grad():
         for key in keys:
             inputs = make_inputs(key)
+            there = inputs if on == device else [_to(x, on) for x in inputs]
             for name, fn in fns.items():
                 run_it = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
                 seconds = median_time(run_it, repeats, device=device, clock=clock)
-                cost[name, key] = (seconds, peak_bytes(run_it, device))
+                peak = peak_bytes(lambda fn=fn, there=there: fn(*there), on)
+                cost[name, key] = (seconds, peak)
     return cost
+
+
+def memory_device(device: torch.device | str) -> torch.device:
+    """Where :func:`peak_bytes` can measure a computation meant for ``device``: the
+    device itself (CPU, CUDA), or the CPU for Apple's MPS, which keeps no peak counter.
+    A chapter that measures memory says which device it measured on."""
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+def _to(x: object, device: torch.device) -> object:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
 @contextlib.contextmanager
