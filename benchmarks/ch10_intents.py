@@ -33,7 +33,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import benchmark, checkpoints, t5, text_to_text, train  # noqa: E402
+from transformer_book import (  # noqa: E402
+    benchmark,
+    checkpoints,
+    pretraining_data,
+    t5,
+    text_to_text,
+)
 
 RESULT = ROOT / "benchmarks" / "results" / "ch10_intents.json"
 STEPS, BATCH = 300, 16
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     model, card = checkpoints.load("atis-t5")
     itos = (checkpoints.path("atis-t5") / "vocab.txt").read_text().splitlines()
-    atis = train.atis_words(itos=itos)
+    atis = pretraining_data.atis_words(itos=itos)
     pairs = {s: text_to_text.intent_pairs(atis.words, atis.eos, s)
              for s in ("train", "dev", "test")}  # fmt: skip
     runs = []

@@ -2,8 +2,8 @@
 learning rate at which T5's relative-bias tables learn), made on ATIS's **dev** split:
 the trainer's ``tiny`` recipe run longer (``--steps``, default 600) at each scale and
 seed, every run scored on the same fixed draw of span-corrupted dev windows
-(``train.t5_heldout(..., split="dev")``) beside the baselines fitted on the training
-text. The scale with the lowest mean dev cross-entropy is the choice; chapter 10 reads
+(``pretraining_data.t5_heldout(..., split="dev")``) beside the baselines fitted on the
+training text. The scale with the lowest mean dev cross-entropy is the choice; chapter 10 reads
 this file and checks that the package's default is that choice. The test split, on
 which the chapter reports, is not read here.
 
@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import benchmark, pretraining, train  # noqa: E402
+from transformer_book import benchmark, pretraining, pretraining_data, train  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "t5_bias_lr_scale.json"
 BASELINES = ("most_frequent_accuracy", "unigram_nats", "bigram_accuracy", "bigram_nats")
@@ -40,9 +40,9 @@ BASELINES = ("most_frequent_accuracy", "unigram_nats", "bigram_accuracy", "bigra
 def sweep(scales: list[float], seeds: list[int], steps: int) -> dict:
     """Every (scale, seed) run's dev scores, the baselines and the chosen scale."""
     torch.set_num_threads(1)
-    atis = train.atis_words()
+    atis = pretraining_data.atis_words()
     base_recipe = dataclasses.replace(train.T5_RECIPES["tiny"], steps=steps)
-    dev = train.t5_heldout(atis, base_recipe.window, split="dev")
+    dev = pretraining_data.t5_heldout(atis, base_recipe.window, split="dev")
     runs, baselines = [], None
     for scale in scales:
         for seed in seeds:
@@ -53,7 +53,7 @@ def sweep(scales: list[float], seeds: list[int], steps: int) -> dict:
                 atis.train, config, atis.sentinels, recipe, "cpu"
             )
             cpu = time.process_time() - start
-            scores = train.t5_scores(model, atis, dev)
+            scores = pretraining_data.t5_scores(model, atis, dev)
             baselines = {k: scores[k] for k in (*BASELINES, "hidden_words")}
             runs.append(dict(scale=scale, seed=seed, dev_nats=scores["nats"],
                              dev_accuracy=scores["accuracy"],

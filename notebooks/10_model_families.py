@@ -97,6 +97,7 @@ from transformer_book import (
     plotting,
     positions,
     pretraining,
+    pretraining_data,
     report,
     runtime,
     span_corruption,
@@ -533,15 +534,16 @@ plt.show()
 # ## 7. Pre-training a small T5
 #
 # Real text for a model that trains in seconds: the ATIS flight queries of chapter 5, read
-# as one stream of words with a full stop after each query. `train.atis_words` (the data
-# of the book's trainer for T5) keeps the training split's words seen at least twice, an
+# as one stream of words with a full stop after each query.
+# `pretraining_data.atis_words` (the data of the book's trainer for T5) keeps the training split's words seen at least twice, an
 # end-of-sequence token `</s>` and eight sentinels. A training example is a window of
 # `window` words from a random place of the training split, corrupted as in section 6,
 # with `</s>` appended to its inputs and to its targets
 # (`span_corruption.corrupted_windows`); held-out windows come from ATIS's test split.
 
 # %%
-atis = train.atis_words()  # ATIS's queries as streams of word ids, each ending in "."
+# ATIS's queries as streams of word ids, each ending in "."
+atis = pretraining_data.atis_words()
 words, sentinels, eos = atis.words, atis.sentinels, atis.eos
 print(f"{len(words)} ids; {len(atis.train):,} training "
       f"and {len(atis.test):,} test words")  # fmt: skip
@@ -568,8 +570,8 @@ print(" ".join(words.decode(tgt[0])))
 # The multiple was chosen on ATIS's *dev* queries, never on the test windows on which
 # this chapter reports: `benchmarks/t5_bias_lr_scale.py` trains the `tiny` recipe below
 # for 600 steps at several multiples, five seeds each, and scores every run on a fixed
-# draw of span-corrupted dev windows (`train.t5_heldout(..., split="dev")`), beside the
-# baselines of the next cells. Its committed result, read back:
+# draw of span-corrupted dev windows (`pretraining_data.t5_heldout(..., split="dev")`),
+# beside the baselines of the next cells. Its committed result, read back:
 
 # %% tags=["nbval-ignore-output"]
 scale_sweep = benchmark.committed_result("t5_bias_lr_scale.json")
@@ -664,11 +666,12 @@ for seed in live_seeds:
 # To see what the model writes on its own, decode greedily: the decoder starts from the
 # start token, writes a sentinel, the words it believes are hidden there, the next
 # sentinel, and so on, until it writes the end token. The held-out windows are a fixed
-# draw of the test text (`train.t5_heldout`), the same on which the book's trainer
-# scores every T5 it saves.
+# draw of the test text (`pretraining_data.t5_heldout`), the same on which the book's
+# trainer scores every T5 it saves.
 
 # %% tags=["nbval-ignore-output"]
-held_out = train.t5_heldout(atis, live_recipe.window)  # 20 batches of 64 test windows
+# 20 batches of 64 test windows
+held_out = pretraining_data.t5_heldout(atis, live_recipe.window)
 src, tgt = held_out[0]
 written = live[live_seeds[0]].generate(src.to(run.device), tgt.shape[1] + 4).cpu()
 for s, w, t in zip(src[:2], written, tgt[:2]):
@@ -692,11 +695,11 @@ assert sum(in_order) >= 0.75 * len(in_order)
 # without any context; its best guess is always the most frequent word), and the **left
 # bigram**, which predicts each hidden word from the one word before it in the text (the
 # kept word before its sentinel, or the hidden word before it:
-# `span_corruption.left_neighbours`). `train.t5_scores` scores a model and the baselines
-# together.
+# `span_corruption.left_neighbours`). `pretraining_data.t5_scores` scores a model and
+# the baselines together.
 
 # %% tags=["nbval-ignore-output"]
-live_scores = [train.t5_scores(m, atis, held_out) for m in live.values()]
+live_scores = [pretraining_data.t5_scores(m, atis, held_out) for m in live.values()]
 base = live_scores[0]  # the baselines' numbers: the same beside every model
 live_acc = statistics.mean(s["accuracy"] for s in live_scores)
 live_nats = statistics.mean(s["nats"] for s in live_scores)
@@ -751,7 +754,8 @@ report.glue("live_verdict", "It has learned the format and little more than the 
 model, card = checkpoints.load(checkpoint, device=run.device)
 itos = (checkpoints.path(checkpoint) / "vocab.txt").read_text().splitlines()
 print(f"its vocabulary is section 7's: {itos == words.itos}")
-atis = train.atis_words(itos=itos)  # the data, in the checkpoint's own vocabulary
+# the data, in the checkpoint's own vocabulary
+atis = pretraining_data.atis_words(itos=itos)
 recipe = card["recipe"]
 assert recipe["window"] == live_recipe.window  # held_out suits it as it is
 print(model.config)
@@ -1379,9 +1383,10 @@ checks.check_noise_span_mask(noise_span_mask)
 #   `decoder.Decoder`), `target_predictions` and `target_scores` (teacher-forced
 #   predictions, and their accuracy and cross-entropy, on chosen target tokens),
 #   `load_hf_t5`.
-# - Used from the book's trainer and recipes: `train.atis_words`, `train.t5_heldout` and
-#   `train.t5_scores` (ATIS as word streams, the held-out windows, a model and its
-#   baselines on them; `split="dev"` for choices), `train.T5_RECIPES`,
+# - Used from the book's pre-training data: `pretraining_data.atis_words`,
+#   `pretraining_data.t5_heldout` and `pretraining_data.t5_scores` (ATIS as word
+#   streams, the held-out windows, a model and its baselines on them; `split="dev"` for
+#   choices); from the book's trainer and recipes: `train.T5_RECIPES`,
 #   `pretraining.pretrain_t5` (`bias_lr_scale`), and the shipped checkpoint `atis-t5`
 #   (`checkpoints.load`).
 # - `transformer_book.text_to_text`: `intent_text`, `intent_pairs` (ATIS intents as

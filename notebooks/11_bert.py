@@ -77,10 +77,10 @@ from transformer_book import (
     params,
     plotting,
     pretraining,
+    pretraining_data,
     report,
     runtime,
     tokenizer,
-    train,
     training,
 )
 
@@ -733,7 +733,7 @@ review_unigram = baselines.unigram_log_probs(
     masked_lm.target_ids(small_wp, train_texts), len(small_wp)
 )  # (V,) log-probabilities
 live = pretraining.pretraining_metrics(
-    small.model, small_wp, test_texts, 64, seed=train.HELDOUT_SEED,
+    small.model, small_wp, test_texts, 64, seed=pretraining_data.HELDOUT_SEED,
     unigram=review_unigram,
 )  # fmt: skip
 first, last = small.mlm_loss[0], sum(small.mlm_loss[-50:]) / 50
@@ -819,16 +819,17 @@ report.glue("ck_minutes", ck_minutes, "{:.0f}")
 # card's), with the unigram model fitted on the same training phrases:
 
 # %% tags=["nbval-ignore-output"]
-phrases, heldout = train.bert_corpus()  # SST-2: training phrases, dev sentences
+# SST-2: training phrases, dev sentences
+phrases, heldout = pretraining_data.bert_corpus()
 unigram = baselines.unigram_log_probs(
     masked_lm.target_ids(tok_ck, phrases), len(tok_ck)
 )  # (V,), fitted on the checkpoint's training phrases
 ck = pretraining.pretraining_metrics(
-    model_ck, tok_ck, heldout, card["recipe"]["max_len"], seed=train.HELDOUT_SEED,
-    unigram=unigram,
+    model_ck, tok_ck, heldout, card["recipe"]["max_len"],
+    seed=pretraining_data.HELDOUT_SEED, unigram=unigram,
 )  # fmt: skip
-print(f"{len(phrases):,} training phrases of {train.MIN_WORDS} words or more, "
-      f"{len(heldout)} held-out sentences")  # fmt: skip
+print(f"{len(phrases):,} training phrases of {pretraining_data.MIN_WORDS} words or "
+      f"more, {len(heldout)} held-out sentences")  # fmt: skip
 print("SST-2 dev    | MLM loss | MLM accuracy | NSP accuracy")
 print(row.format("unigram", ck["unigram_mlm_loss"], ck["unigram_mlm_accuracy"],
                  ck["is_next_share"]), "(always 'is next')")  # fmt: skip

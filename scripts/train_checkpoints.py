@@ -36,7 +36,14 @@ from pathlib import Path
 
 import torch
 
-from transformer_book import baselines, checkpoints, data, lm_data, train
+from transformer_book import (
+    baselines,
+    checkpoints,
+    data,
+    lm_data,
+    pretraining_data,
+    train,
+)
 
 #: the training losses a card keeps (the reproduction test re-runs this many steps)
 LOGGED_STEPS = 50
@@ -150,7 +157,7 @@ def train_encoder(name: str, root: Path = checkpoints.SHIPPED) -> dict:
     result = runner(config, device="cpu")
     model = result["model"]
     if kind == "bert":
-        texts, heldout = train.bert_corpus()
+        texts, heldout = pretraining_data.bert_corpus()
         tok = result["tokenizer"]
         files = {"vocab.txt": "\n".join(tok.itos) + "\n"}
         data_card = {
@@ -158,7 +165,8 @@ def train_encoder(name: str, root: Path = checkpoints.SHIPPED) -> dict:
             "sha256": _files_card("sst2", ["train.tsv", "dev.tsv"]),
             "split": f"pre-trained on the text of train.tsv's {len(texts):,} phrases "
             f"(labels unused); held out: dev.tsv's {len(heldout)} sentences, one "
-            f"draw of NSP pairs and masks (seed {train.HELDOUT_SEED}, batches of 128, "
+            f"draw of NSP pairs and masks (seed {pretraining_data.HELDOUT_SEED}, "
+            "batches of 128, "
             f"max_len {config.max_len}; pretraining.pretraining_metrics)",
         }
         seen = {"sequences_seen": config.steps * config.batch_size}
@@ -174,8 +182,9 @@ def train_encoder(name: str, root: Path = checkpoints.SHIPPED) -> dict:
             "sha256": _files_card("atis", ["train/seq.in", "test/seq.in"]),
             "split": f"pre-trained on train/seq.in's {len(atis.train):,} words (each "
             f"query ending in '.'); held out: 20 x 64 span-corrupted windows of "
-            f"test/seq.in's {len(atis.test):,} words (seed {train.HELDOUT_SEED}; "
-            f"train.t5_heldout)",
+            f"test/seq.in's {len(atis.test):,} words "
+            f"(seed {pretraining_data.HELDOUT_SEED}; "
+            f"pretraining_data.t5_heldout)",
         }
         seen = {"tokens_seen": config.steps * config.batch_size * config.window}
         extra = {}
@@ -215,7 +224,7 @@ def heldout_metrics(name: str, model) -> dict:
         from transformer_book.tokenizer import WordPiece
 
         tok = WordPiece(itos)
-        texts, heldout = train.bert_corpus()
+        texts, heldout = pretraining_data.bert_corpus()
         pieces = [
             i
             for t in texts
@@ -225,11 +234,13 @@ def heldout_metrics(name: str, model) -> dict:
         ]
         unigram = baselines.unigram_log_probs(pieces, len(tok))
         return pretraining.pretraining_metrics(
-            model, tok, heldout, config.max_len, seed=train.HELDOUT_SEED,
+            model, tok, heldout, config.max_len, seed=pretraining_data.HELDOUT_SEED,
             nsp=config.nsp, unigram=unigram,
         )  # fmt: skip
-    atis = train.atis_words(itos)
-    return train.t5_scores(model, atis, train.t5_heldout(atis, config.window))
+    atis = pretraining_data.atis_words(itos)
+    return pretraining_data.t5_scores(
+        model, atis, pretraining_data.t5_heldout(atis, config.window)
+    )
 
 
 def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book import train
+from transformer_book import pretraining_data, train
 
 TINY = ["--d_model", "32", "--n_layers", "1", "--n_heads", "2", "--context", "16",
         "--warmup", "2", "--lr", "3e-3", "--threads", "1"]  # fmt: skip
@@ -109,14 +109,14 @@ def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
 
 
 def test_t5_dev_windows_are_not_the_test_windows():
-    atis = train.atis_words()
-    dev = train.t5_heldout(atis, 16, n_batches=2, batch_size=4, split="dev")
-    test = train.t5_heldout(atis, 16, n_batches=2, batch_size=4)
+    atis = pretraining_data.atis_words()
+    dev = pretraining_data.t5_heldout(atis, 16, n_batches=2, batch_size=4, split="dev")
+    test = pretraining_data.t5_heldout(atis, 16, n_batches=2, batch_size=4)
     assert len(dev) == 2 and all(len(s) == 4 for s, _ in dev)
     assert len(atis.dev) > 5000  # ATIS's 500 dev queries, about 11 words each
     assert not torch.equal(dev[0][0], test[0][0])
     with pytest.raises(ValueError, match="'train'"):
-        train.t5_heldout(atis, 16, split="train")
+        pretraining_data.t5_heldout(atis, 16, split="train")
 
 
 def test_tf32_is_set_for_the_run_and_restored_after():

@@ -23,10 +23,12 @@ a run is a recipe, then a JSON file (``--config``), then single options
 - ``bert`` (:class:`transformer_book.pretraining.PretrainConfig`,
   :data:`BERT_RECIPES`): a small BERT pre-trained with MLM + NSP on the text of
   SST-2's training phrases (their labels unused), held out: SST-2's dev sentences
-  (:func:`bert_corpus`). Chapters 11-13 read the result.
+  (:func:`transformer_book.pretraining_data.bert_corpus`). Chapters 11-13 read the
+  result.
 - ``t5`` (:class:`transformer_book.pretraining.SpanPretrainConfig`,
   :data:`T5_RECIPES`): a small T5 pre-trained with span corruption on ATIS's training
-  queries, held out: ATIS's test queries (:func:`atis_words`). Chapter 10 reads it.
+  queries, held out: ATIS's test queries
+  (:func:`transformer_book.pretraining_data.atis_words`). Chapter 10 reads it.
 
 ``bert`` and ``t5`` with ``--out`` write ``config.json``, ``history.json`` and the model
 as a book checkpoint (:func:`transformer_book.checkpoints.save`, its vocabulary beside
@@ -57,11 +59,9 @@ from . import (
     lm_data,
     masked_lm,
     pretraining,
+    pretraining_data,
     runtime,
-    span_corruption,
-    t5,
     training,
-    vocab,
 )
 from .tokenizer import WordPiece
 
@@ -72,11 +72,6 @@ __all__ = [
     "T5_RECIPES",
     "FAMILIES",
     "model_config",
-    "bert_corpus",
-    "AtisWords",
-    "atis_words",
-    "t5_heldout",
-    "t5_scores",
     "run",
     "run_bert",
     "run_t5",
@@ -301,34 +296,19 @@ BERT_RECIPES: dict[str, pretraining.PretrainConfig] = {
     # chapter 11's quick profile, for a run of seconds
     "tiny": pretraining.PretrainConfig(),
 }
-#: the held-out masks and pairs: one draw, the same for every model and baseline
-HELDOUT_SEED = 123
-
-
-#: the shortest training phrase the BERT pre-trains on (shorter ones give a masked
-#: word almost no context, and NSP needs two segments)
-MIN_WORDS = 5
-
-
-def bert_corpus() -> tuple[list[str], list[str]]:
-    """The ``bert`` family's text: SST-2's training phrases of :data:`MIN_WORDS` words
-    or more (labels unused) to pre-train on, and its 872 dev sentences held out.
-    SST-2's dev sentences are not among its training phrases: the held-out text is
-    unseen."""
-    phrases = [t for t in data.load_sst2("train")[0] if len(t.split()) >= MIN_WORDS]
-    return phrases, data.load_sst2("dev")[0]
 
 
 def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
              device: str = "cpu", log_every: int = 500,
              stop_at: int | None = None) -> dict:  # fmt: skip
-    """Pre-train :func:`bert_corpus`'s BERT as ``config`` says: learn the WordPiece
-    vocabulary from the training phrases, train, and score the model and the unigram
-    baseline on the held-out sentences (:func:`pretraining.pretraining_metrics`).
+    """Pre-train :func:`pretraining_data.bert_corpus`'s BERT as ``config`` says: learn
+    the WordPiece vocabulary from the training phrases, train, and score the model and
+    the unigram baseline on the held-out sentences
+    (:func:`pretraining.pretraining_metrics`).
     Returns the losses, the metrics, the CPU-seconds, the model and its tokenizer;
     with ``out``, also writes them (the model as a book checkpoint). ``stop_at``: leave
     after that many steps (the schedule still the whole run's), without scoring."""
-    texts, heldout = bert_corpus()
+    texts, heldout = pretraining_data.bert_corpus()
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     tok = WordPiece.train(texts, config.vocab_size)
     docs = [masked_lm.word_pieces_by_word(tok, t) for t in texts]
@@ -346,7 +326,7 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
     ]
     unigram = baselines.unigram_log_probs(pieces, len(tok))  # add-one, (V,)
     metrics = pretraining.pretraining_metrics(
-        result.model, tok, heldout, config.max_len, seed=HELDOUT_SEED,
+        result.model, tok, heldout, config.max_len, seed=pretraining_data.HELDOUT_SEED,
         nsp=config.nsp, unigram=unigram,
     )  # fmt: skip
     log.info("held-out: %s", metrics)
@@ -374,92 +354,15 @@ T5_RECIPES: dict[str, pretraining.SpanPretrainConfig] = {
         d_model=64, n_layers=2, d_ff=128, batch_size=32, steps=200, lr=5e-3, dropout=0.0
     ),
 }
-N_SENTINELS = 8
-
-
-@dataclass(frozen=True)
-class AtisWords:
-    """ATIS's queries as one stream of word ids per split, each query ending in ".";
-    the vocabulary: the words seen twice or more in training, the end token ``</s>``
-    and :data:`N_SENTINELS` sentinels (the last ids)."""
-
-    words: vocab.Vocab
-    sentinels: list[int]
-    eos: int
-    train: torch.Tensor  # (N_train,)
-    test: torch.Tensor  # (N_test,)
-    dev: torch.Tensor  # (N_dev,): for choices (the test split reports)
-
-
-def atis_words(itos: list[str] | None = None) -> AtisWords:
-    """The ``t5`` family's data (:class:`AtisWords`); ``itos``: a saved vocabulary (a
-    checkpoint's ``vocab.txt``) instead of the one counted from the training queries."""
-    train_q = [s + ["."] for s in data.load_atis("train").sentences]
-    test_q = [s + ["."] for s in data.load_atis("test").sentences]
-    dev_q = [s + ["."] for s in data.load_atis("dev").sentences]
-    names = [f"<extra_id_{i}>" for i in range(N_SENTINELS)]
-    if itos is None:
-        freq = vocab.Vocab.from_corpus(train_q, min_freq=2)  # <pad>, <unk>, words
-        itos = [*freq.itos[:2], "</s>", *freq.itos[2:], *names]
-    words = vocab.Vocab(itos)
-
-    def stream(queries: list[list[str]]) -> torch.Tensor:
-        return torch.tensor(words.encode([w for q in queries for w in q]))  # (N,)
-
-    return AtisWords(words, words.encode(names), words["</s>"], stream(train_q),
-                     stream(test_q), stream(dev_q))  # fmt: skip
-
-
-def t5_heldout(atis: AtisWords, window: int, n_batches: int = 20,
-               batch_size: int = 64,
-               split: str = "test") -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
-    """The held-out windows every T5 and baseline is scored on: ``n_batches`` of
-    ``batch_size`` span-corrupted windows of the ``split`` stream (``"test"``, which
-    reports, or ``"dev"``, on which choices are made), one fixed draw."""
-    if split not in ("test", "dev"):
-        raise ValueError(f"split must be 'test' or 'dev', got {split!r}")
-    stream = atis.test if split == "test" else atis.dev
-    gen = torch.Generator().manual_seed(HELDOUT_SEED)
-    return [
-        span_corruption.corrupted_windows(
-            stream, batch_size, window, atis.sentinels, atis.eos, generator=gen
-        )
-        for _ in range(n_batches)
-    ]
-
-
-def t5_scores(model, atis: AtisWords, held_out: list) -> dict[str, float]:
-    """Hidden-word accuracy and cross-entropy (teacher-forced, sentinels and the end
-    token left out) of ``model`` and of three baselines fitted on the training
-    stream: the most frequent word, the unigram, and the left bigram (each hidden word
-    from the word to its left, :func:`span_corruption.left_neighbours`)."""
-    first_sentinel = min(atis.sentinels)
-    is_word = lambda t: (t != atis.eos) & (t < first_sentinel)  # noqa: E731
-    acc, nats = t5.target_scores(model, held_out, is_word)
-    pairs = [span_corruption.left_neighbours(s, t, atis.sentinels, atis.eos)
-             for s, t in held_out]  # fmt: skip
-    left = torch.cat([p[0] for p in pairs])
-    hidden = torch.cat([p[1] for p in pairs])
-    V = len(atis.words)
-    uni = baselines.unigram_log_probs(atis.train, V)
-    bi = baselines.bigram_log_probs(atis.train, V)
-    return {
-        "accuracy": acc,
-        "nats": nats,
-        "hidden_words": len(hidden),
-        "most_frequent_accuracy": (hidden == uni.argmax()).float().mean().item(),
-        "unigram_nats": baselines.unigram_loss(uni, hidden),
-        "bigram_accuracy": (bi[left].argmax(-1) == hidden).float().mean().item(),
-        "bigram_nats": baselines.bigram_loss(bi, left, hidden),
-    }
 
 
 def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None,
            device: str = "cpu", log_every: int = 500,
            stop_at: int | None = None) -> dict:  # fmt: skip
-    """Pre-train :func:`atis_words`'s T5 as ``config`` says and score it and the
-    baselines on :func:`t5_heldout`; like :func:`run_bert`."""
-    atis = atis_words()
+    """Pre-train :func:`pretraining_data.atis_words`'s T5 as ``config`` says and score
+    it and the baselines on :func:`pretraining_data.t5_heldout`; like
+    :func:`run_bert`."""
+    atis = pretraining_data.atis_words()
     start_cpu, start_wall = time.process_time(), time.perf_counter()
 
     def on_step(step: int, loss: float) -> None:
@@ -473,7 +376,8 @@ def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None
     train_cpu = time.process_time() - start_cpu
     if stop_at is not None:
         return {"history": history, "model": model, "atis": atis}
-    scores = t5_scores(model, atis, t5_heldout(atis, config.window))
+    held_out = pretraining_data.t5_heldout(atis, config.window)
+    scores = pretraining_data.t5_scores(model, atis, held_out)
     log.info("held-out: %s", scores)
     summary = {
         "history": history, "heldout": scores, "train_cpu_seconds": train_cpu,
