@@ -5,11 +5,13 @@ trains a student with."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import bert, bert_heads, distill, finetune, params
+from transformer_book import bert, bert_heads, data, distill, finetune, params
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 
@@ -342,3 +344,48 @@ def test_train_student_arms():
         )
     with pytest.raises(ValueError, match="one label per text"):
         distill.train_student(teacher, [1], tok, texts, y[:3], **kw)
+
+
+# --- chapter 13's splits and its fine-tuned teacher -----------------------------
+
+needs_real_data = pytest.mark.skipif(
+    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+)
+
+
+@needs_real_data
+def test_sst2_splits_keep_the_teacher_apart():
+    sp = distill.sst2_splits(n_train=64, n_dev=32, n_test=48, n_transfer=200)
+    assert [len(sp.train[0]), len(sp.dev[0]), len(sp.test[0])] == [64, 32, 48]
+    assert len(sp.transfer) == 200 and len(sp.teacher[0]) > 40_000
+    held = sp.dev[0] + sp.test[0] + sp.transfer
+    runs = set().union(*(finetune.word_ngrams(t, 4) for t in held))
+    assert not any(finetune.word_ngrams(t, 4) & runs for t in sp.teacher[0])
+    assert not {t.lower() for t in sp.teacher[0]} & {t.lower() for t in held}
+    assert set(sp.train[0]).isdisjoint(sp.transfer)
+    assert set(sp.teacher[1]) == {0, 1} and len(sp.teacher[0]) == len(sp.teacher[1])
+    with pytest.raises(ValueError, match="n_train=0"):
+        distill.sst2_splits(n_train=0)
+
+
+def test_teacher_trains_only_its_top_layers_and_head():
+    config = distill.TeacherConfig(tuned_layers=1)
+    tok = bert.pretrained_tokenizer()
+    texts = ["a fine film", "dull and long", "a joy", "not worth it"] * 4
+    labels = [1, 0, 1, 0] * 4
+    teacher = distill.train_teacher(texts, labels, tok, 2, 1e-3, config,
+                                    batch_size=8, max_len=8, seed=3)  # fmt: skip
+    assert teacher.tuned() == ["encoder.encoder.layers.5.", "classifier."]
+    with torch.random.fork_rng():
+        torch.manual_seed(3)  # train_teacher draws the head from its seed
+        fresh = distill.Teacher(config)
+    base = fresh.state_dict()
+    for name, value in teacher.state_dict().items():
+        changed = not torch.equal(value, base[name])
+        assert changed == name.startswith(tuple(teacher.tuned())), name
+    assert all(p.requires_grad for p in teacher.parameters())  # thawed again
+    assert not teacher.training
+    with pytest.raises(ValueError, match="tuned_layers must be between 0 and 6"):
+        distill.Teacher(distill.TeacherConfig(tuned_layers=7))
+    with pytest.raises(ValueError, match="one label per text"):
+        distill.train_teacher(texts, labels[:3], tok, 1, 1e-3)

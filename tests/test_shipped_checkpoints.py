@@ -14,6 +14,7 @@ import dataclasses
 import importlib.util
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,14 @@ from transformer_book import checkpoints, data, lm_data, train
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_checkpoints.py"
 _spec = importlib.util.spec_from_file_location("train_checkpoints", SCRIPT)
 recipes = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = recipes  # its dataclasses look their module up there
 _spec.loader.exec_module(recipes)
 
 needs_real_data = pytest.mark.skipif(
     not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
 )
 NAMES = sorted(recipes.SHIPPED)
+FINE_TUNED = sorted(recipes.FINE_TUNED)  # stored: only what was trained on a base
 FAMILY = {name: recipes.family(recipes.SHIPPED[name][0]) for name in NAMES}
 GPT_NAMES = [n for n in NAMES if FAMILY[n] == "gpt"]
 ENCODER_NAMES = [n for n in NAMES if FAMILY[n] != "gpt"]  # bert and t5
@@ -90,7 +93,7 @@ def shipped(request):
 
 def test_every_recipe_is_shipped_and_small():
     total = 0
-    for name in NAMES:
+    for name in NAMES + FINE_TUNED:
         folder = checkpoints.SHIPPED / name
         assert (folder / checkpoints.CARD).is_file(), name
         size = sum(f.stat().st_size for f in folder.iterdir())
@@ -150,7 +153,7 @@ def test_first_losses_reproduce(shipped, tmp_path):
     assert history[-1] < history[0] - 1.0  # the run learns: not a trivially flat log
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + FINE_TUNED)
 def test_a_tampered_copy_is_refused(name, tmp_path):
     copy = tmp_path / name
     shutil.copytree(checkpoints.SHIPPED / name, copy)
@@ -169,12 +172,15 @@ def test_a_tampered_copy_is_refused(name, tmp_path):
 ACCURACY_TOL = 5e-3
 
 
+def _loaded(name: str, table: dict) -> tuple:
+    """(name, model, card, recipe) of a shipped checkpoint and its recipe table."""
+    model, card = checkpoints.load(name)
+    return name, model, card, table[name][0]
+
+
 @pytest.fixture(scope="module", params=ENCODER_NAMES)
 def encoder(request):
-    name = request.param
-    model, card = checkpoints.load(name)
-    config, _ = recipes.SHIPPED[name]
-    return name, model, card, config
+    return _loaded(request.param, recipes.SHIPPED)
 
 
 def test_encoder_card_records_recipe_data_and_vocabulary(encoder):
@@ -231,3 +237,54 @@ def test_encoder_first_losses_reproduce(encoder):
     # the run learns, not a flat log: BERT's 50 steps are an eighth of its warm-up
     # (logged: 9.00 -> 8.76 over ten-step means), T5's a fifth (6.79 -> 3.97)
     assert sum(history[-10:]) / 10 < sum(history[:10]) / 10 - 0.1
+
+
+# -- fine-tuned: chapter 13's teacher, scored on the chapter's dev and test splits --
+
+
+@pytest.fixture(scope="module", params=FINE_TUNED)
+def fine_tuned(request):
+    return _loaded(request.param, recipes.FINE_TUNED)
+
+
+# A teacher's accuracy counts argmax hits over 200 or 256 sentences: another CPU's
+# rounding may flip a near-tie or two (0.004-0.005 each); another model moves it more.
+SENTENCE_TOL = 0.011
+
+
+def test_fine_tuned_card_records_recipe_data_and_what_is_stored(fine_tuned):
+    name, model, card, recipe = fine_tuned
+    assert card["name"] == name and card["family"] == "fine-tuned"
+    assert card["recipe"] == dataclasses.asdict(recipe)
+    assert card["steps"] == recipe.steps == len(card["losses"])
+    assert len(card["first_losses"]) == recipes.LOGGED_STEPS
+    assert card["stored"] == model.tuned()  # the top layers and the head, no more
+    assert card["model"]["config"]["tuned_layers"] == recipe.tuned_layers
+    for file, digest in card["data"]["sha256"].items():
+        assert digest == list(data.DATASETS["sst2"].file(file).sha256)
+    h = card["heldout"]  # the teacher chapter 13 needs: far above the majority class
+    assert h["test_accuracy"] > h["test_majority"] + 0.25
+    assert h["dev_accuracy"] > h["dev_majority"] + 0.25
+
+
+@needs_real_data
+def test_fine_tuned_heldout_recomputed_from_the_weights(fine_tuned):
+    name, model, card, recipe = fine_tuned
+    got = recipes.teacher_scores(model, recipe)
+    for key, value in card["heldout"].items():
+        tol = 1e-9 if "majority" in key else SENTENCE_TOL  # counts; argmax near-ties
+        assert got[key] == pytest.approx(value, abs=tol), key
+    assert card["data"]["n_teacher"] == len(recipes.distill_splits().teacher[0])
+
+
+@needs_real_data
+def test_fine_tuned_first_losses_reproduce(fine_tuned, tmp_path):
+    name, model, card, recipe = fine_tuned
+    steps = recipes.LOGGED_STEPS
+    history = recipes.train_fine_tuned(name, tmp_path, stop_at=steps)["first_losses"]
+    logged = card["first_losses"]
+    assert len(history) == len(logged) == steps
+    assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
+    assert max(abs(a - b) for a, b in zip(history, logged)) < later_tol(card)
+    assert sum(history[-10:]) / 10 < sum(history[:10]) / 10 - 0.05  # it learns
+    assert not list(tmp_path.iterdir())  # a partial run saves nothing

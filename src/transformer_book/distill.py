@@ -13,19 +13,30 @@ aligns the student's hidden states with the teacher's (:func:`hidden_cosine_loss
 
 Training is :func:`finetune.fine_tune`, the book's one fine-tuning recipe: this module
 passes its loss into it (:func:`distillation_objective`).
+
+Chapter 13's data and teacher live here too: :func:`sst2_splits` (the labelled,
+dev, test and transfer sets, and the teacher's own labelled set, kept apart by word
+runs) and :class:`Teacher`, all-MiniLM-L6-v2 with its top layers and a head
+fine-tuned on many more labels than the student gets (:func:`train_teacher`; the
+book ships it as the checkpoint ``sst-minilm-teacher``).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import finetune
-from .bert import BertConfig, BertModel
+from . import data, finetune
+from .bert import BertConfig, BertModel, from_pretrained
+from .bert_heads import SequenceClassifier
+from .finetune import Labelled
 from .tokenizer import WordPiece
 
 __all__ = [
@@ -36,6 +47,11 @@ __all__ = [
     "distillation_objective",
     "transfer_set",
     "train_student",
+    "SstSplits",
+    "sst2_splits",
+    "TeacherConfig",
+    "Teacher",
+    "train_teacher",
 ]
 
 
@@ -232,3 +248,135 @@ def train_student(
     )
     finetune.fine_tune(student, batches, steps, lr, loss_fn, seed=seed)
     return student
+
+
+class SstSplits(NamedTuple):
+    """Chapter 13's SST-2 texts. ``train`` (the student's labels), ``dev`` (choices)
+    and ``teacher`` (the teacher's labels) are SST-2 training phrases; ``test`` is the
+    start of GLUE's dev set (GLUE keeps its test labels); ``transfer`` are phrases whose
+    labels are never read (the teacher labels them)."""
+
+    train: Labelled
+    dev: Labelled
+    test: Labelled
+    transfer: list[str]
+    teacher: Labelled
+
+
+def sst2_splits(
+    n_train: int = 640,
+    n_dev: int = 200,
+    n_test: int = 256,
+    n_transfer: int = 3000,
+    min_words: int = 6,
+    ngram: int = 4,
+) -> SstSplits:
+    """SST-2's training phrases shuffled (seed 0): the first ``n_train`` are ``train``,
+    the next ``n_dev`` ``dev``; from the rest, ``n_transfer`` texts of at least
+    ``min_words`` words form the transfer set (:func:`transfer_set`, seed 0, nothing
+    shared with dev or test), and ``teacher`` is every other phrase of the rest that
+    shares no run of ``ngram`` words with a dev, test or transfer text. SST-2's phrases
+    are pieces of the same sentences, so without that rule the teacher would have seen
+    the labels of (pieces of) the very texts it later labels or is scored on.
+    """
+    texts, labels = data.load_sst2("train")
+    order = list(range(len(texts)))
+    random.Random(0).shuffle(order)
+    rest = order[n_train + n_dev :]
+    if n_train < 1 or n_dev < 1 or not rest:
+        raise ValueError(
+            f"n_train={n_train}, n_dev={n_dev}: both must be >= 1 and leave phrases "
+            f"for the transfer and teacher sets (SST-2 has {len(texts):,})"
+        )
+
+    def part(idx: list[int]) -> Labelled:
+        return [texts[i] for i in idx], [labels[i] for i in idx]
+
+    train, dev = part(order[:n_train]), part(order[n_train : n_train + n_dev])
+    test_x, test_y = data.load_sst2("dev")
+    test = (test_x[:n_test], test_y[:n_test])
+    rest_x = [texts[i] for i in rest]
+    transfer = transfer_set(rest_x, dev[0] + test[0], n_transfer, min_words, ngram)
+    held = dev[0] + test[0] + transfer
+    banned = set().union(*(finetune.word_ngrams(t, ngram) for t in held))
+    seen = {t.lower() for t in held}
+    teacher = [
+        i for i in rest
+        if texts[i].lower() not in seen
+        and not finetune.word_ngrams(texts[i], ngram) & banned
+    ]  # fmt: skip
+    return SstSplits(train, dev, test, transfer, part(teacher))
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherConfig:
+    """A :class:`Teacher`: ``tuned_layers`` top layers of all-MiniLM-L6-v2 and the
+    head are trained; everything below stays as pre-trained."""
+
+    n_classes: int = 2
+    tuned_layers: int = 2
+    pooling: str = "mean"
+
+
+class Teacher(SequenceClassifier):
+    """all-MiniLM-L6-v2 (from its pip package) under a
+    :class:`~transformer_book.bert_heads.SequenceClassifier` head, of which only
+    :meth:`tuned` (the top ``config.tuned_layers`` layers and the head) are trained:
+    what a checkpoint of it stores (``checkpoints.save(..., stored=...)``).
+
+    Shapes: ids, token_type_ids, attention_mask (B, T) -> logits (B, n_classes).
+    """
+
+    def __init__(self, config: TeacherConfig = TeacherConfig()):
+        encoder = from_pretrained()
+        n = encoder.config.n_layers
+        if not 0 <= config.tuned_layers <= n:
+            raise ValueError(
+                f"tuned_layers must be between 0 and {n}, got {config.tuned_layers}"
+            )
+        super().__init__(encoder, config.n_classes, pooling=config.pooling)
+        self.config = config
+
+    def tuned(self) -> list[str]:
+        """Name prefixes of the trained parameters: the top layers and the head."""
+        n = self.encoder.config.n_layers
+        top = range(n - self.config.tuned_layers, n)
+        return [f"encoder.encoder.layers.{i}." for i in top] + ["classifier."]
+
+
+def train_teacher(
+    texts: Sequence[str],
+    labels: Sequence[int],
+    tok: WordPiece,
+    steps: int,
+    lr: float,
+    config: TeacherConfig = TeacherConfig(),
+    batch_size: int = 32,
+    max_len: int = 32,
+    seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> Teacher:
+    """A :class:`Teacher` fine-tuned by :func:`finetune.fine_tune` for ``steps``
+    updates of ``batch_size`` labelled ``texts`` (shuffled, ``seed``) at peak rate
+    ``lr``; only :meth:`Teacher.tuned` is trained (the rest is frozen meanwhile and
+    thawed after, so that a student copied from it trains all its layers).
+    ``seed`` also draws the head's initial weights."""
+    if len(texts) != len(labels):
+        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)  # the head's initial weights
+        teacher = Teacher(config)
+    prefixes = tuple(teacher.tuned())
+    frozen = [p for n, p in teacher.named_parameters() if not n.startswith(prefixes)]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        batches = finetune.classification_batches(  # length-bucketed: less padding
+            tok, list(texts), list(labels), batch_size, max_len, seed
+        )
+        finetune.fine_tune(teacher, batches, steps, lr, seed=seed,
+                           freeze_token_embeddings=False, on_step=on_step)  # fmt: skip
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+    return teacher.eval()
