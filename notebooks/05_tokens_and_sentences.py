@@ -1124,11 +1124,12 @@ checks.check_max_pool(max_pool)
 # %% [markdown]
 # ## What we added to the package
 #
-# - `transformer_book.data`: a registry of the book's datasets (ATIS, SNIPS, Tiny
-#   Shakespeare, SST-2, rt-polarity) with canonical URLs and sha256 digests; `data.path`
-#   looks in `$TRANSFORMER_BOOK_DATA`, then the cache, then downloads and verifies;
-#   loaders `load_atis`, `load_snips`, `load_tinyshakespeare`, `load_sst2`,
-#   `load_rt_polarity`.
+# - `transformer_book.data_files`: a registry of the book's datasets (ATIS, SNIPS, Tiny
+#   Shakespeare, SST-2, rt-polarity) with canonical URLs and sha256 digests;
+#   `data_files.path` looks in `$TRANSFORMER_BOOK_DATA`, then the cache, then downloads
+#   and verifies.
+# - `transformer_book.data`: the loaders `load_atis`, `load_snips`,
+#   `load_tinyshakespeare`, `load_sst2`, `load_rt_polarity`.
 # - `transformer_book.vocab.Vocab`: a word (or label) vocabulary with `<pad>` and `<unk>`,
 #   built from the training split, with `encode_batch` for padded batches and
 #   `word_dropout` for training the `<unk>` embedding.

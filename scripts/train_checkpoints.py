@@ -46,6 +46,7 @@ from transformer_book import (
     baselines,
     checkpoints,
     data,
+    data_files,
     lm_data,
     pretraining_data,
     train,
@@ -128,7 +129,7 @@ def baseline_losses(
 
 def data_card(config: train.TrainConfig, val: list) -> dict:
     """What the card says about the data and its split."""
-    spec = data.DATASETS["tinyshakespeare"].file("input.txt")
+    spec = data_files.DATASETS["tinyshakespeare"].file("input.txt")
     return {
         "dataset": "tinyshakespeare",
         "file": spec.name,
@@ -151,7 +152,7 @@ def _machine() -> dict:
 
 
 def _files_card(dataset: str, files: list[str]) -> dict:
-    return {f: list(data.DATASETS[dataset].file(f).sha256) for f in files}
+    return {f: list(data_files.DATASETS[dataset].file(f).sha256) for f in files}
 
 
 def train_encoder(name: str, root: Path = checkpoints.SHIPPED) -> dict:

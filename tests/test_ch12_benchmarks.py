@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from transformer_book import data
+from transformer_book import data_files
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 needs_real_data = pytest.mark.skipif(
-    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+    not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
 )
 
 

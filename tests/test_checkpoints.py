@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from transformer_book import checkpoints, data, gpt
+from transformer_book import checkpoints, data_files, gpt
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_a_changed_weights_file_is_refused_naming_both_digests(tiny, tmp_path):
         checkpoints.load(tmp_path / "t")
     msg = str(err.value)
     assert str(weights) in msg and card["sha256"] in msg
-    assert data.sha256_of(weights) in msg
+    assert data_files.sha256_of(weights) in msg
 
 
 def test_missing_checkpoint_and_bad_config_are_named(tiny, tmp_path, monkeypatch):

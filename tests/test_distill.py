@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import bert, bert_heads, data, distill, finetune, params
+from transformer_book import bert, bert_heads, data_files, distill, finetune, params
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 
@@ -349,7 +349,7 @@ def test_train_student_arms():
 # --- chapter 13's splits and its fine-tuned teacher -----------------------------
 
 needs_real_data = pytest.mark.skipif(
-    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+    not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
 )
 
 

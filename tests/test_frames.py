@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from transformer_book import data, frames, metrics
+from transformer_book import data, data_files, frames, metrics
 from transformer_book.frames import Frame
 
 WORDS = str.split("show me flights from boston to new york at lunch time")
@@ -157,7 +157,7 @@ def test_bad_input_raises():
 
 
 @pytest.mark.skipif(
-    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+    not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
 )
 def test_every_atis_frame_round_trips():
     for split in ("train", "dev", "test"):

@@ -5,7 +5,7 @@ package's ``trained/`` folder and checked against its card: the digest, the held
 loss recomputed from the stored weights, the unigram and bigram baselines recomputed
 from the data, and the first training losses of its recipe re-run. These need Tiny
 Shakespeare, so they run where ``$TRANSFORMER_BOOK_DATA`` is set (CI sets it), like
-``tests/test_data.py``'s tests on the real data.
+the real-data tests of ``tests/test_data.py`` and ``tests/test_data_files.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book import checkpoints, data, lm_data, train
+from transformer_book import checkpoints, data_files, lm_data, train
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_checkpoints.py"
 _spec = importlib.util.spec_from_file_location("train_checkpoints", SCRIPT)
@@ -29,7 +29,7 @@ sys.modules[_spec.name] = recipes  # its dataclasses look their module up there
 _spec.loader.exec_module(recipes)
 
 needs_real_data = pytest.mark.skipif(
-    not os.environ.get(data.DATA_ENV), reason=f"${data.DATA_ENV} is not set"
+    not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
 )
 NAMES = sorted(recipes.SHIPPED)
 FINE_TUNED = sorted(recipes.FINE_TUNED)  # stored: only what was trained on a base
@@ -110,7 +110,7 @@ def test_card_records_the_recipe_and_the_data(shipped):
     assert card["steps"] == config.steps
     assert card["tokens_seen"] == config.steps * config.batch_size * config.context
     assert card["data"]["sha256"] == list(
-        data.DATASETS["tinyshakespeare"].file("input.txt").sha256
+        data_files.DATASETS["tinyshakespeare"].file("input.txt").sha256
     )
     assert len(card["first_losses"]) == recipes.LOGGED_STEPS
     assert sum(p.numel() for p in model.parameters()) == card["parameters"]
@@ -194,7 +194,9 @@ def test_encoder_card_records_recipe_data_and_vocabulary(encoder):
     vocab = (checkpoints.path(name) / "vocab.txt").read_text().split("\n")[:-1]
     assert len(vocab) == card["model"]["config"]["vocab_size"]
     for file, digest in card["data"]["sha256"].items():
-        assert digest == list(data.DATASETS[card["data"]["dataset"]].file(file).sha256)
+        assert digest == list(
+            data_files.DATASETS[card["data"]["dataset"]].file(file).sha256
+        )
 
 
 def test_encoder_beats_its_baselines_on_the_card(encoder):
@@ -261,7 +263,7 @@ def test_fine_tuned_card_records_recipe_data_and_what_is_stored(fine_tuned):
     assert card["stored"] == model.tuned()  # the top layers and the head, no more
     assert card["model"]["config"]["tuned_layers"] == recipe.tuned_layers
     for file, digest in card["data"]["sha256"].items():
-        assert digest == list(data.DATASETS["sst2"].file(file).sha256)
+        assert digest == list(data_files.DATASETS["sst2"].file(file).sha256)
     h = card["heldout"]  # the teacher chapter 13 needs: far above the majority class
     assert h["test_accuracy"] > h["test_majority"] + 0.25
     assert h["dev_accuracy"] > h["dev_majority"] + 0.25

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import sha256_of
+from .data_files import sha256_of
 
 __all__ = [
     "CHECKPOINTS_ENV",
