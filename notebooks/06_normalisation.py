@@ -71,6 +71,7 @@ from transformer_book import (
     report,
     runtime,
     training,
+    training_diagnostics,
 )
 
 # %% tags=["parameters"]
@@ -358,7 +359,9 @@ def block_gradient_norms(n_layers, norm_first, seed):
     """‖∂loss/∂θ_l‖ for every block l of a freshly built tagger, on one batch."""
     model = make_tagger(n_layers, norm_first, seed=seed)
     layers = model.body.encoder.layers
-    return training.layer_gradient_norms(model, classifiers.token_loss, probe, layers)
+    return training_diagnostics.layer_gradient_norms(
+        model, classifiers.token_loss, probe, layers
+    )
 
 
 inits = range(n_init_seeds)

@@ -78,6 +78,7 @@ from transformer_book import (
     runtime,
     tagging,
     training,
+    training_diagnostics,
 )
 from transformer_book.diagrams import fine_tuning as ft_diagrams
 
@@ -269,10 +270,10 @@ plt.show()
 # drawn from the seed, batches of {glue:text}`batch` phrases of similar length,
 # {glue:text}`epochs` passes over the {glue:text}`n_labels` phrases
 # ({glue:text}`n_steps` updates), and the gradient norm of every update before
-# clipping (`training.GradNorms`). With `from_scratch=True` it first re-draws every
-# weight of the copy at random: the **same architecture**, tokenizer, head, phrases and
-# recipe, with nothing pre-trained. That is the control that tells what pre-training
-# bought.
+# clipping (`training_diagnostics.GradNorms`). With `from_scratch=True` it first
+# re-draws every weight of the copy at random: the **same architecture**, tokenizer,
+# head, phrases and recipe, with nothing pre-trained. That is the control that tells
+# what pre-training bought.
 #
 # One difference between the arms is deliberate. The pre-trained arm keeps its token
 # embeddings frozen: they are {glue:text}`tok_share` of MiniLM's parameters, AdamW
@@ -528,7 +529,10 @@ def intent_knn(encoder):
 tuned = live["pre-trained", live_seeds[0]].model
 forget = {"pre-trained": (0.0, intent_knn(minilm))}
 for rate, m in ((f"lr {pre_lr:g}", tuned), (f"lr {big_factor * pre_lr:g}", wild.model)):
-    forget[rate] = (training.weight_drift(m.encoder, minilm), intent_knn(m.encoder))
+    forget[rate] = (
+        training_diagnostics.weight_drift(m.encoder, minilm),
+        intent_knn(m.encoder),
+    )
 for rate, (drift, knn) in forget.items():
     print(f"{rate:>12}: weight drift {drift:.3f}, ATIS intent 1-NN {knn:.3f}")
 print(f"dev accuracy at lr {big_factor * pre_lr:g}: {wild_acc:.3f}")
@@ -954,5 +958,6 @@ report.glue("sweep_cpu_minutes", sum(r["cpu_seconds"] for r in sweep_runs) / 60,
 # - `transformer_book.qa`: `normalize_answer`, `exact_match`, `f1`, `squad_scores`
 #   (as the SQuAD v1.1 script), `best_span`, `qa_from_slots` with `slot_question` (an
 #   extractive QA set from slot-tagged queries), and `qa_features`.
-# - `transformer_book.training`: `GradNorms` (norms before clipping), `weight_drift`.
+# - `transformer_book.training_diagnostics`: `GradNorms` (norms before clipping),
+#   `weight_drift`.
 # - `transformer_book.checks`: `check_best_span`, `check_first_subword_labels`.

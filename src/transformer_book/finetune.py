@@ -32,6 +32,7 @@ from .masks import masked_mean
 from .qa import QAFeature, best_span
 from .tagging import IGNORE, TaggingExample
 from .tokenizer import Encoding, WordPiece
+from .training_diagnostics import GradNorms
 
 __all__ = [
     "word_ngrams",
@@ -365,7 +366,7 @@ def fine_tune_classifier(
     frozen = _token_embedding(model) if freeze_token_embeddings else None
     if frozen is not None:  # GradNorms hooks the trainable parameters only
         frozen.requires_grad_(False)
-    with training.GradNorms(model) as norms:
+    with GradNorms(model) as norms:
         losses = fine_tune(
             model,
             batches,
