@@ -47,7 +47,6 @@ if "google.colab" in sys.modules:
 
 # %%
 import math
-from functools import partial
 
 import matplotlib.pyplot as plt
 import torch
@@ -474,28 +473,38 @@ print("heads swapped: same predictions, the two attention maps trade places:", T
 #
 # Time, as in chapter 1, is CPU seconds on a CPU (the machine that executes these pages
 # is shared, and a wall clock would also count other programs' turns) and wall-clock
-# seconds on a GPU (`benchmark.median_time` with `clock="auto"`):
+# seconds on a GPU. `benchmark.time_and_peak` measures both for every function and
+# length (the median time by `benchmark.median_time` with `clock="auto"`, the peak by
+# `peak_bytes`); on a Mac's MPS device, which keeps no peak counter, it measures the
+# memory of the same computation on the CPU, and the table says so:
 
 # %%
-median_seconds = partial(benchmark.median_time, device=run.device, clock="auto")
 clock = "CPU" if run.device.type == "cpu" else "wall-clock"
-print(f"timings on {run.device.type}: {clock} seconds")
+memory_on = benchmark.memory_device(run.device).type  # MPS keeps no peak: the CPU
+print(f"timings on {run.device.type}: {clock} seconds; peak memory on {memory_on}")
 
 # %% tags=["nbval-ignore-output"]
 H, Dh = 4, 64
-cost = []
-for seq_len in cost_lengths:
-    # (B, H, T, Dh)
-    q, k, v = (torch.randn(1, H, seq_len, Dh, device=run.device) for _ in range(3))
-    naive = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=True)
-    fused = lambda: attention.scaled_dot_product_attention(q, k, v, need_weights=False)
-    mib = lambda fn: benchmark.peak_bytes(fn, run.device) / 2**20  # noqa: E731
-    cost.append(dict(T=seq_len, naive_s=median_seconds(naive),
-                     fused_s=median_seconds(fused),
-                     naive_mb=mib(naive), fused_mb=mib(fused),
-                     scores_mb=H * seq_len**2 * 4 / 2**20,  # one float32 (H, T, T)
-                     qkv_mb=3 * H * seq_len * Dh * 4 / 2**20))  # fmt: skip
-print(f"{clock} time and peak memory on {run.device.type}")
+fns = {  # (q, k, v) -> output, with and without the (H, T, T) weights kept
+    "naive": lambda q, k, v: attention.scaled_dot_product_attention(
+        q, k, v, need_weights=True
+    ),
+    "fused": lambda q, k, v: attention.scaled_dot_product_attention(
+        q, k, v, need_weights=False
+    ),
+}
+# inputs (B, H, T, Dh); (name, T) -> (median seconds, peak bytes)
+qkv = lambda T: [torch.randn(1, H, T, Dh, device=run.device) for _ in "qkv"]  # noqa
+measured = benchmark.time_and_peak(fns, qkv, cost_lengths, run.device, repeats=5)
+cost = [
+    dict(T=T, naive_s=measured["naive", T][0], fused_s=measured["fused", T][0],
+         naive_mb=measured["naive", T][1] / 2**20,
+         fused_mb=measured["fused", T][1] / 2**20,
+         scores_mb=H * T**2 * 4 / 2**20,  # one float32 (H, T, T)
+         qkv_mb=3 * H * T * Dh * 4 / 2**20)
+    for T in cost_lengths
+]  # fmt: skip
+print(f"{clock} time on {run.device.type}, peak memory on {memory_on}")
 print("     T | explicit ms | fused ms | explicit MiB | fused MiB | (H,T,T) MiB")
 for c in cost:
     print(

@@ -126,15 +126,17 @@ print("output:", tuple(explicit(q, k, v).shape), "from", 8 * 8, "scores")
 print(f"one fp32 T x T matrix at T = 131,072: {131_072**2 * 4 / 2**30:.0f} GiB")
 
 # %% tags=["nbval-ignore-output"]
-# (method, T) -> (median seconds, peak bytes): CPU seconds on a CPU, else wall-clock
+# (method, T) -> (median seconds, peak bytes): CPU seconds on a CPU, else wall-clock;
+# the peak on memory_on (the device itself; the CPU on a Mac's MPS, which keeps none)
+memory_on = benchmark.memory_device(run.device).type
 cost = benchmark.time_and_peak({"explicit": explicit}, qkv, cost_lengths, run.device)
 T1, T2 = cost_lengths[-2:]
 growth = math.log2(cost["explicit", T2][1] / cost["explicit", T1][1])
 time_growth = math.log2(cost["explicit", T2][0] / cost["explicit", T1][0])
 for T in cost_lengths:
     t, peak = cost["explicit", T]
-    print(f"T = {T:5d}: {t * 1e3:8.1f} ms, peak {peak / 2**20:8.1f} MiB "
-          f"({run.device.type})")  # fmt: skip
+    print(f"T = {T:5d}: {t * 1e3:8.1f} ms ({run.device.type}), peak "
+          f"{peak / 2**20:8.1f} MiB ({memory_on})")  # fmt: skip
 print(
     f"from T = {T1} to {T2}: memory grows as T^{growth:.2f},",
     f"time as T^{time_growth:.2f}",
@@ -658,7 +660,7 @@ fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
 Ts = torch.tensor(cost_lengths, dtype=torch.float64)
 axes[0].plot(Ts, Ts**2 * 4 / 2**20, "k:", label="one T×T fp32 matrix")
 for ax, i, scale, what, title in (
-    (axes[0], 1, 2**-20, "peak MiB", "Peak memory"),
+    (axes[0], 1, 2**-20, "peak MiB", f"Peak memory, {memory_on}"),
     (axes[1], 0, 1e3, "ms (median)", f"Time, {run.device.type}"),
 ):  # i: which measure of cost[name, T] = (seconds, peak bytes)
     ys = {n: [cost[n, T][i] * scale for T in cost_lengths] for n in METHODS}
@@ -669,7 +671,8 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["nbval-ignore-output"]
-print(f"{'T':>6s} | " + " | ".join(f"{n:>17s}" for n in METHODS) + "   (peak MiB)")
+header = " | ".join(f"{n:>17s}" for n in METHODS)
+print(f"{'T':>6s} | {header}   (peak MiB, {memory_on})")
 for T in cost_lengths:
     row = " | ".join(f"{cost[n, T][1] / 2**20:17.2f}" for n in METHODS)
     print(f"{T:6d} | {row}")
