@@ -1,35 +1,45 @@
-"""Chapter 13's distillation experiment (section 3) on several seeds: the teacher is
-all-MiniLM-L6-v2 with a linear probe fitted on the chapter's labelled SST-2 sentences
-(the probe's settings chosen on the dev split); a 3-layer student copied from it
-(which layers: copy-only accuracy of a few choices) is trained in three arms, all with
-``distill.train_student`` (``finetune.fine_tune``, token embeddings frozen):
+"""Chapter 13's distillation experiment (section 3) on several seeds, for one of two
+teachers (``--teacher``):
+
+- ``probe``: all-MiniLM-L6-v2 with a linear probe fitted on the chapter's 640 labelled
+  SST-2 sentences (the probe's settings chosen on the dev split): a teacher that knows
+  little more than those labels;
+- ``tuned``: the book's checkpoint ``sst-minilm-teacher``, all-MiniLM-L6-v2 with its
+  top two layers and head fine-tuned on 44 k other SST-2 phrases
+  (``scripts/train_checkpoints.py``): a teacher that knows much more.
+
+A 3-layer student copied from the teacher (which layers: copy-only accuracy of a few
+choices) is trained in three arms, all with ``distill.train_student``
+(``finetune.fine_tune``, token embeddings frozen):
 
 - ``hard``: cross-entropy on the labelled sentences only;
 - ``teacher_hard``: cross-entropy on the teacher's argmax labels of a transfer set of
-  unlabelled SST-2 training phrases (``distill.transfer_set``: at least 6 words, no
+  unlabelled SST-2 training phrases (``distill.sst2_splits``: at least 6 words, no
   4-word run shared with the dev or test sentences; their labels are never read);
 - ``soft``: the teacher's soft targets at temperature T on the same transfer set
   (α = 1: the soft term alone).
 
-Each (arm, learning rate, T) is run on every seed and scored on the dev split (the
+Each setting (arm, learning rate, T for the soft arm, and the number of updates:
+``@STEPS``, 60 unless named) is run on every seed and scored on the dev split (the
 choice: per arm, the setting with the best mean dev accuracy) and the test split (the
 report), beside the teacher, the copy and the majority class.
 
-    python benchmarks/ch13_distillation.py [--seeds 0 1 2] [--steps 60] [--out FILE]
-                                           [--configs hard:3e-4 soft:3e-4:2 ...]
+    python benchmarks/ch13_distillation.py [--teacher probe|tuned] [--seeds 0 1 2]
+                                           [--steps 60] [--out FILE]
+                                           [--configs hard:3e-4 soft:3e-4:2@300 ...]
                                            [--n-transfer 3000] [--add]
 
 (``--add``: more settings or seeds, added to the committed result; its ``commands``
 lists every command that contributed runs.)
 
-writes benchmarks/results/ch13_distillation.json (1 thread, CPU; about 40 s a run).
+writes benchmarks/results/ch13_distillation.json (probe) or
+ch13_distillation_tuned.json (tuned); 1 thread, CPU; about 40 s a run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -45,15 +55,20 @@ from transformer_book import (  # noqa: E402
     benchmark,
     bert,
     bert_heads,
-    data,
+    checkpoints,
     distill,
     finetune,
     metrics,
 )
 
 RESULT = ROOT / "benchmarks" / "results" / "ch13_distillation.json"
+#: --teacher -> its committed result: the probe fitted on the 640 labelled sentences,
+#: or the shipped teacher fine-tuned on 44 k other phrases (scripts/train_checkpoints.py)
+TEACHERS = {"probe": RESULT, "tuned": RESULT.with_name("ch13_distillation_tuned.json")}
+TUNED_TEACHER = "sst-minilm-teacher"
 N_TRAIN, N_DEV, N_TEST, MAX_LEN, BATCH = 640, 200, 256, 32, 32  # the chapter's quick
 N_TRANSFER, MIN_WORDS = 3000, 6
+STEPS = 60  # updates of a setting unless it names others (soft:3e-4:2@300)
 LAYER_CHOICES = ([0, 2, 4], [1, 3, 5], [0, 1, 2], [3, 4, 5])
 PROBES = [(False, 1e-2), (False, 1e-3), (True, 1e-2), (True, 1e-3)]  # standardize, wd
 DEFAULT_CONFIGS = [
@@ -65,22 +80,12 @@ DEFAULT_CONFIGS = [
 ]
 
 
-def splits() -> dict[str, tuple[list[str], list[int]]]:
-    """The chapter's splits: labelled ``train`` and ``dev`` from SST-2's training
-    phrases (shuffled with seed 0), ``test`` the first GLUE dev sentences; ``rest``
-    the other training phrases (the transfer set's pool)."""
-    texts, labels = data.load_sst2("train")
-    order = list(range(len(texts)))
-    random.Random(0).shuffle(order)
-    parts = {
-        "train": order[:N_TRAIN],
-        "dev": order[N_TRAIN : N_TRAIN + N_DEV],
-        "rest": order[N_TRAIN + N_DEV :],
-    }
-    out = {k: ([texts[i] for i in v], [labels[i] for i in v]) for k, v in parts.items()}
-    test_x, test_y = data.load_sst2("dev")
-    out["test"] = (test_x[:N_TEST], test_y[:N_TEST])
-    return out
+def splits(n_transfer: int = N_TRANSFER) -> dict[str, tuple[list[str], list[int]]]:
+    """The chapter's splits (``distill.sst2_splits``): labelled ``train`` and ``dev``
+    from SST-2's training phrases, ``test`` the first GLUE dev sentences, and the
+    transfer set (texts only)."""
+    sp = distill.sst2_splits(N_TRAIN, N_DEV, N_TEST, n_transfer, MIN_WORDS)
+    return {"train": sp.train, "dev": sp.dev, "test": sp.test, "transfer": sp.transfer}
 
 
 def teacher_probe(wp, train_x, train_y, standardize=False, weight_decay=1e-2):
@@ -94,61 +99,74 @@ def teacher_probe(wp, train_x, train_y, standardize=False, weight_decay=1e-2):
     return teacher, x
 
 
-def parse(config: str) -> dict:
+def parse(config: str, steps: int = STEPS) -> dict:
+    """``ARM:LR``, ``soft:LR:T``, either with ``@STEPS`` (default ``steps``)."""
+    config, _, n = config.partition("@")
     arm, lr, *t = config.split(":")
     if arm not in ("hard", "teacher_hard", "soft") or (arm == "soft") != bool(t):
-        raise ValueError(f"config {config!r}: ARM:LR, or soft:LR:T")
-    return dict(arm=arm, lr=float(lr), T=float(t[0]) if t else None)
+        raise ValueError(f"config {config!r}: ARM:LR, or soft:LR:T, then @STEPS")
+    steps = int(n) if n else steps
+    return dict(arm=arm, lr=float(lr), T=float(t[0]) if t else None, steps=steps)
 
 
 def key(c: dict) -> str:
-    return f"{c['arm']}:{c['lr']:g}" + (f":{c['T']:g}" if c["T"] is not None else "")
+    """The setting's name; its number of updates is named when it is not STEPS."""
+    name = f"{c['arm']}:{c['lr']:g}" + (f":{c['T']:g}" if c["T"] is not None else "")
+    return name + (f"@{c['steps']}" if c["steps"] != STEPS else "")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=STEPS,
+                        help="updates of every config without its own @STEPS")  # fmt: skip
     parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
     parser.add_argument("--n-transfer", type=int, default=N_TRANSFER)
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--teacher", choices=TEACHERS, default="probe")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: the committed result of --teacher")  # fmt: skip
     parser.add_argument("--add", action="store_true",
                         help="add these runs to the result already in --out")  # fmt: skip
     arguments = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(arguments)
-    configs = [parse(c) for c in args.configs]
+    configs = [parse(c, args.steps) for c in args.configs]
+    args.out = args.out or TEACHERS[args.teacher]
     torch.set_num_threads(1)
     wp = bert.pretrained_tokenizer()
-    sp = splits()
-    (train_x, train_y), (test_x, test_y) = sp["train"], sp["test"]
-    dev_x = sp["dev"][0]
+    sp = splits(args.n_transfer)
+    (train_x, train_y), test_y = sp["train"], sp["test"][1]
 
     def accuracy(model, split):
         x, y = sp[split]
         return metrics.accuracy(y, finetune.predict_classes(model, wp, x, MAX_LEN))
 
-    # the teacher: the probe's settings chosen on dev
-    teacher, feats = teacher_probe(wp, train_x, train_y)
-    probe_dev = {}
-    for standardize, wd in PROBES:
+    if args.teacher == "probe":  # the probe's settings chosen on dev
+        teacher, feats = teacher_probe(wp, train_x, train_y)
+        probe_dev = {}
+        for standardize, wd in PROBES:
+            finetune.fit_head(
+                teacher.classifier, feats, train_y, wd, standardize=standardize
+            )
+            probe_dev[f"standardize={standardize},wd={wd:g}"] = accuracy(teacher, "dev")
+        best = max(PROBES, key=lambda p: probe_dev[f"standardize={p[0]},wd={p[1]:g}"])
         finetune.fit_head(
-            teacher.classifier, feats, train_y, wd, standardize=standardize
+            teacher.classifier, feats, train_y, best[1], standardize=best[0]
         )
-        probe_dev[f"standardize={standardize},wd={wd:g}"] = accuracy(teacher, "dev")
-    best = max(PROBES, key=lambda p: probe_dev[f"standardize={p[0]},wd={p[1]:g}"])
-    finetune.fit_head(teacher.classifier, feats, train_y, best[1], standardize=best[0])
+        about = dict(teacher_probe=dict(standardize=best[0], weight_decay=best[1]),
+                     probe_dev=probe_dev)  # fmt: skip
+    else:  # the shipped checkpoint, fine-tuned on far more labelled phrases
+        teacher, card = checkpoints.load(TUNED_TEACHER)
+        about = dict(teacher_checkpoint=TUNED_TEACHER, teacher_sha256=card["sha256"],
+                     teacher_phrases=card["data"]["n_teacher"])  # fmt: skip
     teacher_scores = {s: accuracy(teacher, s) for s in ("dev", "test")}
-    print(f"teacher (probe {best}): {teacher_scores}; probes on dev {probe_dev}",
-          flush=True)  # fmt: skip
+    print(f"teacher ({args.teacher}): {teacher_scores}; {about}", flush=True)
     copies = {}
     for layers in LAYER_CHOICES:
         student = distill.student_from_teacher(teacher, layers)
         copies[str(layers)] = {s: accuracy(student, s) for s in ("dev", "test")}
         print(f"copy {layers}: {copies[str(layers)]}", flush=True)
     keep = list(LAYER_CHOICES[0])  # DistilBERT's choice; the chapter's student
-    transfer = distill.transfer_set(
-        sp["rest"][0], dev_x + test_x, args.n_transfer, MIN_WORDS, seed=0
-    )
+    transfer = sp["transfer"]
     start = time.process_time()
     t_logits = finetune.predict_logits(teacher, wp, transfer, MAX_LEN)  # (N, 2)
     labelling_cpu = time.process_time() - start
@@ -165,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
                 data_kw = dict(texts=transfer, labels=t_labels,
                                teacher_logits=t_logits, temperature=c["T"])  # fmt: skip
             student = distill.train_student(
-                teacher, keep, wp, steps=args.steps, lr=c["lr"], batch_size=BATCH,
+                teacher, keep, wp, steps=c["steps"], lr=c["lr"], batch_size=BATCH,
                 max_len=MAX_LEN, seed=seed, **data_kw,
             )  # fmt: skip
             scores = {s: accuracy(student, s) for s in ("dev", "test")}
@@ -175,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = []
     if args.add:
         old = json.loads(args.out.read_text())
-        if (old["steps"], old["n_transfer"]) != (args.steps, args.n_transfer):
+        if (old["steps"], old["n_transfer"]) != (STEPS, args.n_transfer):
             parser.error(f"--add needs the recipe of {args.out}")
         if {(r["config"], r["seed"]) for r in old["runs"]} & {
             (r["config"], r["seed"]) for r in runs
@@ -207,13 +225,13 @@ def main(argv: list[str] | None = None) -> None:
         f"python benchmarks/ch13_distillation.py {' '.join(arguments)}"
     )
     result = dict(
-        what="3-layer students of a MiniLM probe teacher on SST-2: hard labels, the "
-        "teacher's hard labels and its soft targets on a transfer set (chapter 13, §3)",
+        what=f"3-layer students of a MiniLM {args.teacher} teacher on SST-2: hard "
+        "labels, the teacher's hard labels and its soft targets on a transfer set "
+        "(chapter 13, §3)",
         n_train=N_TRAIN, n_dev=N_DEV, n_test=N_TEST, max_len=MAX_LEN, batch_size=BATCH,
         steps=args.steps, n_transfer=args.n_transfer, min_words=MIN_WORDS,
         transfer_mean_words=statistics.mean(len(t.split()) for t in transfer),
-        teacher_probe=dict(standardize=best[0], weight_decay=best[1]),
-        probe_dev=probe_dev, teacher=teacher_scores,
+        teacher_kind=args.teacher, **about, teacher=teacher_scores,
         teacher_positive_share=statistics.mean(t_labels),
         labelling_cpu_seconds=labelling_cpu,
         majority_test=baselines.majority_accuracy(train_y, test_y),

@@ -15,7 +15,10 @@ import pytest
 from transformer_book import data_files
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "benchmarks" / "results" / "ch13_distillation.json"
+RESULTS = {
+    "probe": ROOT / "benchmarks" / "results" / "ch13_distillation.json",
+    "tuned": ROOT / "benchmarks" / "results" / "ch13_distillation_tuned.json",
+}
 needs_real_data = pytest.mark.skipif(
     not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
 )
@@ -42,23 +45,30 @@ def check_distillation(result: dict) -> None:
         a, h = result["test_at_chosen"][arm], result["test_at_chosen"]["hard"]
         assert m["diff"] == pytest.approx(statistics.mean(a) - statistics.mean(h))
         assert m["outside_2sd"] == (abs(m["diff"]) > 2 * m["sd"])
+    for r in result["runs"]:  # a setting names its updates when they are not 60
+        steps = r.get("steps", result["steps"])
+        assert r["config"].endswith(f"@{steps}") == (steps != 60), r["config"]
     assert result["student_layers"] in [json.loads(k) for k in result["copies"]]
     assert 0 < result["majority_test"] < 1 and 0 < result["teacher"]["test"] <= 1
 
 
-def test_committed_distillation_result_is_well_formed():
-    result = json.loads(RESULT.read_text())
+@pytest.mark.parametrize("teacher", sorted(RESULTS))
+def test_committed_distillation_result_is_well_formed(teacher):
+    result = json.loads(RESULTS[teacher].read_text())
     check_distillation(result)
+    assert result.get("teacher_kind", "probe") == teacher
     assert set(result["chosen"]) == {"hard", "teacher_hard", "soft"}
     assert len(result["seeds"]) >= 3
     assert result["n_transfer"] > 4 * result["n_train"]  # many more than labelled
 
 
 @needs_real_data
-def test_script_runs_briefly(tmp_path):
+@pytest.mark.parametrize("teacher", sorted(RESULTS))
+def test_script_runs_briefly(tmp_path, teacher):
     out = tmp_path / "kd.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "ch13_distillation.py"),
                "--steps", "1", "--seeds", "0", "1", "--out", str(out),
+               "--teacher", teacher,
                "--n-transfer", "64",
                "--configs", "hard:1e-4", "soft:1e-4:2"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -66,3 +76,4 @@ def test_script_runs_briefly(tmp_path):
     result = json.loads(out.read_text())
     check_distillation(result)
     assert result["steps"] == 1 and set(result["chosen"]) == {"hard", "soft"}
+    assert result["teacher_kind"] == teacher
