@@ -65,20 +65,22 @@ def timed_generate(
 
 @torch.no_grad()
 def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
-    """Wall seconds of every step of greedy decoding (step 0 reads the prompt)."""
+    """Wall seconds of every step of greedy decoding (step 0 reads the prompt), the
+    weights laid out as ``generate`` lays them out (``gpt.weights_for_one_token``)."""
     cache = kv_cache.new_cache(model.config.n_layers, prompt.shape[1] + n_new)
     ids, times = prompt, []
-    for _ in range(n_new):
-        _sync(prompt.device)
-        start = time.perf_counter()
-        if use_cache:
-            step_in = ids if cache[0].seq_len == 0 else ids[:, -1:]
-            logits = model(step_in, cache=cache)
-        else:
-            logits = model(ids)
-        ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
-        _sync(prompt.device)
-        times.append(time.perf_counter() - start)
+    with gpt.weights_for_one_token(model):
+        for _ in range(n_new):
+            _sync(prompt.device)
+            start = time.perf_counter()
+            if use_cache:
+                step_in = ids if cache[0].seq_len == 0 else ids[:, -1:]
+                logits = model(step_in, cache=cache)
+            else:
+                logits = model(ids)
+            ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+            _sync(prompt.device)
+            times.append(time.perf_counter() - start)
     return times
 
 
@@ -99,6 +101,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--step-repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument(
+        "--note", default="", help="stored as is, e.g. the machine's load"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -156,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
         "threads": args.threads,
         "device": str(device),
         "load_average": {"before": load_before, "after": load_after},
+        "note": args.note,
         "machine": benchmark.machine(),
         "torch": torch.__version__,
         "python": platform.python_version(),

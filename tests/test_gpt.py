@@ -130,6 +130,25 @@ def test_decoding_past_the_context_window_reads_the_last_max_len(positions):
     assert torch.equal(last, plain[:, -1])
 
 
+def test_decoding_lays_outweights_for_one_token_then_restores_them():
+    model = model_of(small(n_kv_heads=2))
+    up, q = model.blocks.layers[0].ff.up_proj, model.blocks.layers[0].attn.q_proj
+    params = list(model.parameters())
+    before = {name: p.clone() for name, p in model.named_parameters()}
+    with gpt.weights_for_one_token(model):
+        assert up.weight.shape == (128, 32) and up.weight.stride() == (1, 128)
+        assert q.weight.is_contiguous()  # square: left as it is
+        assert model.lm_head.weight is model.tok_emb.weight  # still tied
+        logits = model(ids_of(2, 5))
+    assert list(model.parameters()) == params  # the same Parameter objects
+    for name, p in model.named_parameters():
+        assert p.is_contiguous() and torch.equal(p, before[name]), name
+    torch.testing.assert_close(logits, model(ids_of(2, 5)), atol=1e-6, rtol=0)
+    with pytest.raises(RuntimeError, match="stop"), gpt.weights_for_one_token(model):
+        raise RuntimeError("stop")
+    assert up.weight.is_contiguous()  # restored on the way out of an error too
+
+
 def test_sampling_is_reproducible_with_a_generator():
     model = model_of(small())
     prompt = ids_of(2, 3)

@@ -116,6 +116,27 @@ def test_without_max_len_the_buffer_doubles_and_keeps_its_rows():
     assert torch.equal(cache.values, torch.cat(steps, dim=2))
 
 
+def test_reset_starts_a_new_text_in_the_same_buffers():
+    cache = KVCache(max_len=8)
+    cache.update(rand(2, 3, 5, 4, seed=1), rand(2, 3, 5, 4, seed=2))
+    buffer, held = cache._k, cache.capacity_nbytes
+    cache.reset()
+    assert cache.seq_len == 0 and cache.nbytes == 0 and cache.keys is None
+    assert cache.capacity == 8 and cache.capacity_nbytes == held  # kept
+    k1, v1 = rand(2, 3, 6, 4, seed=3), rand(2, 3, 6, 4, seed=4)
+    k, v = cache.update(k1, v1)
+    assert cache._k is buffer and k.data_ptr() == buffer.data_ptr()  # no new buffer
+    assert torch.equal(k, k1) and torch.equal(v, v1)  # the old text is gone
+    with pytest.raises(ValueError, match=r"9 positions do not fit .* \(6 cached"):
+        cache.update(rand(2, 3, 3, 4), rand(2, 3, 3, 4))  # the capacity still holds
+    with pytest.raises(ValueError, match="do not match the cached ones"):
+        cache.update(rand(1, 3, 1, 4), rand(1, 3, 1, 4))  # mid-text: still an error
+    cache.reset()  # a new text of another batch size: new buffers, same max_len
+    k2 = rand(1, 3, 2, 4, seed=5)
+    k, _ = cache.update(k2, k2)
+    assert cache._k is not buffer and cache.capacity == 8 and torch.equal(k, k2)
+
+
 def test_a_cache_keeps_one_dtype():
     cache = KVCache()
     cache.update(rand(1, 2, 3, 4), rand(1, 2, 3, 4))
@@ -137,7 +158,8 @@ def test_generate_allocates_each_layer_s_cache_once(monkeypatch):
     assert made == [((2,), {"max_len": 8})]  # 3 prompt + 5 new positions at most
     made.clear()
     model.generate(torch.zeros(1, 3, dtype=torch.long), 20, temperature=0)
-    assert made[0] == ((2,), {"max_len": 16})  # the context window, then a fresh one
+    # the context window; past it, the same buffers are reset and refilled
+    assert made == [((2,), {"max_len": 16})]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -17,9 +17,10 @@ Face ``GPT2LMHeadModel`` into it (chapter 14 checks the logits agree).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +37,7 @@ __all__ = [
     "POSITIONS",
     "GPTConfig",
     "GPT",
+    "weights_for_one_token",
     "gqa_from_mha",
     "gpt2_config",
     "load_hf_gpt2",
@@ -233,8 +235,13 @@ class GPT(nn.Module):
         step reads only the newest token, attending to the cached keys and values.
         Past ``max_len`` tokens both read the last ``max_len`` tokens afresh, so the
         two give the same tokens. The cache is allocated once, with room for every
-        position it will hold (:class:`~transformer_book.kv_cache.KVCache`). Call
-        ``model.eval()`` first: dropout would make every step random.
+        position it will hold (:class:`~transformer_book.kv_cache.KVCache`; a full
+        window resets it and refills the same buffers), and so is the output, each
+        step writing its token into the next column. While it runs, the weights with
+        more outputs than inputs sit transposed in memory
+        (:func:`weights_for_one_token`), which speeds up a cached step's one-token
+        products on the CPU. Call ``model.eval()`` first: dropout would make every
+        step random.
         Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
         """
         if ids.dim() != 2 or ids.shape[1] < 1:
@@ -243,22 +250,61 @@ class GPT(nn.Module):
             )
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        max_len = self.config.max_len
-        room = min(max_len, ids.shape[1] + max_new_tokens)  # positions ever cached
-        cache: list[kv_cache.KVCache] | None = None
-        for _ in range(max_new_tokens):
-            if cache is not None and cache[0].seq_len < max_len:
-                logits = self(ids[:, -1:], cache=cache)  # (B, 1, V): the newest token
-            else:  # first step, no cache, or a full window: read the last max_len
-                cache = None
-                if use_cache:  # one static buffer per layer, allocated once
-                    cache = kv_cache.new_cache(self.config.n_layers, max_len=room)
-                logits = self(ids[:, -max_len:], cache=cache)  # (B, T, V)
-            next_id = sampling.sample_next(
-                logits[:, -1], temperature, top_k, top_p, generator
-            )  # (B,)
-            ids = torch.cat((ids, next_id[:, None]), dim=1)  # (B, T + 1)
-        return ids
+        max_len, T0 = self.config.max_len, ids.shape[1]
+        out = ids.new_empty(ids.shape[0], T0 + max_new_tokens)  # (B, T0 + new)
+        out[:, :T0] = ids
+        cache = None
+        if use_cache:  # one static buffer per layer: room for every position cached
+            room = min(max_len, T0 + max_new_tokens)
+            cache = kv_cache.new_cache(self.config.n_layers, max_len=room)
+        with weights_for_one_token(self):
+            for T in range(T0, T0 + max_new_tokens):  # T tokens so far
+                if cache is not None and 0 < cache[0].seq_len < max_len:
+                    logits = self(out[:, T - 1 : T], cache=cache)  # (B, 1, V): newest
+                else:  # first step, no cache, or a full window: the last max_len
+                    for layer in cache or ():
+                        layer.reset()  # the buffers stay, refilled from position 0
+                    logits = self(out[:, max(0, T - max_len) : T], cache=cache)
+                out[:, T] = sampling.sample_next(
+                    logits[:, -1], temperature, top_k, top_p, generator
+                )  # (B,): the next token
+        return out
+
+
+@contextlib.contextmanager
+def weights_for_one_token(model: nn.Module) -> Iterator[None]:
+    """Store every ``nn.Linear`` weight of ``model`` that has more outputs than inputs
+    column-major while the block runs (on the CPU), then row-major again.
+
+    A cached decoding step multiplies one token by every weight matrix: it reads each
+    weight once and does two flops per value read, so its speed is how fast the
+    weights stream from memory (profiled at ``benchmarks/kv_cache_speed.py``'s shape,
+    the 37 one-row products took two thirds of a step). For one row x,
+    ``F.linear(x, W)`` (MKL) streams W faster along its longer side: the
+    feed-forward's up-projection (4·d_model, d_model) ran 1.5 to 1.8 times as fast
+    stored (d_model, 4·d_model) on the book's 2-core EPYC, while the down-projection
+    is faster as it is and the square attention weights run alike either way. The
+    weights keep their shapes, values and ``Parameter`` objects (tied weights stay
+    tied, an optimizer keeps its parameters); only their strides change. A product
+    of one to three rows may round its last bits differently in the two layouts (as
+    it already does from a product of many rows); of more rows, the bits were the
+    same here.
+    Shapes: such a weight (out, in) has strides (1, out) inside, (in, 1) after.
+    """
+    weights = {
+        id(m.weight): m.weight
+        for m in model.modules()
+        if isinstance(m, nn.Linear)
+        and m.weight.device.type == "cpu"
+        and m.out_features > m.in_features
+    }
+    try:
+        for w in weights.values():
+            w.data = w.data.t().contiguous().t()  # (out, in), stored as (in, out)
+        yield
+    finally:
+        for w in weights.values():
+            w.data = w.data.contiguous()  # (out, in), row-major again
 
 
 def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:

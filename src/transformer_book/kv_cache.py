@@ -21,7 +21,8 @@ not the whole cache (growing it with ``torch.cat`` would copy all of it at every
 step). Given no ``max_len``, the buffer doubles whenever it is full, as a Python list
 does, so the copies still add up to a few times the final size. ``keys`` and
 ``values`` are views of the filled rows, whose ``nbytes`` is the formula's;
-``capacity_nbytes`` is what the buffers hold.
+``capacity_nbytes`` is what the buffers hold. :meth:`KVCache.reset` keeps the buffers
+for the next text, as a serving loop reuses one cache for request after request.
 
 An encoder–decoder's decoder (chapter 07) keeps two caches per layer
 (:class:`DecoderCache`): its self-attention's, which grows by a token per step like a
@@ -53,7 +54,8 @@ class KVCache:
     returns all of them. ``max_len``: the most positions the cache will hold (a
     model's context window); the buffers are allocated at the first update, with room
     for ``max_len`` positions, and an update past it raises. ``None``: room for the
-    first update's positions, doubled whenever full.
+    first update's positions, doubled whenever full. :meth:`reset` starts a new text
+    in the same buffers.
     Shapes: keys and values (B, Hkv, seq_len, Dh), views of buffers
     (B, Hkv, capacity, Dh); both ``None`` until the first update.
     """
@@ -114,32 +116,34 @@ class KVCache:
                 f"k {tuple(k.shape)}, v {tuple(v.shape)}"
             )
         start, end = self.seq_len, self.seq_len + k.shape[2]
-        if self._k is None:
+        buf = self._k
+        if buf is not None and (
+            k.shape[0] != buf.shape[0]
+            or k.shape[1] != buf.shape[1]
+            or k.shape[3] != buf.shape[3]
+            or k.dtype != buf.dtype
+            or k.device != buf.device
+        ):
+            if start > 0:
+                raise ValueError(
+                    f"new keys {tuple(k.shape)} {k.dtype} do not match the cached ones "
+                    f"{(buf.shape[0], buf.shape[1], start, buf.shape[3])} {buf.dtype} "
+                    "in batch, heads, head_dim (B, Hkv, T, Dh), dtype or device"
+                )
+            self._k = self._v = buf = None  # a new text of another shape: new buffers
+        if buf is None:
             if self.max_len is not None and end > self.max_len:
                 raise ValueError(
                     f"{end} positions do not fit a cache of max_len={self.max_len}"
                 )
             self._allocate(k, end)
-        else:
-            cached = self._k.shape
-            if (
-                k.shape[0] != cached[0]
-                or k.shape[1] != cached[1]
-                or k.shape[3] != cached[3]
-                or k.dtype != self._k.dtype
-            ):
+        elif end > buf.shape[2]:
+            if self.max_len is not None:
                 raise ValueError(
-                    f"new keys {tuple(k.shape)} {k.dtype} do not match the cached ones "
-                    f"{(cached[0], cached[1], start, cached[3])} {self._k.dtype} in "
-                    "batch, heads, head_dim (B, Hkv, T, Dh) or dtype"
+                    f"{end} positions do not fit a cache of max_len={self.max_len} "
+                    f"({start} cached, {k.shape[2]} new); reset it or start a new one"
                 )
-            if end > cached[2]:
-                if self.max_len is not None:
-                    raise ValueError(
-                        f"{end} positions do not fit a cache of max_len={self.max_len} "
-                        f"({start} cached, {k.shape[2]} new); reset it or start a new one"
-                    )
-                self._allocate(k, end)
+            self._allocate(k, end)
         self._k.narrow(2, start, end - start).copy_(k)  # rows start … end - 1
         self._v.narrow(2, start, end - start).copy_(v)
         self.seq_len = end
@@ -148,9 +152,11 @@ class KVCache:
         return self.keys, self.values
 
     def reset(self) -> None:
-        """Forget everything and free the buffers (start a new text)."""
+        """Forget the cached positions (start a new text). The buffers stay: the next
+        text is written into them without allocating again, unless its batch, heads,
+        head_dim, dtype or device differ (then new buffers replace them)."""
         self.seq_len = 0
-        self.keys = self.values = self._k = self._v = None
+        self.keys = self.values = None
 
     def __repr__(self) -> str:
         shape = None if self.keys is None else tuple(self.keys.shape)
