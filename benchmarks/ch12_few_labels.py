@@ -46,7 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import benchmark, bert, data, finetune, metrics  # noqa: E402
+from transformer_book import benchmark, bert, data, finetune, metrics, probe  # noqa: E402
 
 #: the chapter's few-label setting: phrases of >= min_words words, n_labels to
 #: fine-tune on, n_select (of >= select_min_words words) to choose on, one draw (seed)
@@ -190,21 +190,21 @@ def main(argv: list[str] | None = None) -> dict:
     # 4. the probe on frozen features of the same phrases, and the majority class
     start = time.process_time()
     feats = {
-        name: finetune.frozen_features(minilm, tok, texts, SETTINGS["eval_len"])
+        name: probe.frozen_features(minilm, tok, texts, SETTINGS["eval_len"])
         for name, texts in (("train", train[0]), ("select", select[0]), ("dev", dev[0]))
     }
-    probe = {"selection_accuracy": {}}
+    probed = {"selection_accuracy": {}}
     for kind in ("cls", "mean"):
-        head = finetune.linear_probe(feats["train"][kind], train[1])
+        head = probe.linear_probe(feats["train"][kind], train[1])
         pred = head(feats["select"][kind]).argmax(-1).tolist()
-        probe["selection_accuracy"][kind] = metrics.accuracy(select[1], pred)
-    kind = max(probe["selection_accuracy"], key=probe["selection_accuracy"].get)
-    head = finetune.linear_probe(feats["train"][kind], train[1])
+        probed["selection_accuracy"][kind] = metrics.accuracy(select[1], pred)
+    kind = max(probed["selection_accuracy"], key=probed["selection_accuracy"].get)
+    head = probe.linear_probe(feats["train"][kind], train[1])
     with torch.no_grad():
         pred = head(feats["dev"][kind]).argmax(-1).tolist()
-    probe.update(pooling=kind, dev_accuracy=metrics.accuracy(dev[1], pred),
+    probed.update(pooling=kind, dev_accuracy=metrics.accuracy(dev[1], pred),
                  cpu_seconds=time.process_time() - start)  # fmt: skip
-    result["probe"] = probe
+    result["probe"] = probed
     majority = Counter(train[1]).most_common(1)[0][0]
     result["majority"] = {
         "label": majority,
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
     for key, s in result["dev"].items():
         print(f"{key:>17} lr {result['chosen'][key]['lr']:g}: dev "
               f"{s['mean']:.3f} ± {s['std']:.3f} ({s['n']} seeds)")  # fmt: skip
-    print("probe", probe, "majority", result["majority"])
+    print("probe", probed, "majority", result["majority"])
     return result
 
 

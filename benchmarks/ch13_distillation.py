@@ -59,6 +59,7 @@ from transformer_book import (  # noqa: E402
     distill,
     finetune,
     metrics,
+    probe,
 )
 
 RESULT = ROOT / "benchmarks" / "results" / "ch13_distillation.json"
@@ -92,8 +93,8 @@ def teacher_probe(wp, train_x, train_y, standardize=False, weight_decay=1e-2):
     """all-MiniLM-L6-v2 with a mean-pooling head fitted alone on ``train``."""
     torch.manual_seed(0)
     teacher = bert_heads.SequenceClassifier(bert.from_pretrained(), 2, pooling="mean")
-    x = finetune.frozen_features(teacher.encoder, wp, train_x, MAX_LEN)["mean"]
-    finetune.fit_head(
+    x = probe.frozen_features(teacher.encoder, wp, train_x, MAX_LEN)["mean"]
+    probe.fit_head(
         teacher.classifier, x, train_y, weight_decay, standardize=standardize
     )
     return teacher, x
@@ -144,14 +145,12 @@ def main(argv: list[str] | None = None) -> None:
         teacher, feats = teacher_probe(wp, train_x, train_y)
         probe_dev = {}
         for standardize, wd in PROBES:
-            finetune.fit_head(
+            probe.fit_head(
                 teacher.classifier, feats, train_y, wd, standardize=standardize
             )
             probe_dev[f"standardize={standardize},wd={wd:g}"] = accuracy(teacher, "dev")
         best = max(PROBES, key=lambda p: probe_dev[f"standardize={p[0]},wd={p[1]:g}"])
-        finetune.fit_head(
-            teacher.classifier, feats, train_y, best[1], standardize=best[0]
-        )
+        probe.fit_head(teacher.classifier, feats, train_y, best[1], standardize=best[0])
         about = dict(teacher_probe=dict(standardize=best[0], weight_decay=best[1]),
                      probe_dev=probe_dev)  # fmt: skip
     else:  # the shipped checkpoint, fine-tuned on far more labelled phrases

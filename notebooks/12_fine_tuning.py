@@ -73,6 +73,7 @@ from transformer_book import (
     finetune,
     metrics,
     plotting,
+    probe,
     qa,
     report,
     runtime,
@@ -211,20 +212,20 @@ report.glue("majority_acc", majority_acc, "{:.3f}")
 # {glue:text}`n_labels` phrases that fine-tuning will see. all-MiniLM-L6-v2 was trained
 # to make the *mean* of its token vectors a sentence embedding
 # {cite}`reimers2019sbert`; BERT's classifier reads the [CLS] vector. The sweep fitted a
-# probe on each and chose on the selection split; `finetune.linear_probe` fits a
+# probe on each and chose on the selection split; `probe.linear_probe` fits a
 # linear layer alone (L-BFGS on standardised features, L2-regularised,
-# `finetune.fit_head`). Here it is again, scored on the first {glue:text}`n_live_dev`
+# `probe.fit_head`). Here it is again, scored on the first {glue:text}`n_live_dev`
 # dev sentences (the live runs of this page read those; the table below reads the
 # sweep's scores on all {glue:text}`n_dev`):
 
 # %% tags=["nbval-ignore-output"]
 dev_live = dev_texts[:n_live_dev], dev_labels[:n_live_dev]
 kind = few["probe"]["pooling"]  # chosen on the selection split by the sweep
-x_train = finetune.frozen_features(minilm, tok, train_texts, eval_len)[kind]
-x_dev = finetune.frozen_features(minilm, tok, dev_live[0], eval_len)[kind]
-probe = finetune.linear_probe(x_train, train_labels)
+x_train = probe.frozen_features(minilm, tok, train_texts, eval_len)[kind]
+x_dev = probe.frozen_features(minilm, tok, dev_live[0], eval_len)[kind]
+probe_head = probe.linear_probe(x_train, train_labels)
 with torch.no_grad():
-    probe_live = metrics.accuracy(dev_live[1], probe(x_dev).argmax(-1).tolist())
+    probe_live = metrics.accuracy(dev_live[1], probe_head(x_dev).argmax(-1).tolist())
 print("selection accuracy:", {k: round(a, 3) for k, a in
                               few["probe"]["selection_accuracy"].items()})  # fmt: skip
 print(f"chosen: {kind}; dev accuracy on {len(dev_live[0])} sentences {probe_live:.3f}")
@@ -669,15 +670,15 @@ for i, label in zip(ex.encoding.ids, ex.labels):
 # A fresh head has to tell apart all of ATIS's tag types, and we expect a few dozen
 # updates from a random start to leave it little time to learn them (we did not measure
 # that arm). So we start from a head that already knows the task. We fit it first as a
-# linear probe on the frozen encoder's first-piece vectors (`finetune.token_features`,
-# then `finetune.fit_head`), then fine-tune everything: "LP-FT"
+# linear probe on the frozen encoder's first-piece vectors (`probe.token_features`,
+# then `probe.fit_head`), then fine-tune everything: "LP-FT"
 # {cite}`kumar2022finetuning`. The probe alone is a second baseline.
 
 # %% tags=["nbval-ignore-output"]
-x_tok, y_tok = finetune.token_features(minilm, tok, tag_ex["train"][:tag_pool])
+x_tok, y_tok = probe.token_features(minilm, tok, tag_ex["train"][:tag_pool])
 torch.manual_seed(0)
 tagger = bert_heads.TokenClassifier(copy.deepcopy(minilm), len(tag_names))
-finetune.fit_head(tagger.classifier, x_tok, y_tok)
+probe.fit_head(tagger.classifier, x_tok, y_tok)
 tagger = tagger.to(run.device)
 probe_tags = finetune.predict_tags(tagger, tok, tag_ex["test"], tag_names)
 probe_slots = metrics.span_scores(test_tags, probe_tags)
@@ -950,9 +951,9 @@ report.glue("sweep_cpu_minutes", sum(r["cpu_seconds"] for r in sweep_runs) / 60,
 #   labelled texts and a selection split that shares no word run with them),
 #   `classification_batches`, `tagging_batches`,
 #   `qa_batches` (texts of similar length together), `classification_loss`,
-#   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`,
-#   `frozen_features`, `token_features`, `fit_head` and `linear_probe` (probes, and
-#   heads fitted before fine-tuning).
+#   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`.
+# - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
+#   `linear_probe` (probes, and heads fitted before fine-tuning).
 # - `transformer_book.tagging`: `encode_words`, `first_subword_labels`,
 #   `tagging_examples`.
 # - `transformer_book.qa`: `normalize_answer`, `exact_match`, `f1`, `squad_scores`

@@ -401,7 +401,7 @@ report.glue("agree_control", control, "{:.3f}")
 # split is short training phrases, the test split whole sentences, which is why the
 # teacher scores differently on the two. The experiment is run for two teachers: ours,
 # and a *probe*, a linear layer fitted on the frozen MiniLM's vectors of the student's
-# own {glue:text}`n_labelled` labelled phrases (`finetune.fit_head`), a teacher that
+# own {glue:text}`n_labelled` labelled phrases (`probe.fit_head`), a teacher that
 # knows little the labels do not.
 
 

@@ -1,6 +1,6 @@
 """finetune (chapters 12 and 13): the one recipe learns a separable toy task and
 leaves the caller's random state alone, batches of similar length, predictions read
-back per text, word and answer, frozen features and the linear probe."""
+back per text, word and answer."""
 
 import pytest
 import torch
@@ -164,43 +164,6 @@ def test_fine_tune_learns_a_separable_toy_task_and_leaves_the_rng(tok):
         finetune.fine_tune(torch.nn.Linear(2, 2), [None], 1, 1e-3)
 
 
-def test_fit_head_learns_a_separable_task_and_folds_the_scaling():
-    g = torch.Generator().manual_seed(0)
-    y = torch.randint(0, 2, (200,), generator=g)
-    x = torch.randn(200, 5, generator=g) * torch.tensor([1.0, 10.0, 0.1, 1.0, 1.0])
-    x[:, 2] += 0.5 * (2 * y - 1)  # a small feature carries the label
-    x += 3.0  # an offset the standardisation must undo
-    head = torch.nn.Linear(5, 2)
-    acc = finetune.fit_head(head, x, y.tolist())
-    assert acc >= 0.95
-    with torch.no_grad():  # the folded weights predict on the raw features
-        assert (head(x).argmax(-1) == y).float().mean().item() == acc
-    raw = torch.nn.Linear(5, 2)  # on the raw features: the same task, other weights
-    assert finetune.fit_head(raw, x, y.tolist(), standardize=False) >= 0.9
-    assert not torch.allclose(raw.weight, head.weight)
-    with pytest.raises(ValueError, match=r"features must be \(N, 5\) with N = 3"):
-        finetune.fit_head(head, x, [0, 1, 0])
-
-
-def test_token_features_are_the_encoder_vectors_at_first_pieces(tok):
-    tag_ids = {"O": 0, "B-toloc": 1, "B-time": 2}
-    sentences = [["to", "denver", "a.m."], ["from", "boston"], ["at", "5"]]
-    tags = [["O", "B-toloc", "B-time"], ["O", "B-toloc"], ["O", "B-time"]]
-    ex = tagging.tagging_examples(tok, sentences, tags, tag_ids, 16)
-    config = bert.BertConfig(
-        vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=16, max_len=16
-    )
-    encoder = bert.BertModel(config)
-    x, y = finetune.token_features(encoder, tok, ex, batch_size=2)
-    assert x.shape == (7, 16) and y.tolist() == [0, 1, 2, 0, 1, 0, 2]
-    alone = tok.pad([ex[0].encoding])  # the first sentence alone, without padding
-    hidden, _ = encoder(alone["ids"], alone["token_type_ids"], alone["attention_mask"])
-    first = [t for t, label in enumerate(ex[0].labels) if label != -100]
-    torch.testing.assert_close(x[:3], hidden[0, first], atol=1e-5, rtol=0)
-    with pytest.raises(ValueError, match="examples is empty"):
-        finetune.token_features(encoder, tok, [])
-
-
 def test_fine_tune_classifier_copies_or_reinitialises_and_is_seeded(tok):
     texts = ["to denver", "from boston", "to den", "from boston at 5"] * 8
     labels = [0, 1, 0, 1] * 8
@@ -229,17 +192,6 @@ def test_fine_tune_classifier_copies_or_reinitialises_and_is_seeded(tok):
     assert fresh.shape == copied.shape and not torch.allclose(fresh, copied)
     with pytest.raises(ValueError, match="one label per text: 32 texts, 31"):
         finetune.fine_tune_classifier(encoder, tok, texts, labels[:31], 1, 1e-3)
-
-
-def test_linear_probe_fits_a_head_per_class():
-    g = torch.Generator().manual_seed(0)
-    y = torch.randint(0, 3, (300,), generator=g)
-    x = torch.randn(300, 4, generator=g) + 3 * torch.nn.functional.one_hot(y, 4)
-    probe = finetune.linear_probe(x, y.tolist())
-    assert (probe.in_features, probe.out_features) == (4, 3)
-    assert (probe(x).argmax(-1) == y).float().mean().item() > 0.95
-    with pytest.raises(ValueError, match=r"features must be \(N, D\) with N = 2"):
-        finetune.linear_probe(x, [0, 1])
 
 
 def test_few_labels_are_disjoint_long_enough_and_seeded():

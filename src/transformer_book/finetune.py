@@ -1,6 +1,7 @@
-"""Fine-tuning a pre-trained encoder: the one recipe, its batches and losses, frozen
-features with a linear probe, and predictions, for sentence classification, token
-classification and extractive QA (chapters 12 and 13).
+"""Fine-tuning a pre-trained encoder: the one recipe, its batches and losses, and
+predictions, for sentence classification, token classification and extractive QA
+(chapters 12 and 13). The cheaper use of a frozen encoder, a linear head fitted on its
+features, is :mod:`probe`.
 
 :func:`fine_tune` is BERT's recipe (Devlin et al., 2019, appendix A): AdamW with weight
 decay 0.01, warm-up over the first 10 % of the updates then linear decay, gradient
@@ -28,7 +29,6 @@ from torch import Tensor, nn
 from . import training
 from .batching import LengthBatches, pad_sequences
 from .bert_heads import SequenceClassifier
-from .masks import masked_mean
 from .qa import QAFeature, best_span
 from .tagging import IGNORE, TaggingExample
 from .tokenizer import Encoding, WordPiece
@@ -47,14 +47,11 @@ __all__ = [
     "few_labels",
     "ClassifierRun",
     "fine_tune_classifier",
+    "eval_batches",
     "predict_logits",
     "predict_classes",
     "predict_tags",
     "predict_answers",
-    "frozen_features",
-    "token_features",
-    "fit_head",
-    "linear_probe",
 ]
 
 Batch = dict[str, Tensor]
@@ -379,7 +376,9 @@ def fine_tune_classifier(
     return ClassifierRun(model, losses, norms.norms)
 
 
-def _eval_batches(model: nn.Module, batches: Iterator[Batch]) -> Iterator[Batch]:
+def eval_batches(model: nn.Module, batches: Iterator[Batch]) -> Iterator[Batch]:
+    """``batches`` moved to ``model``'s device, ``model`` put in eval mode first (no
+    dropout): how every prediction here, and :mod:`probe`'s features, read a model."""
     model.eval()
     device = next(model.parameters()).device
     for batch in batches:
@@ -402,7 +401,7 @@ def predict_logits(
     batches = classification_batches(
         tok, texts, labels, batch_size, max_len, shuffle=False
     )
-    for b in _eval_batches(model, batches):
+    for b in eval_batches(model, batches):
         for i, row in zip(b["index"].tolist(), model(*_inputs(b)).float().cpu()):
             rows[i] = row
     return torch.stack(rows)
@@ -426,7 +425,7 @@ def predict_tags(
     """One tag per word, read at the word's first piece ("O" for words cut off)."""
     out: list[list[str]] = [[] for _ in examples]
     batches = tagging_batches(tok, examples, batch_size, shuffle=False)
-    for b in _eval_batches(model, batches):
+    for b in eval_batches(model, batches):
         pred = model(*_inputs(b)).argmax(-1).tolist()  # (B, T)
         for i, row in zip(b["index"].tolist(), pred):
             out[i] = examples[i].word_tags(row, id_to_tag)
@@ -444,126 +443,9 @@ def predict_answers(
     """The answer text of every feature: the best context span (:func:`qa.best_span`,
     at most ``max_answer_len`` pieces), widened to whole words."""
     out = [""] * len(features)
-    for b in _eval_batches(model, qa_batches(tok, features, batch_size, shuffle=False)):
+    for b in eval_batches(model, qa_batches(tok, features, batch_size, shuffle=False)):
         start, end = model(*_inputs(b))
         s, e = best_span(start, end, b["context"].bool(), max_answer_len)
         for i, si, ei in zip(b["index"].tolist(), s.tolist(), e.tolist()):
             out[i] = features[i].answer(si, ei)
     return out
-
-
-@torch.no_grad()
-def frozen_features(
-    encoder: nn.Module,
-    tok: WordPiece,
-    texts: Sequence[str],
-    max_len: int,
-    batch_size: int = 64,
-) -> dict[str, Tensor]:
-    """Features of a frozen encoder for a linear probe: ``cls`` (the [CLS] hidden
-    vector), ``pooled`` (tanh(W h_[CLS] + b)) and ``mean`` (mean of the real tokens'
-    vectors, :func:`masks.masked_mean`). Shapes: each (len(texts), D), on the CPU."""
-    out: dict[str, list] = {k: [None] * len(texts) for k in ("cls", "pooled", "mean")}
-    labels = [0] * len(texts)
-    batches = classification_batches(
-        tok, texts, labels, batch_size, max_len, shuffle=False
-    )
-    for b in _eval_batches(encoder, batches):
-        hidden, pooled = encoder(*_inputs(b))  # (B, T, D), (B, D)
-        mean = masked_mean(hidden, b["attention_mask"].bool())  # (B, D)
-        for name, v in (("cls", hidden[:, 0]), ("pooled", pooled), ("mean", mean)):
-            for j, i in enumerate(b["index"].tolist()):
-                out[name][i] = v[j].float().cpu()
-    return {name: torch.stack(rows) for name, rows in out.items()}
-
-
-@torch.no_grad()
-def token_features(
-    encoder: nn.Module,
-    tok: WordPiece,
-    examples: Sequence[TaggingExample],
-    batch_size: int = 64,
-) -> tuple[Tensor, Tensor]:
-    """A frozen encoder's vectors at every labelled piece of tagging ``examples`` (the
-    first piece of each word), for a token-level linear probe.
-
-    Shapes: -> features (N, D) and labels (N,), N the number of labels that are not
-    -100, in the order of ``examples`` and of the pieces inside each.
-    """
-    if not examples:
-        raise ValueError("examples is empty: there is nothing to take features from")
-    xs: list[Tensor] = [torch.empty(0, 0)] * len(examples)
-    ys: list[Tensor] = [torch.empty(0, dtype=torch.long)] * len(examples)
-    batches = tagging_batches(tok, examples, batch_size, shuffle=False)
-    for b in _eval_batches(encoder, batches):
-        hidden, _ = encoder(*_inputs(b))  # (B, T, D)
-        keep = b["labels"] != IGNORE  # (B, T)
-        for j, i in enumerate(b["index"].tolist()):
-            xs[i], ys[i] = hidden[j][keep[j]].cpu(), b["labels"][j][keep[j]].cpu()
-    return torch.cat(xs), torch.cat(ys)  # (N, D), (N,)
-
-
-def fit_head(
-    head: nn.Linear,
-    features: Tensor,
-    labels: Sequence[int] | Tensor,
-    weight_decay: float = 1e-2,
-    max_iter: int = 100,
-    standardize: bool = True,
-) -> float:
-    """Fit ``head`` alone as an L2-regularised logistic regression on frozen
-    ``features`` (full-batch L-BFGS on standardised features, the standardisation
-    then folded into the weights); returns its training accuracy.
-
-    ``standardize=False`` fits on the raw features: a head that leans less on
-    low-variance directions, for features that will move (a student copied from its
-    teacher, chapter 13).
-
-    Shapes: features (N, D), labels (N,); head D -> C. A linear probe (Alain &
-    Bengio, 2016); fitted before fine-tuning, it is "LP-FT" (Kumar et al., 2022).
-    """
-    y = torch.as_tensor(list(labels) if not isinstance(labels, Tensor) else labels)
-    if features.ndim != 2 or features.shape != (len(y), head.in_features):
-        raise ValueError(
-            f"features must be (N, {head.in_features}) with N = {len(y)} labels, "
-            f"got {tuple(features.shape)}"
-        )
-    x = features.detach().float().cpu()
-    mu, sd = x.mean(0), x.std(0) + 1e-6  # (D,) each
-    if not standardize:
-        mu, sd = torch.zeros_like(mu), torch.ones_like(sd)
-    w = torch.zeros(x.shape[1], head.out_features, requires_grad=True)  # (D, C)
-    b = torch.zeros(head.out_features, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], max_iter=max_iter, line_search_fn="strong_wolfe")
-
-    def closure() -> Tensor:
-        opt.zero_grad()
-        loss = F.cross_entropy((x - mu) / sd @ w + b, y) + weight_decay * w.pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():  # (x - mu) / sd @ w + b = x @ (w / sd) + (b - mu / sd @ w)
-        head.weight.copy_((w / sd[:, None]).T.to(head.weight))  # (C, D)
-        head.bias.copy_((b - (mu / sd) @ w).to(head.bias))
-        return (((x - mu) / sd @ w + b).argmax(-1) == y).float().mean().item()
-
-
-def linear_probe(
-    features: Tensor, labels: Sequence[int] | Tensor, weight_decay: float = 1e-2
-) -> nn.Linear:
-    """A linear layer fitted alone on frozen ``features`` by :func:`fit_head`
-    (standardised, L2-regularised logistic regression), one output per class in
-    ``labels``; apply it to other features of the same kind to predict.
-
-    Shapes: features (N, D), labels (N,) -> a D -> C layer, C = the largest label + 1
-    (at least 2)."""
-    y = torch.as_tensor(list(labels) if not isinstance(labels, Tensor) else labels)
-    if features.ndim != 2 or len(y) != len(features) or len(y) == 0:
-        raise ValueError(
-            f"features must be (N, D) with N = {len(y)} labels (N > 0), "
-            f"got {tuple(features.shape)}"
-        )
-    head = nn.Linear(features.shape[1], max(2, int(y.max()) + 1))
-    fit_head(head, features, y, weight_decay=weight_decay)
-    return head
