@@ -6,10 +6,10 @@ the time of every run.
         [--threads 1] [--out benchmarks/results/shakespeare_ablation.json]
 
 Every run is ``python -m transformer_book.train gpt`` with a recipe (chapter 14's
-``train.run``): the first 90 % of the characters to train on, the last 10 % held out
-(nanoGPT's split), evaluated once at the end on every held-out character. Runs already
-in the output file are kept (so variants can be added one at a time); ``--force``
-repeats them. Chapter 14 shows the table this writes.
+``gpt_training.run``): the first 90 % of the characters to train on, the last 10 %
+held out (nanoGPT's split), evaluated once at the end on every held-out character. Runs
+already in the output file are kept (so variants can be added one at a time);
+``--force`` repeats them. Chapter 14 shows the table this writes.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import benchmark, train  # noqa: E402
+from transformer_book import benchmark, gpt_training  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "shakespeare_ablation.json"
-NANOGPT = train.RECIPES["nanogpt-cpu"]
-QUICK = train.RECIPES["book-quick"]
+NANOGPT = gpt_training.RECIPES["nanogpt-cpu"]
+QUICK = gpt_training.RECIPES["book-quick"]
 # name -> (what changes, the recipe); each differs from the row above it in one thing
 # (``width`` in two that go together: the width and the batch, to keep a step's cost)
 SCHEDULE = dataclasses.replace(
@@ -45,7 +45,7 @@ WIDTH = dataclasses.replace(
 RELU = dataclasses.replace(WIDTH, activation=QUICK.activation)
 # the last rung is the book's recipe: RELU must differ from it in the positions only
 assert dataclasses.replace(RELU, positions=QUICK.positions) == QUICK
-VARIANTS: dict[str, tuple[str, train.TrainConfig]] = {
+VARIANTS: dict[str, tuple[str, gpt_training.TrainConfig]] = {
     "nanogpt": ("nanoGPT's CPU recipe: 2,000 steps, lr 1e-3", NANOGPT),
     "nanogpt-short": (
         "the same, its schedule fitted to the book's step budget",
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
                 if any(r["seed"] == seed for r in entry["runs"]) and not args.force:
                     continue
             config = dataclasses.replace(recipe, seed=seed, log_every=0, threads=0)
-            r = train.run(config)
+            r = gpt_training.run(config)
             run = {
                 "seed": seed,
                 "val_loss": r["val_loss"],

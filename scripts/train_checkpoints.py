@@ -11,9 +11,9 @@ on the training split) on the *same* held-out data, and writes the weights (fp16
 vocabulary and the card with :func:`transformer_book.checkpoints.save` to
 ``src/transformer_book/trained/NAME/``:
 
-- ``gpt`` (:func:`transformer_book.train.run`): Tiny Shakespeare, nanoGPT's split (the
-  first 90 % of the characters to train on, the last 10 % held out); the unigram and
-  bigram baselines on the same held-out characters;
+- ``gpt`` (:func:`transformer_book.gpt_training.run`): Tiny Shakespeare, nanoGPT's
+  split (the first 90 % of the characters to train on, the last 10 % held out); the
+  unigram and bigram baselines on the same held-out characters;
 - ``bert`` (:func:`transformer_book.train.run_bert`): MLM + NSP on SST-2's training
   phrases, scored on its dev sentences with one fixed draw of masks and pairs; the
   unigram baseline on the same masked pieces, "always is-next" on the same pairs;
@@ -47,6 +47,7 @@ from transformer_book import (
     checkpoints,
     data,
     data_files,
+    gpt_training,
     lm_data,
     pretraining_data,
     train,
@@ -54,7 +55,8 @@ from transformer_book import (
 
 #: the training losses a card keeps (the reproduction test re-runs this many steps)
 LOGGED_STEPS = 50
-#: the held-out characters are read in batches of this many windows (as train.run does)
+#: the held-out characters are read in batches of this many windows (as
+#: gpt_training.run does)
 EVAL_BATCH = 64
 TRAIN_FRACTION = 0.9
 
@@ -67,7 +69,7 @@ SHIPPED: dict[str, tuple[object, str]] = {
     # CPU-minutes on one thread.
     "shakespeare-char-gpt": (
         dataclasses.replace(
-            train.RECIPES["book-quick"],
+            gpt_training.RECIPES["book-quick"],
             steps=2000,
             warmup=100,
             threads=1,
@@ -99,10 +101,10 @@ def family(config: object) -> str:
 
 
 def heldout_batches(
-    config: train.TrainConfig,
+    config: gpt_training.TrainConfig,
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]], int]:
     """The training stream, the held-out windows a model is scored on (as
-    :func:`transformer_book.train.run` scores it) and the vocabulary size."""
+    :func:`transformer_book.gpt_training.run` scores it) and the vocabulary size."""
     text = data.load_tinyshakespeare()
     chars = lm_data.char_vocab(text)
     ids = torch.tensor(chars.encode(list(text)))  # (N,)
@@ -127,7 +129,7 @@ def baseline_losses(
     }
 
 
-def data_card(config: train.TrainConfig, val: list) -> dict:
+def data_card(config: gpt_training.TrainConfig, val: list) -> dict:
     """What the card says about the data and its split."""
     spec = data_files.DATASETS["tinyshakespeare"].file("input.txt")
     return {
@@ -261,7 +263,7 @@ def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
         return train_encoder(name, root)
     train_ids, val, vocab = heldout_batches(config)
     start = time.perf_counter()
-    result = train.run(config)
+    result = gpt_training.run(config)
     model = result["model"]
     card = {
         "name": name,
@@ -281,7 +283,7 @@ def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
         "heldout_loss_fp32": result["val_loss"],
         "baselines": baseline_losses(train_ids, val, vocab),
     }
-    model_config = train.model_config(config, vocab)
+    model_config = gpt_training.model_config(config, vocab)
     checkpoints.save(model, model_config, root / name, card)
     # the card's held-out loss is the one of the weights as stored (fp16), reloaded
     stored, _ = checkpoints.load(root / name)

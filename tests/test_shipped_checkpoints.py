@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book import checkpoints, data_files, lm_data, train
+from transformer_book import checkpoints, data_files, gpt_training, lm_data, train
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_checkpoints.py"
 _spec = importlib.util.spec_from_file_location("train_checkpoints", SCRIPT)
@@ -145,7 +145,7 @@ def test_first_losses_reproduce(shipped, tmp_path):
     name, model, card, config = shipped
     steps = recipes.LOGGED_STEPS
     # stop_at keeps the learning-rate schedule of the whole run (and needs a folder)
-    history = train.run(config, out=tmp_path, stop_at=steps)["history"]
+    history = gpt_training.run(config, out=tmp_path, stop_at=steps)["history"]
     assert len(history) == steps
     logged = card["first_losses"]
     assert history[0] == pytest.approx(logged[0], abs=first_tol(card))
