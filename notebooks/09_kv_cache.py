@@ -147,7 +147,7 @@ print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
 print(f"trained for {card['steps']:,} steps on {card['tokens_seen']:,} characters")
 
 # %% [markdown]
-# The card says how it was trained: chapter 14's trainer, `train.run`, with the recipe
+# The card says how it was trained: by chapter 14's `gpt_training.run`, with the recipe
 # below (AdamW, warm-up, cosine decay; chapter 14 explains each choice), on the first
 # 90 % of the text, in {glue:text}`cpu_minutes` CPU-minutes. It also records the model's
 # held-out loss and, beside it, what the two simplest models of the same text score on

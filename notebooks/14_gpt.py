@@ -69,6 +69,7 @@ from transformer_book import (
     data,
     diagrams,
     gpt,
+    gpt_training,
     kv_cache,
     lm_data,
     params,
@@ -76,7 +77,6 @@ from transformer_book import (
     report,
     runtime,
     sampling,
-    train,
     training,
 )
 
@@ -89,7 +89,7 @@ run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # a small model: 1 
 print(run)
 # quick: the book's recipe, a narrower cousin of nanoGPT's CPU model (sections 2 and 5);
 # full (a GPU): nanoGPT's GPU model for Shakespeare (6 layers, d_model 384, context 256)
-recipe = train.RECIPES[run.pick("book-quick", "book-full")]
+recipe = gpt_training.RECIPES[run.pick("book-quick", "book-full")]
 # quick: nanoGPT's CPU result; full: its GPU one (1.47) + margin
 target = run.pick(1.88, 1.60)
 samples_per_setting = run.pick(8, 32)  # sequences sampled per decoding setting
@@ -167,8 +167,8 @@ assert 2.3 < bigram_nats < 2.7 < uniform_nats  # counting pairs already helps a 
 # {glue:text}`bigram_nats` nats to show that it uses more than the last one.
 
 # %%
-nano = train.RECIPES["nanogpt-cpu"]
-model_config = train.model_config(nano, vocab_size=len(chars))
+nano = gpt_training.RECIPES["nanogpt-cpu"]
+model_config = gpt_training.model_config(nano, vocab_size=len(chars))
 toy = gpt.GPT(model_config)
 n_toy = params.count_params(toy)
 print(model_config)
@@ -187,24 +187,26 @@ print(f"parameters: {n_toy:,}")
 # measures what each change does.
 
 # %%
-quick_recipe = train.RECIPES["book-quick"]
+quick_recipe = gpt_training.RECIPES["book-quick"]
 fields = [f.name for f in dataclasses.fields(nano)]
 changed = {n: (getattr(nano, n), getattr(quick_recipe, n)) for n in fields
            if getattr(nano, n) != getattr(quick_recipe, n)}  # fmt: skip
 print("book-quick differs from nanogpt-cpu in (nanogpt-cpu, book-quick):")
 for name, (old, new) in changed.items():
     print(f"  {name:14s} {old!s:>8} -> {new}")
-n_quick = params.count_params(gpt.GPT(train.model_config(quick_recipe, len(chars))))
+n_quick = params.count_params(
+    gpt.GPT(gpt_training.model_config(quick_recipe, len(chars)))
+)
 print(f"parameters of the book-quick model: {n_quick:,}")
 print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 
 # %% [markdown]
 # ## 3. Training below 1.88
 #
-# `train.run` is the function behind the command line of section 9: it reads the text,
-# splits it 90/10, trains `gpt.GPT` with `training.train`, and evaluates on **every**
-# held-out character once (nanoGPT's CPU run estimates its loss on 20 random batches of
-# 12 × 64 characters, a noisier number than ours). It times
+# `gpt_training.run` is the function behind the command line of section 9: it reads
+# the text, splits it 90/10, trains `gpt.GPT` with `training.train`, and evaluates on
+# **every** held-out character once (nanoGPT's CPU run estimates its loss on 20 random
+# batches of 12 × 64 characters, a noisier number than ours). It times
 # the training in wall-clock seconds and in CPU seconds (all threads); on a machine
 # shared with other programs, CPU seconds are the fairer clock.
 #
@@ -215,7 +217,7 @@ print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 
 # %% tags=["nbval-ignore-output"]
 torch.manual_seed(0)
-demo = gpt.GPT(train.model_config(recipe, len(chars))).to(run.device)
+demo = gpt.GPT(gpt_training.model_config(recipe, len(chars))).to(run.device)
 matrices = [p for p in demo.parameters() if p.dim() >= 2]  # decayed, as in nanoGPT
 vectors = [p for p in demo.parameters() if p.dim() < 2]  # norm gains: not decayed
 opt = torch.optim.AdamW([dict(params=matrices, weight_decay=recipe.weight_decay),
@@ -243,15 +245,15 @@ assert demo_losses[-1] < demo_losses[0] - 0.5  # it learns from the first steps
 del demo, opt
 
 # %% [markdown]
-# `train.run` runs the same loop for all the steps (through `training.train`, which
-# adds devices, mixed precision, several processes and checkpoints) and then scores
-# every held-out character.
+# `gpt_training.run` runs the same loop for all the steps (through `training.train`,
+# which adds devices, mixed precision, several processes and checkpoints) and then
+# scores every held-out character.
 
 # %% tags=["nbval-ignore-output"]
 config = dataclasses.replace(  # two CPU threads for the training, one elsewhere
     recipe, log_every=0, device=str(run.device), threads=run.pick(quick=2, full=0)
 )
-result = train.run(config)
+result = gpt_training.run(config)
 model, val_loss = result["model"], result["val_loss"]
 n_model = params.count_params(model)
 tokens = config.steps * config.batch_size * config.context
@@ -664,9 +666,9 @@ tiny = dataclasses.replace(nano, d_model=32, n_layers=1, n_heads=2, context=16,
                            batch_size=4, steps=8, warmup=2, lr=3e-3, log_every=0,
                            device=str(run.device))  # fmt: skip
 with tempfile.TemporaryDirectory() as tmp:
-    whole = train.run(tiny, out=f"{tmp}/whole")
-    train.run(tiny, out=f"{tmp}/cut", stop_at=3)  # as if the job were killed
-    resumed = train.run(tiny, out=f"{tmp}/cut", resume=True)
+    whole = gpt_training.run(tiny, out=f"{tmp}/whole")
+    gpt_training.run(tiny, out=f"{tmp}/cut", stop_at=3)  # as if the job were killed
+    resumed = gpt_training.run(tiny, out=f"{tmp}/cut", resume=True)
     files = sorted(p.name for p in Path(tmp, "cut").iterdir())
 diff = max(abs(a - b) for a, b in zip(whole["history"], resumed["history"]))
 print(f"files: {files}")
@@ -810,7 +812,7 @@ checks.check_training_days(training_days)
 #   resumes safetensors checkpoints; its signature and results for chapters 5–9 are
 #   unchanged.
 # - `python -m transformer_book.train`, the command line of section 9, with its
-#   recipes (`train.RECIPES`) and `train.run`.
+#   recipes (`gpt_training.RECIPES`) and `gpt_training.run`.
 # - `benchmarks/nanogpt_throughput.py` and `benchmarks/shakespeare_ablation.py`, whose
 #   committed results sections 4 and 5 show.
 # - `benchmark.committed_result`, which reads those committed results back, and
