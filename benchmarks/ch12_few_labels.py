@@ -5,7 +5,7 @@ weights (``bert.BertModel(config)``) are fine-tuned by one recipe
 (``finetune.fine_tune_classifier``: BERT's AdamW, 10 % warm-up then linear decay,
 clipping at 1) on a few hundred labelled SST-2 training phrases, each with a [CLS] head
 and a mean head. Every choice is made on a SELECTION split of other training phrases
-that share no 4-word run with them (``finetune.few_labels``); SST-2's 872 dev sentences
+that share no 4-word run with them (``data.few_labels``); SST-2's 872 dev sentences
 only report.
 
 1. the peak rate of every arm and head: one seed (``--select-seed``) per rate in
@@ -79,7 +79,7 @@ def phrases() -> tuple[tuple[list, list], tuple[list, list]]:
     """The chapter's training phrases and selection split (``SETTINGS``)."""
     texts, labels = data.load_sst2("train")
     s = SETTINGS
-    return finetune.few_labels(
+    return data.few_labels(
         texts, labels, s["n_labels"], s["n_select"], s["min_words"], s["seed"],
         s["ngram"], s["select_min_words"],
     )  # fmt: skip

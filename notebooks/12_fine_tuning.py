@@ -175,7 +175,7 @@ clock["2. sentences"] = time.process_time()
 #
 # SST-2's training phrases are sub-phrases of the same movie-review sentences, so a
 # selection phrase drawn at random could repeat part of a training phrase and reward a
-# model for memorising it. `finetune.few_labels` therefore keeps only selection
+# model for memorising it. `data.few_labels` therefore keeps only selection
 # phrases that share no run of {glue:text}`ngram` words with any training phrase. They
 # can still come from the same reviews, so choices made on them may be optimistic; the
 # dev split, made of other sentences, is the one that reports.
@@ -184,7 +184,7 @@ clock["2. sentences"] = time.process_time()
 sst_texts, sst_labels = data.load_sst2("train")
 dev_texts, dev_labels = data.load_sst2("dev")
 s = few["settings"]  # how many phrases, which draw: the sweep's settings, read back
-(train_texts, train_labels), (sel_texts, sel_labels) = finetune.few_labels(
+(train_texts, train_labels), (sel_texts, sel_labels) = data.few_labels(
     sst_texts, sst_labels, s["n_labels"], s["n_select"], s["min_words"], s["seed"],
     s["ngram"], s["select_min_words"],
 )  # fmt: skip
@@ -947,13 +947,14 @@ report.glue("sweep_cpu_minutes", sum(r["cpu_seconds"] for r in sweep_runs) / 60,
 #   Hugging Face's `BertFor*` heads.
 # - `transformer_book.finetune`: `fine_tune` (the one recipe: AdamW, warm-up, decay,
 #   clipping, frozen token embeddings), `fine_tune_classifier` (a whole sentence
-#   classification run, from pre-trained or re-drawn weights), `few_labels` (a few
-#   labelled texts and a selection split that shares no word run with them),
+#   classification run, from pre-trained or re-drawn weights),
 #   `classification_batches`, `tagging_batches`,
 #   `qa_batches` (texts of similar length together), `classification_loss`,
 #   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`.
 # - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
 #   `linear_probe` (probes, and heads fitted before fine-tuning).
+# - `transformer_book.data`: `few_labels` (a few labelled texts and a selection split
+#   that shares no word run with them, `word_ngrams`).
 # - `transformer_book.tagging`: `encode_words`, `first_subword_labels`,
 #   `tagging_examples`.
 # - `transformer_book.qa`: `normalize_answer`, `exact_match`, `f1`, `squad_scores`

@@ -1,7 +1,7 @@
 """The named datasets, read: ATIS, SNIPS, Tiny Shakespeare, SST-2 and rt-polarity from
 ``$TRANSFORMER_BOOK_DATA`` (CI sets it; skipped only where it is unset), the fixed
-review split and the overlap rule. Fetching and checking the files is
-``tests/test_data_files.py``.
+review split, the overlap rule, and few labels drawn apart from their selection split
+by word runs. Fetching and checking the files is ``tests/test_data_files.py``.
 """
 
 import os
@@ -85,3 +85,42 @@ def test_without_overlap_compares_letters_and_digits():
         ["It's a gem. Really.", "dull", "a -LRB- small -RRB- film"], ["it 's a gem ."]
     )
     assert kept == ["dull", "a -LRB- small -RRB- film"]
+
+
+def test_few_labels_are_disjoint_long_enough_and_seeded():
+    texts = [" ".join(["w"] * (i % 9 + 1)) + f" {i}" for i in range(200)]
+    labels = [i % 2 for i in range(200)]
+    (tr, y_tr), (sel, y_sel) = data.few_labels(
+        texts, labels, 20, 30, min_words=6, ngram=0
+    )
+    assert len(tr) == len(y_tr) == 20 and len(sel) == len(y_sel) == 30
+    assert not set(tr) & set(sel) and all(len(t.split()) >= 6 for t in tr + sel)
+    assert all(labels[texts.index(t)] == y for t, y in zip(tr + sel, y_tr + y_sel))
+    again = data.few_labels(texts, labels, 20, 30, min_words=6, ngram=0)
+    assert again[0][0] == tr
+    other = data.few_labels(texts, labels, 20, 30, min_words=6, seed=1, ngram=0)
+    assert other[0][0] != tr
+    with pytest.raises(ValueError, match="n=90 and n_select=30 need"):
+        data.few_labels(texts, labels, 90, 30, min_words=6)
+    # every text here shares the run "w w w w" with the others: none may be selected
+    with pytest.raises(ValueError, match="only 0 texts of at least 6 words share no 4"):
+        data.few_labels(texts, labels, 20, 30, min_words=6)
+
+
+def test_few_labels_keep_selection_texts_apart_from_training_texts():
+    words = [f"v{i}" for i in range(400)]
+    texts = [" ".join(words[i : i + 6]) for i in range(0, 394, 2)]  # overlapping runs
+    labels = [i % 2 for i in range(len(texts))]
+    (tr, _), (sel, _) = data.few_labels(texts, labels, 10, 20, ngram=4)
+    runs = {tuple(t.split()[i : i + 4]) for t in tr for i in range(3)}
+    assert all(not {tuple(t.split()[i : i + 4]) for i in range(3)} & runs for t in sel)
+    longer = [" ".join(words[i : i + 9]) for i in range(0, 300, 30)]  # 10 of 9 words
+    (_, _), (sel, _) = data.few_labels(
+        texts + longer, labels + [0] * 10, 5, 3, ngram=0, select_min_words=9
+    )
+    assert all(len(t.split()) == 9 for t in sel)
+
+
+def test_word_ngrams_are_the_runs_of_n_words():
+    assert data.word_ngrams("A b c d", 3) == {("a", "b", "c"), ("b", "c", "d")}
+    assert data.word_ngrams("a b", 3) == set()  # shorter than n: no run

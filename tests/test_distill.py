@@ -11,7 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book import bert, bert_heads, data_files, distill, finetune, params
+from transformer_book import (
+    bert,
+    bert_heads,
+    data,
+    data_files,
+    distill,
+    finetune,
+    params,
+)
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 
@@ -359,8 +367,8 @@ def test_sst2_splits_keep_the_teacher_apart():
     assert [len(sp.train[0]), len(sp.dev[0]), len(sp.test[0])] == [64, 32, 48]
     assert len(sp.transfer) == 200 and len(sp.teacher[0]) > 40_000
     held = sp.dev[0] + sp.test[0] + sp.transfer
-    runs = set().union(*(finetune.word_ngrams(t, 4) for t in held))
-    assert not any(finetune.word_ngrams(t, 4) & runs for t in sp.teacher[0])
+    runs = set().union(*(data.word_ngrams(t, 4) for t in held))
+    assert not any(data.word_ngrams(t, 4) & runs for t in sp.teacher[0])
     assert not {t.lower() for t in sp.teacher[0]} & {t.lower() for t in held}
     assert set(sp.train[0]).isdisjoint(sp.transfer)
     assert set(sp.teacher[1]) == {0, 1} and len(sp.teacher[0]) == len(sp.teacher[1])

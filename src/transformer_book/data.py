@@ -1,7 +1,10 @@
 """The public datasets the book trains on, read: ATIS and SNIPS as words, BIO tags and
 intents; Tiny Shakespeare as one text; SST-2 and rt-polarity as texts and labels; the
-book's fixed rt-polarity split; and the rule that keeps evaluation sentences out of
-pre-training text.
+book's fixed rt-polarity split; and the rules that keep texts apart: evaluation
+sentences out of pre-training text (:func:`without_overlap`), and phrases that share
+no run of words (:func:`word_ngrams`), by which :func:`few_labels` draws chapter 12's
+few labelled texts and its selection split, and ``distill.sst2_splits`` chapter 13's
+splits.
 
 Where each file comes from and how it is checked (the registry, the local folder, the
 cache, the download) is :mod:`transformer_book.data_files`.
@@ -25,6 +28,9 @@ __all__ = [
     "load_rt_polarity",
     "review_split",
     "without_overlap",
+    "Labelled",
+    "word_ngrams",
+    "few_labels",
 ]
 
 
@@ -144,3 +150,72 @@ def without_overlap(texts: Sequence[str], held_out: Sequence[str]) -> list[str]:
     contains it, so more texts may go than there are held-out sentences."""
     keys = [k for k in map(_overlap_key, held_out) if k]
     return [t for t in texts if not any(k in _overlap_key(t) for k in keys)]
+
+
+#: a labelled set: texts and their labels, one per text
+Labelled = tuple[list[str], list[int]]
+
+
+def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    """The runs of ``n`` consecutive words of ``text`` (lower-cased, split on spaces):
+    two texts that share one overlap. Used to keep held-out phrases apart from
+    training ones (:func:`few_labels`, ``distill.transfer_set``,
+    ``distill.sst2_splits``)."""
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def few_labels(
+    texts: Sequence[str],
+    labels: Sequence[int],
+    n: int,
+    n_select: int,
+    min_words: int = 0,
+    seed: int = 0,
+    ngram: int = 4,
+    select_min_words: int | None = None,
+) -> tuple[Labelled, Labelled]:
+    """Two random samples of a labelled training set, among its texts of at least
+    ``min_words`` words: ``n`` to fine-tune on and ``n_select`` to choose settings on
+    (a selection split carved from the training data, so that the reported split is
+    never used for a choice), the latter among texts of at least ``select_min_words``
+    words (default ``min_words``: make it resemble the reported split). Returns
+    ``((texts, labels), (texts, labels))``; the same ``seed`` gives the same samples.
+
+    A selection text shares no run of ``ngram`` words (lower-cased) with any text to
+    fine-tune on (0: no such rule): where the texts are phrases cut from the same
+    sentences (SST-2's), a selection phrase that repeats part of a training phrase
+    would reward memorising that phrase.
+    """
+    if len(texts) != len(labels):
+        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
+    pool = [i for i, t in enumerate(texts) if len(t.split()) >= min_words]
+    rng = random.Random(seed)
+    if n < 1 or n_select < 0 or n + n_select > len(pool):
+        raise ValueError(
+            f"n={n} and n_select={n_select} need n >= 1 and n + n_select <= "
+            f"{len(pool)} texts of at least {min_words} words"
+        )
+    train = rng.sample(pool, n)
+    seen = (
+        set().union(*(word_ngrams(texts[i], ngram) for i in train)) if ngram else set()
+    )
+    taken = set(train)
+    longer = select_min_words or min_words
+    rest = [
+        i
+        for i in pool
+        if i not in taken
+        and len(texts[i].split()) >= longer
+        and not word_ngrams(texts[i], ngram) & seen
+    ]
+    if len(rest) < n_select:
+        raise ValueError(
+            f"n_select={n_select}: only {len(rest)} texts of at least {longer} words "
+            f"share no {ngram}-word run with the texts to fine-tune on"
+        )
+    select = rng.sample(rest, n_select)
+    return tuple(  # type: ignore[return-value]
+        ([texts[i] for i in part], [labels[i] for i in part])
+        for part in (train, select)
+    )

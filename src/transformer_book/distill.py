@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from . import data, finetune
 from .bert import BertConfig, BertModel, from_pretrained
 from .bert_heads import SequenceClassifier
-from .finetune import Labelled
+from .data import Labelled
 from .tokenizer import WordPiece
 
 __all__ = [
@@ -192,12 +192,12 @@ def transfer_set(
     Hinton et al. (2015) and DistilBERT (Sanh et al., 2019) train the student on data
     the teacher labels, far more of it than the labelled set.
     """
-    banned = set().union(*(finetune.word_ngrams(t, ngram) for t in exclude))
+    banned = set().union(*(data.word_ngrams(t, ngram) for t in exclude))
     seen = {t.lower() for t in exclude}
     pool = []
     for t in dict.fromkeys(texts):  # distinct, first-seen order
         if len(t.split()) >= min_words and t.lower() not in seen:
-            if not finetune.word_ngrams(t, ngram) & banned:
+            if not data.word_ngrams(t, ngram) & banned:
                 pool.append(t)
     if n > len(pool):
         raise ValueError(
@@ -298,12 +298,12 @@ def sst2_splits(
     rest_x = [texts[i] for i in rest]
     transfer = transfer_set(rest_x, dev[0] + test[0], n_transfer, min_words, ngram)
     held = dev[0] + test[0] + transfer
-    banned = set().union(*(finetune.word_ngrams(t, ngram) for t in held))
+    banned = set().union(*(data.word_ngrams(t, ngram) for t in held))
     seen = {t.lower() for t in held}
     teacher = [
         i for i in rest
         if texts[i].lower() not in seen
-        and not finetune.word_ngrams(texts[i], ngram) & banned
+        and not data.word_ngrams(texts[i], ngram) & banned
     ]  # fmt: skip
     return SstSplits(train, dev, test, transfer, part(teacher))
 

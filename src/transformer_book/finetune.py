@@ -17,7 +17,6 @@ chapter's arms and a benchmark's sweep run the same code.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator, Sequence
 from copy import deepcopy
 from typing import NamedTuple
@@ -35,7 +34,6 @@ from .tokenizer import Encoding, WordPiece
 from .training_diagnostics import GradNorms
 
 __all__ = [
-    "word_ngrams",
     "encoding_batches",
     "classification_batches",
     "tagging_batches",
@@ -44,7 +42,6 @@ __all__ = [
     "token_loss",
     "span_loss",
     "fine_tune",
-    "few_labels",
     "ClassifierRun",
     "fine_tune_classifier",
     "eval_batches",
@@ -242,73 +239,6 @@ def fine_tune(
     finally:
         if frozen is not None:
             frozen.requires_grad_(True)
-
-
-Labelled = tuple[list[str], list[int]]
-
-
-def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
-    """The runs of ``n`` consecutive words of ``text`` (lower-cased, split on spaces):
-    two texts that share one overlap. Used to keep held-out phrases apart from
-    training ones (:func:`few_labels`, ``distill.transfer_set``)."""
-    words = text.lower().split()
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-def few_labels(
-    texts: Sequence[str],
-    labels: Sequence[int],
-    n: int,
-    n_select: int,
-    min_words: int = 0,
-    seed: int = 0,
-    ngram: int = 4,
-    select_min_words: int | None = None,
-) -> tuple[Labelled, Labelled]:
-    """Two random samples of a labelled training set, among its texts of at least
-    ``min_words`` words: ``n`` to fine-tune on and ``n_select`` to choose settings on
-    (a selection split carved from the training data, so that the reported split is
-    never used for a choice), the latter among texts of at least ``select_min_words``
-    words (default ``min_words``: make it resemble the reported split). Returns
-    ``((texts, labels), (texts, labels))``; the same ``seed`` gives the same samples.
-
-    A selection text shares no run of ``ngram`` words (lower-cased) with any text to
-    fine-tune on (0: no such rule): where the texts are phrases cut from the same
-    sentences (SST-2's), a selection phrase that repeats part of a training phrase
-    would reward memorising that phrase.
-    """
-    if len(texts) != len(labels):
-        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
-    pool = [i for i, t in enumerate(texts) if len(t.split()) >= min_words]
-    rng = random.Random(seed)
-    if n < 1 or n_select < 0 or n + n_select > len(pool):
-        raise ValueError(
-            f"n={n} and n_select={n_select} need n >= 1 and n + n_select <= "
-            f"{len(pool)} texts of at least {min_words} words"
-        )
-    train = rng.sample(pool, n)
-    seen = (
-        set().union(*(word_ngrams(texts[i], ngram) for i in train)) if ngram else set()
-    )
-    taken = set(train)
-    longer = select_min_words or min_words
-    rest = [
-        i
-        for i in pool
-        if i not in taken
-        and len(texts[i].split()) >= longer
-        and not word_ngrams(texts[i], ngram) & seen
-    ]
-    if len(rest) < n_select:
-        raise ValueError(
-            f"n_select={n_select}: only {len(rest)} texts of at least {longer} words "
-            f"share no {ngram}-word run with the texts to fine-tune on"
-        )
-    select = rng.sample(rest, n_select)
-    return tuple(  # type: ignore[return-value]
-        ([texts[i] for i in part], [labels[i] for i in part])
-        for part in (train, select)
-    )
 
 
 class ClassifierRun(NamedTuple):
