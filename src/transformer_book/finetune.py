@@ -1,7 +1,6 @@
-"""Fine-tuning a pre-trained encoder: the one recipe, its batches and losses, and
-predictions, for sentence classification, token classification and extractive QA
-(chapters 12 and 13). The cheaper use of a frozen encoder, a linear head fitted on its
-features, is :mod:`probe`.
+"""Fine-tuning a pre-trained encoder: the one recipe, its batches and losses, and the
+predictions read back, for sentence classification, token classification and
+extractive QA (chapters 12 and 13).
 
 :func:`fine_tune` is BERT's recipe (Devlin et al., 2019, appendix A): AdamW with weight
 decay 0.01, warm-up over the first 10 % of the updates then linear decay, gradient
@@ -12,7 +11,14 @@ its distillation loss). Every batch producer here is :func:`encoding_batches`: t
 of similar length together (:class:`batching.LengthBatches`), padded, on the CPU.
 :func:`fine_tune_classifier` is the whole sentence-classification run (a copy of the
 encoder, pre-trained or re-initialised, a new head, its batches, the recipe), so that a
-chapter's arms and a benchmark's sweep run the same code.
+chapter's arms and a benchmark's sweep run the same code. The predictions
+(:func:`predict_logits`, :func:`predict_classes`, :func:`predict_tags`,
+:func:`predict_answers`) read the same batches in order, the model in eval mode
+(:func:`eval_batches`).
+
+Elsewhere: the linear probe on a frozen encoder's features is :mod:`probe`; the few
+labels chapter 12 fine-tunes on, and the selection split kept apart from them, are
+drawn by :func:`data.few_labels`.
 """
 
 from __future__ import annotations
