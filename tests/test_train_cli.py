@@ -1,15 +1,14 @@
 """python -m transformer_book.train: a recipe, then a JSON file, then options; a gpt
 run stopped and resumed through its flags (the run itself: test_gpt_training.py); bert
-and t5 runs writing book checkpoints; T5's dev windows."""
+and t5 runs writing book checkpoints."""
 
 import json
 import logging
 from pathlib import Path
 
 import pytest
-import torch
 
-from transformer_book import gpt_training, pretraining_data, train
+from transformer_book import gpt_training, train
 
 TINY = ["--d_model", "32", "--n_layers", "1", "--n_heads", "2", "--context", "16",
         "--warmup", "2", "--lr", "3e-3", "--threads", "1"]  # fmt: skip
@@ -68,14 +67,3 @@ def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
     assert len(h["history"]) == 3 and h["heldout"]
     with pytest.raises(SystemExit, match="gpt only"):
         train.main([family, "--recipe", "tiny", "--resume", "--out", str(tmp_path)])
-
-
-def test_t5_dev_windows_are_not_the_test_windows():
-    atis = pretraining_data.atis_words()
-    dev = pretraining_data.t5_heldout(atis, 16, n_batches=2, batch_size=4, split="dev")
-    test = pretraining_data.t5_heldout(atis, 16, n_batches=2, batch_size=4)
-    assert len(dev) == 2 and all(len(s) == 4 for s, _ in dev)
-    assert len(atis.dev) > 5000  # ATIS's 500 dev queries, about 11 words each
-    assert not torch.equal(dev[0][0], test[0][0])
-    with pytest.raises(ValueError, match="'train'"):
-        pretraining_data.t5_heldout(atis, 16, split="train")
