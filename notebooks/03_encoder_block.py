@@ -24,8 +24,10 @@
 # chapter you will be able to:
 #
 # - predict, from the initialisation alone, how fast gradients vanish in a plain deep
-#   stack, and measure what residual connections add beyond that: an identity path for
-#   the gradient and a stack that still trains when it is deep;
+#   stack, and measure what residual connections add beyond that (an identity path for
+#   the gradient) and what they do not (a sensible scale); in this chapter's short
+#   training runs, a deep stack trains well only when its residual branches start
+#   small;
 # - write LayerNorm from scratch and say how it differs from BatchNorm, in training and
 #   in evaluation;
 # - assemble the post-norm block ("Add & Norm", with dropout) and check it against
@@ -168,7 +170,8 @@ print("∂(x + F(x))/∂x == I + ∂F/∂x:", torch.allclose(J_res, torch.eye(4)
 # $[-1/\sqrt{\text{fan\_in}},\, 1/\sqrt{\text{fan\_in}}]$, a distribution of variance
 # $1/(3\,\text{fan\_in})$. Follow the second moment $q = \mathbb{E}[x_i^2]$ of a token
 # through the feed-forward sublayer $d \to 4d \to d$ (the biases are small; we ignore
-# them):
+# them here, exactly so for the gradient, which they do not touch; section 1's table
+# shows where they matter for the forward pass):
 #
 # - `up_proj` sums $d$ products of a weight and an input: $d \cdot \frac{1}{3d}\, q =
 #   q/3$;
@@ -385,11 +388,31 @@ for init, pred in growth.items():
           f"predicted {pred:.3g}")  # fmt: skip
     assert abs(math.log2(out_std["residual", init][-1] / pred)) < 1
 assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
+# plain, default: the signal dies, each layer's biases add 5/(36 d) to E[x²]
+fixed_point = math.sqrt(5 / (34 * grad_width))  # q* = q*/18 + 5/(36 d)
+print(f"plain, default: output std {out_std['plain', 'default'][-1]:.3g}, "
+      f"the biases' fixed point {fixed_point:.3g}")  # fmt: skip
+report.glue("bias_std", out_std["plain", "default"][-1].item(), "{:.3g}")
+report.glue("bias_fixed_point", fixed_point, "{:.3g}")
+report.glue("signal_std", 18 ** (-L / 2), "{:.0e}")
+report.glue("grad_width", grad_width)
+assert abs(math.log(out_std["plain", "default"][-1] / fixed_point)) < math.log(1.3)
 
 # %% [markdown]
 # Without normalisation the skip term is $g$ itself (a ratio of exactly 1), and the
 # residual stacks never fall below it, at any depth or seed, with either
 # initialisation.
+#
+# The plain default stack's output does not vanish with its gradient: its standard
+# deviation is {glue:text}`bias_std`, not the {glue:text}`signal_std` that the factor
+# 1/18 per sublayer predicts for its signal ($18^{-L/2}$ at depth $L$ =
+# {glue:text}`grad_depth`). That is the biases, which the
+# gradient calculation could ignore. `up_proj`'s bias adds $1/(3d)$ to the second
+# moment before the ReLU and `down_proj`'s adds $1/(12d)$ after it, so one sublayer
+# maps $q$ to $q/18 + 5/(36d)$. Once the input's share has died out, the output sits
+# at the fixed point $q^* = 5/(34d)$, a standard deviation of
+# {glue:text}`bias_fixed_point` for $d$ = {glue:text}`grad_width`: a constant set by
+# the biases, the same for every input.
 #
 # **What it does not buy: a sensible scale.** Every residual layer adds its branch's
 # variance to the stream. Under He initialisation the branch is as large as the stream,
@@ -410,10 +433,12 @@ assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 #
 # ### Does a deep stack train?
 #
-# A healthy gradient at the start is necessary, not sufficient. The real test is
-# training. Each stack now learns a fixed random function, a small "teacher" network
-# $y = 1.5 \tanh(xA)\,B$ with $x \in \mathbb{R}^{d}$ (`deep_stacks.teacher_task` draws
-# it and its inputs), from fresh random inputs at
+# A healthy gradient at the start does not guarantee that a stack trains; and with an
+# optimiser like Adam, which rescales every parameter's step, a small gradient is not
+# by itself the obstacle either. The real test is training. Each stack now learns a
+# fixed random function, a small "teacher" network $y = 1.5 \tanh(xA)\,B$ with
+# $x \in \mathbb{R}^{d}$ (`deep_stacks.teacher_task` draws it and its inputs), from
+# fresh random inputs at
 # every step, with a linear read-out on top (as a real model has an output layer). The
 # loss is the mean squared error as a fraction of the target's variance: 1.0 is no
 # better than predicting the average. For each stack, the learning rate of Adam is
@@ -423,9 +448,9 @@ assert (out_std["residual + LayerNorm", "He"] - 1).abs().max() < 0.01
 # neighbour is lower, training only the rates it visits. That finds the grid's best
 # rate whenever the dev loss has a single minimum over the grid.
 #
-# Five arms: plain and residual stacks, each with PyTorch's default initialisation and
-# with He's, and the Add & Norm stack. The residual arm with He initialisation
-# separates the skip connection from the initialisation: PyTorch's default makes every
+# Six arms: plain, residual and Add & Norm stacks, each with PyTorch's default
+# initialisation and with He's. The arms with He initialisation separate the skip
+# connection, and the norm, from the initialisation: PyTorch's default makes every
 # residual branch small (1/18 of the stream, above), He's makes it as large as the
 # stream.
 
@@ -441,8 +466,7 @@ print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 # test loss of every seed:
 
 # %% tags=["nbval-ignore-output"]
-ARMS = [("plain", "default"), ("plain", "He"), ("residual", "default"),
-        ("residual", "He"), ("residual + LayerNorm", "default")]  # fmt: skip
+ARMS = [(arch, init) for arch in ARCHS for init in INITS]  # 3 stacks × 2 inits
 lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
 
@@ -488,6 +512,7 @@ GLUED = {
     "residual": ("residual", "default"),
     "residual_he": ("residual", "He"),
     "res_ln": ("residual + LayerNorm", "default"),
+    "res_ln_he": ("residual + LayerNorm", "He"),
 }
 for name, arm in GLUED.items():  # the shallow stacks and the first deep ones
     for where, depth in (("shallow", shallow), ("deep", deep[0])):
@@ -495,7 +520,10 @@ for name, arm in GLUED.items():  # the shallow stacks and the first deep ones
         report.glue(f"{where}_{name}", mean_loss, "{:.2f}")
 report.glue("deep_depth", deep[0])
 report.glue("train_steps", train_steps)
+worst = max(test_loss[shallow, arm].mean().item() for arm in ARMS)
+report.glue("shallow_worst", worst, "{:.2f}")
 assert all(test_loss[shallow, arm].max() < 0.5 for arm in ARMS)  # shallow: all learn
+small = [("residual", "default"), ("residual + LayerNorm", "default")]  # small branches
 for depth in deep:
     plain = torch.cat([test_loss[depth, ("plain", i)] for i in INITS])
     # skip and default init together: every run beats every plain run
@@ -508,39 +536,91 @@ for depth in deep:
         # and worse than predicting the average
         res_he = test_loss[depth, ("residual", "He")]
         assert res_he.min() > max(test_loss[depth, he].max(), 1.0)
+        # Add & Norm with He's large branches: far behind it with small ones
+        ln_he = test_loss[depth, ("residual + LayerNorm", "He")]
+        assert ln_he.min() > 2 * test_loss[depth, small[1]].max()
+        # every arm behind its own 2-layer version, in every seed; the ones with small
+        # branches lose less than half what the plain He stack loses
+        for arm in ARMS:
+            assert test_loss[depth, arm].min() > test_loss[shallow, arm].max(), arm
+        lost = {a: (test_loss[depth, a] - test_loss[shallow, a]).mean() for a in ARMS}
+        assert max(lost[a] for a in small) < lost[he] / 2
 edge = [k for k, v in best_lr.items() if v in (lrs[0], lrs[-1])]
 print("chosen rates at an end of the grid:", edge or "none")
+at_edge = "; ".join(f"{', '.join(arm)} at depth {d}" for d, arm in edge)
+report.glue("edge_arms", at_edge or "none")
 
 # %% [markdown]
-# At depth 2 every stack learns the function, plain ones included. At depth
-# {glue:text}`deep_depth` the default-initialised plain stack learns nothing: its output
-# hardly depends on its input any more (the product of Jacobians that starves the first
-# layer's gradient also shrinks $\lVert \partial\ell/\partial x \rVert$, as the
-# table showed). With He initialisation the plain stack has a healthy gradient and does
-# learn something, but after the same {glue:text}`train_steps` steps it is at
-# {glue:text}`deep_plain_he`, behind its own 2-layer version
-# ({glue:text}`shallow_plain_he`). The residual stack with PyTorch's default
-# initialisation reaches {glue:text}`deep_residual`, the Add & Norm stack
+# At depth 2 every stack learns most of the function, plain ones included: the worst
+# test loss (mean over the seeds) is {glue:text}`shallow_worst` of the target's
+# variance. At depth {glue:text}`deep_depth` the default-initialised plain stack learns
+# nothing: its test loss is that of predicting the average. With He initialisation the
+# plain stack has a healthy gradient and does learn something, but after the same
+# {glue:text}`train_steps` steps it is at {glue:text}`deep_plain_he`, behind its own
+# 2-layer version ({glue:text}`shallow_plain_he`). The residual stack with PyTorch's
+# default initialisation reaches {glue:text}`deep_residual`, the Add & Norm stack
 # {glue:text}`deep_res_ln` (with a fresh batch at every step nothing is overfitted: the
-# test loss measures what training reached).
+# test loss measures what training reached). Rates chosen at an end of the grid:
+# {glue:text}`edge_arms`. For those, the walk found the grid's best rate, and a rate
+# past the end might do better; nothing below rests on them.
 #
-# The fifth arm shows that the skip connection alone does not do it. The same residual
-# stack with He initialisation ends at {glue:text}`deep_residual_he`, worse than
-# predicting the average and worse than the plain He stack, in every seed. Its stream
-# grows as $2^{L/2}$ (the table of output standard deviations above), and
-# {glue:text}`train_steps` steps of Adam do not undo that. What trains well here is the
-# skip connection *together with* branches that start small, as PyTorch's default makes
-# them, or with a norm that rescales the sum; exercise 4 asks how small a branch should
-# start.
+# Why does the default plain stack learn nothing at all? Not for want of gradient
+# alone: Adam divides each parameter's step by the size of that parameter's recent
+# gradients, so even a tiny gradient moves a weight. What fails is the forward pass.
+# The input's share of the output shrinks by $\sqrt{18}$ per sublayer, while the biases
+# hold the output at the fixed point found above. The next cell measures how much the
+# output of such a stack, at the trained depth and width, changes from one random input
+# to another, relative to its size: computed in float64, and in float32 as the stacks
+# were trained.
+
+# %% tags=["nbval-ignore-output"]
+x, share = torch.randn(256, train_width), {}  # 256 random inputs
+for dtype in (torch.float64, torch.float32):
+    W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds), dtype)
+    with torch.no_grad():
+        y = deep_stacks.stack_forward(x.to(dtype), W, "plain")  # (S, 256, d)
+    share[dtype] = ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
+eps = torch.finfo(torch.float32).eps  # float32's relative resolution
+print(f"plain, default, depth {deep[0]}: the output varies between inputs by")
+print(f"{share[torch.float64]:.1e} of its size in float64, {share[torch.float32]:.1e}"
+      f" in float32, whose resolution is {eps:.1e}")  # fmt: skip
+report.glue("share64", share[torch.float64], "{:.1e}")
+report.glue("share32", share[torch.float32], "{:.1e}")
+report.glue("eps32", eps, "{:.1e}")
+assert share[torch.float64] < eps and share[torch.float32] < 10 * eps
+
+# %% [markdown]
+# The input moves the output by {glue:text}`share64` of its size, below float32's
+# resolution of {glue:text}`eps32`; in float32 what is left, {glue:text}`share32`, is
+# no more than rounding. The information about the input is rounded away before it
+# reaches the read-out: the stack starts out as a constant function, and the best a
+# constant can do is predict the average.
+#
+# The two arms with He initialisation show that the skip connection does not do it
+# alone, with or without the norm. The residual stack with He initialisation ends at
+# {glue:text}`deep_residual_he`, worse than predicting the average and worse than the
+# plain He stack, in every seed: its stream grows as $2^{L/2}$ (the table of output
+# standard deviations above), and {glue:text}`train_steps` steps of Adam, at rates up
+# to $3 \cdot 10^{-2}$, do not undo that. The Add & Norm stack with He initialisation
+# keeps its stream at standard deviation 1 and still reaches only
+# {glue:text}`deep_res_ln_he`, behind the default-initialised Add & Norm stack in every
+# seed (the plain He stack: {glue:text}`deep_plain_he`). Under He initialisation each
+# LayerNorm divides its sum by about $\sqrt 2$, and the skip path with it: over $L$
+# layers the skip term shrinks as $2^{-L/2}$ (section 1's table), so this stack starts
+# out much like a plain one. What trains well here is the skip connection *together
+# with* branches that start small, as PyTorch's default makes them, with or without
+# the norm; exercise 4 asks how small a branch should start.
 #
 # He et al. {cite}`he2016deep` saw deeper plain networks train to a *higher training
 # error* than shallower ones, and called it degradation. This experiment measures
-# something narrower: after a fixed, short budget of {glue:text}`train_steps` steps, the
-# deep plain stack is behind the shallow one. That fits a deep plain stack that trains
-# more slowly as well as one that trains to a worse end point; a run this short cannot
-# tell the two apart. (Whether a deep residual stack also matches its own 2-layer
-# version is another question, which the table above answers for this profile's short
-# run; the comparison of the arms is between stacks of the same depth.)
+# something narrower: after a fixed, short budget of {glue:text}`train_steps` steps,
+# every arm is behind its own 2-layer version, in every seed (asserted). The two with
+# small branches lose least: the residual stack goes from
+# {glue:text}`shallow_residual` to {glue:text}`deep_residual`, the Add & Norm stack
+# from {glue:text}`shallow_res_ln` to {glue:text}`deep_res_ln`, while the plain He
+# stack goes from {glue:text}`shallow_plain_he` to {glue:text}`deep_plain_he`. That
+# fits deep stacks that train more slowly as well as ones that train to a worse end
+# point; a run this short cannot tell the two apart.
 
 # %% [markdown]
 # ## 2. Layer normalisation
@@ -658,7 +738,8 @@ assert ln_out.mean(dim=(0, 1)).abs().max() > 0.1 and bn_out.mean(-1).abs().max()
 # %% [markdown]
 # LayerNorm centres every token; BatchNorm centres every feature. That difference has
 # consequences for text. With BatchNorm a token's output depends on the *other*
-# sentences in the batch (and on their padding). LayerNorm does not. Change sentence 1
+# sentences in the batch (and, exercise 1 shows, on their padding). LayerNorm does not.
+# Change sentence 1
 # and watch sentence 0:
 
 # %% tags=["nbval-ignore-output"]
@@ -1078,17 +1159,21 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 #   guarantee is gone: the skip path runs through every LayerNorm, so at depth
 #   {glue:text}`grad_depth` the skip term is {glue:text}`post_skip_he` of $g$ under He
 #   initialisation ({glue:text}`post_skip_default` under the default), and the ratio
-#   falls to {glue:text}`post_ratio_min`, all of it carried by the sublayers. That is
+#   falls as low as {glue:text}`post_ratio_min`; under He initialisation almost all of
+#   what still reaches the input is carried by the sublayers. That is
 #   why chapter 6's pre-norm block, $x + F(\mathrm{LayerNorm}(x))$, exists: it moves
 #   the norm off the skip path, which becomes an identity again.
-# - In {glue:text}`train_steps` steps at depth {glue:text}`deep_depth`, the residual
-#   stacks with small branches (PyTorch's default) or Add & Norm reached
-#   {glue:text}`deep_residual` and {glue:text}`deep_res_ln`, the plain He stack
-#   {glue:text}`deep_plain_he`. The skip connection alone is not the cause: with He's
-#   large branches the residual stack reached {glue:text}`deep_residual_he`, worse than
-#   the plain one. A residual connection does not control the scale: each residual
-#   layer adds its branch's variance, which small branches keep small and the
-#   normalisation after the sum takes back.
+# - In {glue:text}`train_steps` steps of Adam at depth {glue:text}`deep_depth`, the
+#   residual stacks with small branches (PyTorch's default), without and with Add &
+#   Norm, reached {glue:text}`deep_residual` and {glue:text}`deep_res_ln`, the plain He
+#   stack {glue:text}`deep_plain_he`. With He's large branches, at this short budget,
+#   the residual stack reached {glue:text}`deep_residual_he`, worse than the plain one,
+#   and the Add & Norm stack {glue:text}`deep_res_ln_he`. A residual connection does not
+#   control the scale: each residual layer adds its branch's variance, which small
+#   branches keep small; a LayerNorm after the sum takes the scale back, but under He
+#   initialisation it shrinks the skip path with it. Whether a longer run closes these
+#   gaps, a run this short cannot say. Every stack, residual or not, was behind its own
+#   2-layer version after the same steps.
 # - LayerNorm standardises each token over its features (biased variance, learnable
 #   $\gamma$ and $\beta$). BatchNorm standardises each feature over the batch, which ties
 #   one sentence's output to the others and needs running averages for evaluation.
@@ -1105,7 +1190,8 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 # ### Exercise 1: BatchNorm and padding (break and fix)
 #
 # Section 2 showed that with BatchNorm a token's output depends on the other sentences
-# in its batch, and on their padding. A colleague tried to remove the padding's share:
+# in its batch. Padding is part of the batch too. A colleague tried to remove the
+# padding's share:
 # `mask` (B, T) is True at real tokens, and the padded positions are set to zero before
 # the statistics are taken. **Before running the next cell**, predict: with this
 # version, does a sentence's output change when its batch is padded with three more
@@ -1178,8 +1264,8 @@ checks.check_masked_batch_norm(masked_batch_norm)
 # Y = H + \mathrm{FFN}(\mathrm{LayerNorm}_2(H)).
 # $$
 #
-# A colleague wrote the block below. It runs, its shapes are right, and it trains, yet
-# it is not pre-norm. **Before running the next cell**, read it and predict: stack 12
+# A colleague wrote the block below. It runs and its shapes are right, yet it is not
+# pre-norm. **Before running the next cell**, read it and predict: stack 12
 # of these blocks at initialisation and feed them tokens of standard deviation 1. Does
 # the standard deviation of the stream stay near 1 or grow with the depth, for the
 # colleague's block and for a correct pre-norm block? The cell measures both (the
