@@ -36,10 +36,11 @@ def check_shift_right(fn: Callable[[Tensor, int], Tensor]) -> str:
         (
             torch.cat([bos, tgt[:, 1:]], dim=1),
             "<bos> replaced the *first* target: from position 1 on, position t reads "
-            "y_t, the very token it must predict. The causal mask lets a position "
-            "attend to itself, so the answer leaks as surely as without the mask "
-            "(section 8): the training loss falls fast and greedy decoding fails. "
-            "Drop the *last* token instead: tgt[:, :-1].",
+            "y_{t+1}, the very token it must predict (y_0 = <bos>). The causal mask "
+            "lets a position attend to itself, so the answer is in view, as it was "
+            "without the mask in section 8, where the training loss fell faster and "
+            "greedy decoding wrote no usable frame. Drop the *last* token instead: "
+            "tgt[:, :-1].",
         ),
         (
             tgt,
@@ -48,9 +49,9 @@ def check_shift_right(fn: Callable[[Tensor, int], Tensor]) -> str:
         ),
         (
             torch.cat([tgt[:, 1:], bos], dim=1),
-            "You shifted left: position t reads y_{t+1}, and with y_t one position "
-            "earlier in view the model never has to predict anything. Shift right: "
-            "<bos> first, then tgt[:, :-1].",
+            "You shifted left: position t reads y_{t+2}, and with y_{t+1}, the token "
+            "it must predict, one position earlier in view, the model never has to "
+            "predict anything. Shift right: <bos> first, then tgt[:, :-1].",
         ),
         (
             tgt.roll(1, dims=1),
@@ -85,8 +86,8 @@ def check_shift_right(fn: Callable[[Tensor, int], Tensor]) -> str:
             "`tgt`, not fixed numbers."
         )
     return passed(
-        "position t reads y_{t-1} and predicts y_t, which only position t + 1 holds: "
-        "the one leak the causal mask has to stop."
+        "position t reads y_t (y_0 = <bos>) and predicts y_{t+1}, which only "
+        "position t + 1 holds: the one leak the causal mask has to stop."
     )
 
 
