@@ -121,8 +121,9 @@ def test_sliding_window_window_one_is_the_diagonal():
     )
 
 
-def test_sliding_window_matches_hugging_face_mistral_convention():
-    """HF's causal window w = ours; HF's bidirectional window w = our w + 1."""
+def test_sliding_window_matches_hugging_face_sliding_window_masks():
+    """HF's causal sliding window (Mistral's) w = ours; HF's bidirectional window w =
+    our w + 1."""
     mu = pytest.importorskip("transformers.masking_utils")
     T = 9
     q_idx, kv_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]

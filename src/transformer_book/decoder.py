@@ -304,8 +304,9 @@ class Decoder(nn.Module):
 
 def shift_right(tgt: Tensor, start_id: int) -> Tensor:
     """The decoder's input under teacher forcing: ``start_id`` followed by the target
-    minus its last token, so that position t reads ``y_{<t}`` and is trained to predict
-    ``y_t`` (``<bos>`` in chapter 07; T5 starts from its pad id).
+    minus its last token. With ``y_0`` the start token and positions counted from 0
+    (chapter 07's notation), position t reads ``y_0 … y_t`` and is trained to predict
+    ``y_{t+1}`` (``<bos>`` in chapter 07; T5 starts from its pad id).
 
     Shapes: (B, T) -> (B, T).
     """
