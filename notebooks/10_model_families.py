@@ -89,7 +89,6 @@ from transformer_book import (
     data,
     decoder,
     diagrams,
-    finetune,
     gpt,
     kv_cache,
     masks,
@@ -98,6 +97,7 @@ from transformer_book import (
     positions,
     pretraining,
     pretraining_data,
+    probe,
     report,
     runtime,
     span_corruption,
@@ -1122,7 +1122,7 @@ report.glue("scratch_summary", {
 # How good is that? The other way to use a pre-trained encoder is chapter 5's and
 # chapter 12's: a new linear head on its output. Fitted on the frozen encoder's mean
 # vectors of the training queries (`text_to_text.encoder_features`, then
-# `finetune.fit_head`, a logistic regression), with one class per intent label seen in
+# `probe.fit_head`, a logistic regression), with one class per intent label seen in
 # training:
 
 # %% tags=["nbval-ignore-output"]
@@ -1131,7 +1131,7 @@ classes = sorted(set(labels))
 feats = {split: text_to_text.encoder_features(model, intents[split][0])
          for split in ("train", "test")}  # fmt: skip
 head = nn.Linear(feats["train"].shape[1], len(classes))
-finetune.fit_head(head, feats["train"], [classes.index(c) for c in labels])
+probe.fit_head(head, feats["train"], [classes.index(c) for c in labels])
 with torch.no_grad():
     guess = [classes[i] for i in head(feats["test"]).argmax(-1).tolist()]
 test_labels = data.load_atis("test").intents
