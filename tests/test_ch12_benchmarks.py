@@ -37,7 +37,8 @@ def check_few_labels(result: dict) -> None:
         assert all(r["lr"] == result["chosen"][key]["lr"] for r in runs)
         assert all(0 <= r["dev_accuracy"] <= 1 for r in runs)
         assert result["dev"][key]["n"] == len(runs)
-    assert result["probe"]["pooling"] in result["probe"]["selection_accuracy"]
+    probed = result["probe"]
+    assert "skipped" in probed or probed["pooling"] in probed["selection_accuracy"]
     assert 0 < result["majority"]["dev_accuracy"] < 1
 
 
@@ -49,6 +50,22 @@ def test_committed_few_label_result_is_well_formed():
     }  # fmt: skip
     assert len(result["settings"]["seeds"]) >= 3 and result["settings"]["n_dev"] == 872
     assert result["longer"]["epochs"] > result["settings"]["epochs"]
+
+
+def test_committed_sst_bert_result_runs_the_same_recipe():
+    result = json.loads((RESULTS / "ch12_few_labels_sst_bert.json").read_text())
+    minilm = json.loads((RESULTS / "ch12_few_labels.json").read_text())
+    check_few_labels(result)
+    assert result["encoder"] == "sst-bert"
+    assert set(result["chosen"]) == set(minilm["chosen"])
+    same = ("n_labels", "n_select", "min_words", "select_min_words", "ngram", "seed",
+            "batch_size", "max_len", "eval_len", "epochs", "lrs", "seeds",
+            "select_seed", "n_dev")  # fmt: skip
+    assert {k: result["settings"][k] for k in same} == {
+        k: minilm["settings"][k] for k in same
+    }
+    assert result["majority"] == minilm["majority"]  # the same phrases and dev
+    assert result["longer"]["epochs"] == minilm["longer"]["epochs"]
 
 
 def test_committed_qa_result_is_well_formed():
@@ -69,3 +86,16 @@ def test_the_few_label_script_runs_one_setting(tmp_path):
     check_few_labels(result)
     assert set(result["chosen"]) == {"pre-trained/mean", "scratch/mean"}
     assert result["settings"]["n_dev"] == 20 and "longer" not in result
+
+
+@needs_real_data
+def test_the_few_label_script_runs_sst_bert(tmp_path):
+    out = tmp_path / "few.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "ch12_few_labels.py"),
+           "--encoder", "sst-bert", "--poolings", "cls", "--lrs", "1e-3",
+           "--epochs", "1", "--seeds", "0", "--longer-epochs", "0", "--no-probe",
+           "--n-dev", "20", "--out", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=900)
+    result = json.loads(out.read_text())
+    assert result["encoder"] == "sst-bert" and "skipped" in result["probe"]
+    assert set(result["chosen"]) == {"pre-trained/cls", "scratch/cls"}
