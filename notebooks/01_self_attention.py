@@ -50,7 +50,6 @@ if "google.colab" in sys.modules:
 
 # %%
 
-import math
 import os
 from functools import partial
 
@@ -363,11 +362,38 @@ plt.show()
 
 # %% [markdown]
 # On the machine that executed this page, the matrix form was {glue:text}`speedup_min`
-# to {glue:text}`speedup_max` times faster over these lengths, and the loop version
-# spent between {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per
-# torch call, at every length. The loop time is the number of calls, $9T^2 + 5T + 2$,
-# times that fixed overhead per call, while the arithmetic of one call (64
-# multiply-adds at most) takes nanoseconds.
+# to {glue:text}`speedup_max` times faster over these lengths. Dividing the loop
+# version's time by its $9T^2 + 5T + 2$ calls gives between
+# {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per call:
+# microseconds at every length. That quotient is an average over calls of several
+# kinds (indexing, products, in-place additions), not the cost of any one of them. Is
+# it the arithmetic, or the trip from Python into torch? Time the two apart: 10,000
+# calls that each compute one dot product of two word vectors (64 multiply-adds),
+# against one product $(100\times 64)(64\times 100)$ that computes 10,000 such dot
+# products in a single call:
+
+# %% tags=["nbval-ignore-output"]
+a, b = torch.randn(2, 64, device=run.device)  # two word vectors
+X100 = torch.randn(100, 64, device=run.device)
+
+
+def many_calls():
+    for _ in range(10_000):
+        a @ b  # one call, one dot product
+
+
+one_call = median_seconds(many_calls, repeats=5) / 10_000
+per_dot = median_seconds(lambda: X100 @ X100.T, repeats=50) / 10_000
+print(f"one call of one dot product:          {one_call * 1e6:6.2f} µs")
+print(f"one dot product inside a large product: {per_dot * 1e9:6.2f} ns")
+report.glue("us_one_call", one_call * 1e6, "{:.1f}")
+report.glue("ns_per_dot", per_dot * 1e9, "{:.0f}")
+assert one_call > 20 * per_dot  # the call, not its arithmetic, is the cost
+
+# %% [markdown]
+# One call took {glue:text}`us_one_call` µs; the same arithmetic inside a large
+# product took {glue:text}`ns_per_dot` ns. Almost all of a small call's time is Python
+# and dispatch work, and the loop version makes $9T^2 + 5T + 2$ such calls.
 #
 # So this speed-up measures **Python and dispatch overhead**, not the absence of a
 # sequential chain: no step of the loop version waits for the result of another pair,
@@ -413,11 +439,14 @@ for T in (8, 32, 128):
     print(f"{line} (3T + 3 = {3 * T + 3}), self-attention {att}")
 
 # %% [markdown]
-# The recurrent cell's chain is $3T + 3$ operations long (a product, an addition and a
-# tanh per step, plus the start and the final stack); self-attention's has the same
-# length for every $T$ (its batched products count a few reshapes). The chain
-# from the first word to the last output is the path of the table's last column: $T$
-# steps through the recurrent states, one step through attention.
+# The recurrent cell's chain is $3T + 3$ operations long: a product, an addition and
+# a tanh per step (at the first step the product is $x_1 W_x$, since the zero start
+# state has no history in autograd's graph), plus two operations at the start (the
+# input tensor itself and the selection of its first word) and the final stack.
+# Self-attention's has the same length for every $T$ (its batched products count a few
+# reshapes). The chain from the first word to the last output is the path of the
+# table's last column: $T$ steps through the recurrent states, one step through
+# attention.
 #
 # Does that show up in time? PyTorch's `nn.GRU` runs its loop over time steps in C++
 # (in cuDNN on a GPU): no Python call per step, though every step still launches a
@@ -428,7 +457,10 @@ for T in (8, 32, 128):
 # (three gates, each with an input and a hidden product), attention $8d^2 + 4Td$ (four
 # projections, then $QK^\top$ and the weighted sum). Attention does *more* arithmetic as
 # soon as $T > d$. The two formulas are `params.gru_flops` and `params.attention_flops`;
-# we check them against torch's FLOP counter first.
+# we check them against torch's FLOP counter first. The counter sees the products of
+# the layer's explicit path (`need_weights=True`); the timings below run its default
+# path, PyTorch's fused kernel (chapter 2), which does the same products block by
+# block without writing the $T\times T$ weights out, so the same count applies.
 
 
 # %%
@@ -491,70 +523,85 @@ plt.show()
 # Read the right panel first. The arithmetic rate says how well a layer keeps the
 # hardware busy. Half of the GRU's work, the products with the hidden state, comes in
 # $T$ small products of $B$ rows each, one after the other, and small products tend to
-# use a processor poorly; attention's work comes in a few large products. On the
+# use a processor poorly. Attention's work comes in products over many rows at once:
+# each projection takes all $B \cdot T$ tokens in one product, and the fused kernel
+# computes $QK^\top$ and the weighted sum over blocks of queries and keys. On the
 # machine that executed this page (its device is printed by the chapter's first code
 # cell), at the longest length attention ran at {glue:text}`rate_ratio` times the
 # GRU's rate, and was {glue:text}`att_verdict`. Time is arithmetic divided by rate;
 # past $T = d$ the GRU does less arithmetic than attention, and whether the arithmetic
 # or the rate matters more depends on the hardware and on $T$.
 #
-# On one CPU thread, as this page has run so far, there is no parallel hardware to
-# fill, and the chain of $T$ steps costs nothing extra: one thread runs everything one
-# after the other anyway. The difference shows when more workers are available.
-# Attention's work for a whole sentence is one batch of large matrix products, which
-# can be split among threads; a GRU's is $T$ steps, each a small product of $B$ rows
-# that needs the previous step's result, so extra threads can only share out the work
-# inside one small step. The next cell times the forward pass of each layer at
-# $T$ = 256 with one thread and with every thread this machine offers, by the wall
-# clock (CPU seconds would add up the threads' work and hide any gain). The median of
-# several runs damps the noise of a shared machine, and the cell prints the machine's
-# load: threads only help when cores are idle.
+# On one CPU thread, as this page has run so far, the chain of $T$ steps costs no
+# *waiting*: one thread runs everything one after the other anyway. It still costs
+# *efficiency*: the chain is what forces the GRU's hidden-state work into $T$ small
+# products, and the right panel shows the rate that costs. A second cost shows when
+# more workers are available. Attention's work for a whole sentence is one batch of
+# large matrix products, which can be split among threads; a GRU's is $T$ steps, each a
+# small product of $B$ rows that needs the previous step's result, so extra threads can
+# only share out the work inside one small step. The next cell times the forward pass
+# of each layer at $T$ = 256 with one thread and with every thread this machine offers,
+# by the wall clock (CPU seconds would add up the threads' work and hide any gain). On
+# a shared machine the load changes while the cell runs, so the four measurements take
+# turns, round after round, and the cell reports each layer's gain (time on one thread
+# over time on all of them) as the median over the rounds with its smallest and
+# largest value. It also prints the machine's load: threads only help when cores are
+# idle.
 
 # %% tags=["nbval-ignore-output"]
 T_par, n_all = 256, runtime.thread_count(os.cpu_count() or 1)  # every core, or the cap
 xs = torch.randn(rnn_batch, T_par, rnn_width, device=run.device)  # (B, T, d)
-wall = lambda fn: benchmark.median_time(fn, 5, 1, run.device, "wall")  # noqa: E731
-par_times = {}  # (layer, threads) -> seconds
+wall = lambda fn: benchmark.median_time(fn, 3, 1, run.device, "wall")  # noqa: E731
+threads, rounds = sorted({1, n_all}), 7
+par_times = {(k, n): [] for k in ("GRU", "attention") for n in threads}  # per round
 with torch.no_grad():
-    for n in sorted({1, n_all}):
-        torch.set_num_threads(n)
-        par_times["attention", n] = wall(lambda: mha(xs))
-        if n > 1 and par_times["attention", n] > 1.5 * par_times["attention", 1]:
-            # the cores are busy: each of the GRU's T steps would wait for every
-            # thread, which can take many times longer; leave it out
-            par_times["GRU", n] = float("nan")
-            continue
-        par_times["GRU", n] = wall(lambda: gru(xs))
+    for _ in range(rounds):  # the arms take turns: a change of load hits them all
+        for n in threads:
+            torch.set_num_threads(n)
+            t_att = wall(lambda: mha(xs))
+            par_times["attention", n].append(t_att)
+            # busy cores: each of the GRU's T steps would wait for every thread,
+            # which can take many times longer; leave it out of this round
+            busy = n > 1 and t_att > 1.5 * par_times["attention", 1][-1]
+            par_times["GRU", n].append(float("nan") if busy else wall(lambda: gru(xs)))
 torch.set_num_threads(1)  # back to the chapter's single thread
+par_times = {k: torch.tensor(v) for k, v in par_times.items()}  # (rounds,) each
+gain = {k: par_times[k, 1] / par_times[k, n_all] for k in ("GRU", "attention")}
 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 print(f"B = {rnn_batch}, T = {T_par}, d = {rnn_width}, forward, {run.device.type}, "
-      f"wall-clock ms (median of 5); load average {load:.1f} on "
+      f"wall-clock ms (median of {rounds} rounds); load average {load:.1f} on "
       f"{os.cpu_count()} cores")  # fmt: skip
-print("   layer   | " + " | ".join(f"{n} thread(s)" for n in sorted({1, n_all})))
+header = " | ".join(f"{n} thread(s)" for n in threads)
+print(f"   layer   | {header} | gain [min, max]")
 for name in ("GRU", "attention"):
-    cells = " | ".join(f"{1e3 * par_times[name, n]:11.2f}" for n in sorted({1, n_all}))
-    print(f"{name:10s} | {cells}")
-gain = {k: par_times[k, 1] / par_times[k, n_all] for k in ("GRU", "attention")}
-att = f"{gain['attention']:.2f}"
+    cells = " | ".join(f"{1e3 * par_times[name, n].nanmedian():11.2f}" for n in threads)
+    g = gain[name][~gain[name].isnan()]
+    spread = f"{g.median():.2f} [{g.min():.2f}, {g.max():.2f}]" if len(g) else "-"
+    print(f"{name:10s} | {cells} | {spread}")
+both = ~gain["GRU"].isnan()  # the rounds that timed both layers
+att = f"{gain['attention'].median():.2f}"
 if n_all == 1:
     summary = "This run had one thread only, so it could not compare."
-elif math.isnan(gain["GRU"]):  # the GRU was left out
+elif not both.any():  # the GRU was left out of every round
     summary = (
         f"With {n_all} threads, attention's forward pass ran {att} times as fast as "
-        "with one thread: slower, not faster. The machine was busy with other work "
+        "with one thread (median of the rounds). The machine was busy with other work "
         "(the load average is printed), so the threads waited for cores, and the "
         "cell left the GRU out, whose steps would each have waited. This comparison "
         "needs idle cores; run the cell on a quiet machine."
     )
 else:
-    gru_gain = f"{gain['GRU']:.2f}"
+    g_att, g_gru = gain["attention"][both], gain["GRU"][both]
+    wins = int((g_att > g_gru).sum())
     summary = (
-        f"With {n_all} threads, attention's forward pass ran {att} times as fast as "
-        f"with one thread, the GRU's {gru_gain} times: "
+        f"With {n_all} threads, attention's forward pass ran {g_att.median():.2f} "
+        f"times as fast as with one thread, the GRU's {g_gru.median():.2f} times "
+        f"(medians of {len(g_att)} rounds that timed both, which take turns): "
         + (
-            "attention gained more from the extra threads."
-            if gain["attention"] > gain["GRU"] + 0.1
-            else "about the same gain (a busy machine can hide the difference)."
+            "attention gained more from the extra threads in every round."
+            if wins == len(g_att)
+            else f"attention gained more in {wins} of those rounds, so this run does "
+            "not separate them (a busy machine can hide the difference)."
         )
     )
 print(summary)
@@ -746,10 +793,11 @@ checks.check_same_sentence_mask(same_sentence_mask)
 # %% [markdown]
 # ### Exercise 3: similarity that ignores length
 #
-# The dot product grows with the length of the vectors, so one long vector can dominate
-# every row. Replace it by the cosine similarity divided by a temperature $\tau$:
-# $\mathrm{softmax}(\hat X \hat X^\top / \tau)\,X$, where $\hat X$ holds the rows of $X$
-# scaled to unit length. Write `cosine_attention(X, tau)` for $X$ of shape $(B, T, d)$.
+# The dot product grows with the length of the vectors, so one long vector can take
+# most of the weight in every row. Replace it by the cosine similarity divided by a
+# temperature $\tau$: $\mathrm{softmax}(\hat X \hat X^\top / \tau)\,X$, where $\hat X$
+# holds the rows of $X$ scaled to unit length. Write `cosine_attention(X, tau)` for
+# $X$ of shape $(B, T, d)$.
 
 
 # %%

@@ -191,7 +191,9 @@ def check_cosine_attention(fn: Callable[[Tensor, float], Tensor]) -> None:
         "Normalise each row (dim=-1), divide the scores by tau, softmax per row.",
     )
     return passed(
-        "similarities now ignore vector length, so a long vector no longer dominates."
+        "similarities now ignore vector length, so a long vector no longer dominates "
+        "the weights. The values are still the rows of X: a row that gives a long "
+        "vector weight still gets a long contribution from it."
     )
 
 
