@@ -60,6 +60,29 @@ def test_a_bigram_beats_a_unigram_on_a_predictable_stream():
     assert math.isclose(uni, math.log(4), rel_tol=1e-4) and big < 0.05
 
 
+def test_choose_bigram_k_picks_the_lowest_dev_loss():
+    torch.manual_seed(0)
+    # a sparse, predictable stream: each token is followed by one of two successors,
+    # so add-one (which spreads mass over all 50) is far worse than a small k
+    nxt = torch.randint(0, 50, (50, 2))
+    s = [0]
+    for i in range(3000):
+        s.append(int(nxt[s[-1], i % 2]))
+    stream = torch.tensor(s)
+    train, dev = stream[:2000], stream[2000:]
+    k, by_k = baselines.choose_bigram_k(
+        train, 50, dev[:-1], dev[1:], ks=(1.0, 0.1, 0.01)
+    )
+    assert list(by_k) == [1.0, 0.1, 0.01] and k == min(by_k, key=by_k.get)
+    assert k == 0.01 and by_k[k] < by_k[1.0] - 0.1
+    ref = baselines.bigram_loss(
+        baselines.bigram_log_probs(train, 50, 0.1), dev[:-1], dev[1:]
+    )
+    assert math.isclose(by_k[0.1], ref, rel_tol=1e-12)
+    with pytest.raises(ValueError, match="ks is empty"):
+        baselines.choose_bigram_k(train, 50, dev[:-1], dev[1:], ks=())
+
+
 def test_majority():
     assert baselines.majority_class(["a", "b", "b"]) == "b"
     assert baselines.majority_accuracy(["a", "b", "b"], ["b", "a", "b", "b"]) == 0.75
