@@ -417,11 +417,13 @@ _WHY_SURVIVES = {
 
 def _verdict(acc_train: float, acc_twice: float | None) -> tuple[bool, bool]:
     """(survives, clear): survives = learned at the training length and kept 90 % of
-    that at twice it; clear = the threshold that decides the verdict lies at least
+    that on the positions beyond it (the second half of a sequence twice as long);
+    clear = the threshold that decides the verdict lies at least
     ``_MARGIN`` away, so that another seed or another CPU does not flip it.
 
     A scheme that clearly fails one condition is clear whatever the other one says: a
-    model at 0.83 on the short test that keeps only 0.5 at twice it fails either way.
+    model at 0.83 on the short test that keeps only 0.5 on the new positions fails
+    either way.
     """
     learned = acc_train >= _LEARN
     learn_clear = abs(acc_train - _LEARN) >= _MARGIN
@@ -443,8 +445,9 @@ def check_extrapolation_prediction(
 
     ``predicted``: a set of scheme names, or a function returning one: the schemes that
     learn the task at the training length (accuracy >= 0.8) and keep 90 % of that
-    accuracy at twice it. ``measured``: scheme -> (accuracy at the training length,
-    accuracy at twice it, or None where the model cannot run). A scheme within 0.08 of
+    accuracy on the positions a sequence of twice that length adds (chapter 4 scores
+    only those). ``measured``: scheme -> (accuracy at the training length, accuracy on
+    the new positions, or None where the model cannot run). A scheme within 0.08 of
     a threshold is too close to call, and either prediction is accepted for it.
     """
     if callable(predicted):
@@ -469,7 +472,8 @@ def check_extrapolation_prediction(
         survives, clear = _verdict(acc_train, acc_twice)
         twice = "n/a" if acc_twice is None else f"{acc_twice:.2f}"
         numbers = (
-            f"measured {acc_train:.2f} at the training length, {twice} at twice it"
+            f"measured {acc_train:.2f} at the training length, {twice} on the "
+            "positions beyond it"
         )
         survivors += [name] if survives else []
         if not clear:
