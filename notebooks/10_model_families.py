@@ -34,11 +34,11 @@
 #   FLOPs, the bytes of weights, optimizer state and KV cache;
 # - build T5 from the book's blocks, check it against Hugging Face's, and pre-train a
 #   small one with span corruption;
-# - measure, on a T5 the book pre-trained for longer, how much span corruption teaches
-#   a model to read the words around a gap (a left-bigram baseline, a control with the
-#   wrong context) and what it does not teach it at this size (copying a city named
-#   elsewhere), and fine-tune it to write an ATIS query's intent, beside a head on its
-#   encoder and the same model trained from scratch;
+# - measure, on a T5 the book pre-trained for longer, whether span corruption has taught
+#   it more than one word of left context gives (a left bigram whose smoothing is chosen
+#   on dev, a control with the wrong context: at this budget it has not), and fine-tune
+#   it to write an ATIS query's intent, beside a head on its encoder, the same head on an
+#   untrained encoder, and the same model trained from scratch;
 # - tokenize into bytes as ByT5 does, and measure what that does to sequence length.
 
 # %% tags=["remove-cell"]
@@ -244,15 +244,30 @@ for name, model in reference.items():
     print(f"transformers {name:12} {count:>13,}   = calculator: {same}")
 
 # %% [markdown]
-# The heads do not enter any of the formulas. GPT-3's 96 heads of 128 dimensions split
-# $d = 12{,}288$; they do not add to it. An attention layer of that width has the same
-# weights whatever the number of heads:
+# In BERT's and GPT's formulas the heads do not appear: their heads split $d$ (GPT-3's
+# 96 heads of 128 dimensions split $d = 12{,}288$), they do not add to it. An attention
+# layer of that width has the same weights whatever the number of heads:
 
 # %%
 with torch.device("meta"):
     for heads in (48, 96, 192):
         mha = attention.MultiHeadAttention(12288, heads)
         print(f"{heads:3} heads of {12288 // heads:3}: {params.count_params(mha):,}")
+
+# %% [markdown]
+# T5's heads do enter its count, twice. Its attention maps $d$ to $d_\text{attn} = H
+# \cdot d_\text{kv}$ with $d_\text{kv} = 64$ whatever $H$ is, which equals $d$ only when
+# $H = d / 64$; and each stack's relative-bias table has $32 \times H$ entries. That is
+# why T5-base above is counted with `n_heads=12`; with the calculator's default 8 heads
+# the same width and depth give another number. T5-11B widens attention far beyond $d$:
+# 128 heads of 128 on $d = 1{,}024$ (with $d_\text{ff} = 65{,}536$, 24 layers per stack).
+
+# %%
+t5_base_8 = params.t5_params(d_model=768, n_layers=12, d_ff=3072)  # 8 heads of 64
+t5_11b = params.t5_params(d_model=1024, n_layers=24, d_ff=65536, n_heads=128,
+                          head_dim=128)  # fmt: skip
+print(f"T5-base with 12 heads: {published['T5-base'][0]:,}; with 8: {t5_base_8:,}")
+print(f"T5-11B: {t5_11b:,}")
 
 # %% [markdown]
 # ## 3. Where the parameters go
@@ -571,7 +586,12 @@ print(" ".join(words.decode(tgt[0])))
 # this chapter reports: `benchmarks/t5_bias_lr_scale.py` trains the `tiny` recipe below
 # for 600 steps at several multiples, five seeds each, and scores every run on a fixed
 # draw of span-corrupted dev windows (`pretraining_data.t5_heldout(..., split="dev")`),
-# beside the baselines of the next cells. Its committed result, read back:
+# beside the baselines of the next cells. Its committed result, read back, and on the
+# same dev words the **left bigram** (each hidden word predicted from the word to its
+# left; section 7 says more) at add-k smoothings from add-one ($k = 1$) down: add-one
+# puts $V$ = 622 pseudo-counts in every row of a table fitted on 55,000 training words,
+# far too many, so the smoothing is chosen here, on dev, with the multiple
+# (`baselines.choose_bigram_k`).
 
 # %% tags=["nbval-ignore-output"]
 scale_sweep = benchmark.committed_result("t5_bias_lr_scale.json")
@@ -579,7 +599,19 @@ by_scale = {
     s: [r["dev_nats"] for r in scale_sweep["runs"] if r["scale"] == s]
     for s in scale_sweep["scales"]
 }
-dev_bigram = scale_sweep["baselines"]["bigram_nats"]
+dev_bigram = scale_sweep["baselines"]["bigram_nats"]  # add-one, as the sweep scored it
+dev_pairs = [span_corruption.left_neighbours(s, t, sentinels, eos)
+             for s, t in pretraining_data.t5_heldout(atis, live_recipe.window,
+                                                     split="dev")]  # fmt: skip
+dev_left = torch.cat([p[0] for p in dev_pairs])
+dev_hidden = torch.cat([p[1] for p in dev_pairs])
+bigram_k, bigram_by_k = baselines.choose_bigram_k(
+    atis.train, len(words), dev_left, dev_hidden
+)
+by_k = {k: round(n, 3) for k, n in bigram_by_k.items()}
+print("left bigram, dev nats by k:", by_k, "chosen k:", bigram_k)
+assert abs(bigram_by_k[1.0] - dev_bigram) < 1e-6  # the sweep's dev words, the same
+dev_tuned = bigram_by_k[bigram_k]
 best_at_one = min(by_scale[1.0])  # the best seed at the common rate
 jump = 0.1  # nats below it: a jump, not seed noise (the 1x seeds span 0.09)
 below = {s: sum(n < best_at_one - jump for n in nats) for s, nats in by_scale.items()}
@@ -587,7 +619,8 @@ for s, nats in by_scale.items():
     print(f"bias tables at {s:>3g}x the rate: dev {report.mean_spread(nats)} nats; "
           f"{below[s]} of {len(nats)} seeds > {jump} below the best at 1x")  # fmt: skip
 dev_unigram = scale_sweep["baselines"]["unigram_nats"]
-print(f"left bigram {dev_bigram:.3f}, unigram {dev_unigram:.3f} nats, same dev words")
+print(f"left bigram {dev_bigram:.3f} (add-one), {dev_tuned:.3f} (k = {bigram_k:g}); "
+      f"unigram {dev_unigram:.3f} nats, same dev words")  # fmt: skip
 chosen_scale = scale_sweep["chosen"]  # the lowest mean dev loss
 print(f"chosen: {chosen_scale:g}x; the package's default:",
       pretraining.SpanPretrainConfig().bias_lr_scale)  # fmt: skip
@@ -595,6 +628,19 @@ assert chosen_scale == pretraining.SpanPretrainConfig().bias_lr_scale
 assert below[chosen_scale] > len(by_scale[chosen_scale]) / 2  # most seeds jump
 assert below[1.0] == 0 and max(by_scale[1.0]) - best_at_one < jump  # 1x: no jump
 assert min(r["dev_nats"] for r in scale_sweep["runs"]) > dev_bigram  # no run beats it
+assert bigram_k < 1 and dev_tuned < dev_bigram - 0.5  # add-one: far too smooth
+per_seed = {
+    s: ", ".join(f"{n:.2f}" for n in sorted(nats)) for s, nats in by_scale.items()
+}
+for s in (10.0, 30.0, 100.0):
+    print(f"{s:g}x, seeds sorted: {per_seed[s]}")
+report.glue("seeds_10", per_seed[10.0])
+report.glue("seeds_30", per_seed[30.0])
+report.glue("seeds_100", per_seed[100.0])
+report.glue("below_100", f"{below[100.0]} of {len(by_scale[100.0])}")
+report.glue("bigram_k", f"{bigram_k:g}")
+report.glue("bigram_ks", ", ".join(f"{k:g}" for k in bigram_by_k))
+report.glue("dev_tuned", dev_tuned, "{:.2f}")
 report.glue("scale_one", report.mean_spread(by_scale[1.0], "{:.2f}"))
 report.glue("scale_best", report.mean_spread(by_scale[chosen_scale], "{:.2f}"))
 report.glue("scale_chosen", f"{chosen_scale:g}")
@@ -610,7 +656,9 @@ for i, nats in enumerate(by_scale.values()):
     ax.plot([i] * len(nats), nats, "o", alpha=0.6, color="C0")
     ax.plot([i - 0.25, i + 0.25], [statistics.mean(nats)] * 2, color="C1", lw=2)
 ax.plot([], [], color="C1", lw=2, label="mean over the seeds")
-ax.axhline(dev_bigram, color="grey", ls="--", lw=1, label="left bigram")
+ax.axhline(dev_bigram, color="grey", ls="--", lw=1, label="left bigram, add-one")
+ax.axhline(dev_tuned, color="k", ls=":", lw=1,
+           label=f"left bigram, k = {bigram_k:g} (chosen on dev)")  # fmt: skip
 ax.set_xticks(range(len(by_scale)), [f"{s:g}x" for s in by_scale])
 ax.set(xlabel="learning-rate multiple of the bias tables",
        ylabel="dev nats per hidden word",
@@ -624,13 +672,19 @@ plt.show()
 # within {glue:text}`jump` nats of each other. At {glue:text}`scale_chosen`× it is
 # {glue:text}`scale_best`: {glue:text}`scale_below` seeds end more than
 # {glue:text}`jump` nats below the best 1× seed ({glue:text}`best_at_one`), and the rest
-# stay where the 1× runs are (asserted: more than half jump, no 1× seed does). Within
-# 600 steps a seed either makes the jump or does not, and the larger multiples make it
-# likelier; that the jump is the bias tables learning to point at a gap's neighbours is
-# our reading of it, not something these cells measure. None of these short runs of the
-# small recipe reaches the left bigram on the dev words ({glue:text}`dev_bigram`,
-# asserted for every run); section 8's longer, larger run is compared with it on the
-# test words. The package's default is the multiple with the lowest mean (asserted, so
+# stay where the 1× runs are (asserted: more than half jump, no 1× seed does). The
+# per-seed values, sorted, are a spread rather than two groups: at 30×
+# {glue:text}`seeds_30`, at 100× {glue:text}`seeds_100`, at 10× {glue:text}`seeds_10`
+# nats. The {glue:text}`jump`-nat cut-off is ours, and by it 100× has
+# {glue:text}`below_100` seeds below, fewer than 30×: with five seeds the large
+# multiples show no trend among themselves, only that tens of times the rate lowers the
+# loss of most seeds. That the lower loss is the bias tables learning to point at a
+# gap's neighbours is our reading of it, not something these cells measure. None of
+# these short runs of the small recipe reaches even the add-one left bigram on the dev
+# words ({glue:text}`dev_bigram`, asserted for every run); with its smoothing chosen
+# on these dev words (k among {glue:text}`bigram_ks`: {glue:text}`bigram_k`) the bigram
+# costs {glue:text}`dev_tuned` nats, lower still. Section 8's longer, larger run is
+# compared with both on the test words. The package's default is the multiple with the lowest mean (asserted, so
 # a new sweep that chose otherwise would stop this page); the means do not tell the
 # neighbouring large multiples apart beyond their spreads, so read the choice as "tens
 # of times the rate", not as an exact best. A history, for honesty: an earlier version
@@ -678,15 +732,19 @@ for s, w, t in zip(src[:2], written, tgt[:2]):
     print("input: ", " ".join(words.decode(s[:-1])))
     print("model: ", " ".join(words.decode(w[w != words.pad_id])))  # drop padding
     print("truth: ", " ".join(words.decode(t)), "\n")
-in_order = [
-    [x for x in w.tolist() if x in sentinels] == [x for x in t if x in sentinels]
-    for w, t in zip(written, tgt.tolist())
+in_order = [  # every sentinel, in order, then the end token
+    eos in w
+    and [x for x in w[: w.index(eos)] if x in sentinels]
+    == [x for x in t if x in sentinels]
+    for w, t in zip(written.tolist(), tgt.tolist())
 ]
-print(f"sentinels written in order in {sum(in_order)} of {len(in_order)} examples")
+print(f"sentinels written in order, then the end token, in {sum(in_order)} of "
+      f"{len(in_order)} windows of the first batch")  # fmt: skip
 assert sum(in_order) >= 0.75 * len(in_order)
 
 # %% [markdown]
-# The run has learned the format: one sentinel per gap, in order, then the end token.
+# The run has learned the format (checked on the first batch of held-out windows, at
+# least three in four of them): one sentinel per gap, in order, then the end token.
 # What it writes inside a gap is another matter. Score it on the held-out windows with
 # the true target prefix fed in (teacher forcing), on the hidden words only (sentinels
 # and the end token left out): the share it predicts exactly, and its cross-entropy.
@@ -696,7 +754,8 @@ assert sum(in_order) >= 0.75 * len(in_order)
 # bigram**, which predicts each hidden word from the one word before it in the text (the
 # kept word before its sentinel, or the hidden word before it:
 # `span_corruption.left_neighbours`). `pretraining_data.t5_scores` scores a model and
-# the baselines together.
+# the baselines together; its bigram is add-one smoothed, and beside it the cell scores
+# the bigram with the k chosen on dev in the previous section, the fair yardstick.
 
 # %% tags=["nbval-ignore-output"]
 live_scores = [pretraining_data.t5_scores(m, atis, held_out) for m in live.values()]
@@ -704,15 +763,24 @@ base = live_scores[0]  # the baselines' numbers: the same beside every model
 live_acc = statistics.mean(s["accuracy"] for s in live_scores)
 live_nats = statistics.mean(s["nats"] for s in live_scores)
 top = words.itos[int(baselines.unigram_log_probs(atis.train, len(words)).argmax())]
+test_pairs = [span_corruption.left_neighbours(s, t, sentinels, eos)
+              for s, t in held_out]  # fmt: skip
+test_left = torch.cat([p[0] for p in test_pairs])
+test_hidden = torch.cat([p[1] for p in test_pairs])
+bigram = baselines.bigram_log_probs(atis.train, len(words), bigram_k)  # (V, V)
+tuned_acc = (bigram[test_left].argmax(-1) == test_hidden).float().mean().item()
+tuned_nats = baselines.bigram_loss(bigram, test_left, test_hidden)
 rows = {
     f"T5, section 7's run ({len(live)} seed(s))": (live_acc, live_nats),
     f"unigram (always {top!r})": (base["most_frequent_accuracy"], base["unigram_nats"]),
-    "left bigram": (base["bigram_accuracy"], base["bigram_nats"]),
+    "left bigram, add-one": (base["bigram_accuracy"], base["bigram_nats"]),
+    f"left bigram, k = {bigram_k:g} (dev)": (tuned_acc, tuned_nats),
 }  # fmt: skip
 print(f"{base['hidden_words']:,} hidden words {'accuracy':>16} {'nats':>6}")
 for name, (acc, nats) in rows.items():
     print(f"{name:>32} {acc:8.3f} {nats:6.2f}")
 assert live_nats < base["unigram_nats"]  # it has learned more than word frequencies
+assert tuned_nats < base["bigram_nats"] - 0.3  # the smoothing chosen on dev: far better
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 report.glue("n_windows", f"{sum(len(s) for s, _ in held_out):,}")
@@ -722,11 +790,13 @@ report.glue("unigram_nats", base["unigram_nats"], "{:.2f}")
 report.glue("top_acc", 100 * base["most_frequent_accuracy"], "{:.1f}")
 report.glue("bigram_acc", 100 * base["bigram_accuracy"], "{:.1f}")
 report.glue("bigram_nats", base["bigram_nats"], "{:.2f}")
+report.glue("tuned_acc", 100 * tuned_acc, "{:.1f}")
+report.glue("tuned_nats", tuned_nats, "{:.2f}")
 below = base["unigram_nats"] - live_nats
 report.glue("live_vs_unigram", f"{below:.2f} nats below" if below > 0 else
             f"{-below:.2f} nats above")  # fmt: skip
 report.glue("live_seeds", "one seed" if len(live) == 1 else f"{len(live)} seeds")
-behind = live_nats > base["bigram_nats"]  # behind one word of context?
+behind = live_nats > tuned_nats  # behind one word of context?
 assert base["bigram_nats"] < base["unigram_nats"]  # one word of context is worth nats
 report.glue("live_verdict", "It has learned the format and little more than the "
             "word frequencies: it makes less of the words around a gap than the "
@@ -739,9 +809,12 @@ report.glue("live_verdict", "It has learned the format and little more than the 
 # {glue:text}`live_vs_unigram` the word frequencies ({glue:text}`unigram_nats`), and
 # guesses {glue:text}`live_acc` % of the words (always the most frequent word:
 # {glue:text}`top_acc` %). The left bigram, which reads one word of context, guesses
-# {glue:text}`bigram_acc` % at {glue:text}`bigram_nats` nats. {glue:text}`live_verdict`.
+# {glue:text}`tuned_acc` % at {glue:text}`tuned_nats` nats with its smoothing chosen
+# on dev ($k$ = {glue:text}`bigram_k`), and {glue:text}`bigram_acc` % at
+# {glue:text}`bigram_nats` nats add-one smoothed: the smoothing alone is worth
+# several tenths of a nat. {glue:text}`live_verdict`.
 #
-# ## 8. The book's T5: the same recipe, larger and longer
+# ## 8. The book's T5: a larger recipe, trained longer
 #
 # A model that fills gaps from their context needs more training than a chapter can
 # wait for. The book pre-trained one once, with the trainer's `atis-small` recipe
@@ -768,11 +841,20 @@ print(f"{n_params:,} parameters, {windows_seen:,} training windows, "
 # %% tags=["hide-input"]
 bigger = n_params / live_params
 longer = windows_seen / (live_recipe.steps * live_recipe.batch_size)
-report.glue("ck_compare", "the very recipe section 7 ran in this profile (width 128, "
-            "three layers in each stack, dropout 0.1)" if bigger == longer == 1 else
-            f"section 7's recipe with a model {bigger:.0f} times as large (width 128, "
-            f"three layers in each stack, dropout 0.1) trained on {longer:.0f} "
-            "times as many windows")  # fmt: skip
+names = {"d_model": "width", "n_layers": "layers per stack", "n_heads": "heads",
+         "d_ff": "feed-forward width", "batch_size": "batch", "steps": "steps",
+         "lr": "learning rate", "dropout": "dropout", "window": "window",
+         "bias_lr_scale": "bias-table multiple"}  # fmt: skip
+differs = [
+    f"{name} {getattr(live_recipe, k):g} → {recipe[k]:g}"
+    for k, name in names.items()
+    if getattr(live_recipe, k) != recipe[k]
+]
+print("differs from section 7's recipe in:", "; ".join(differs) or "nothing")
+report.glue("ck_compare", "the very recipe section 7 ran in this profile" if not
+            differs else f"a model {bigger:.0f} times as large as section 7's, trained "
+            f"on {longer:.0f} times as many windows; its recipe differs from section "
+            f"7's in {len(differs)} settings ({'; '.join(differs)})")  # fmt: skip
 report.glue("ck_minutes", card["train_cpu_seconds"] / 60, "{:.0f}")
 report.glue("ck_steps", f"{recipe['steps']:,}")
 
@@ -792,7 +874,7 @@ swapped = [(s.roll(1, 0), t) for s, t in held_out]  # row i gets row i-1's input
 truth, own, own_logp = t5.target_predictions(model, held_out, is_word)
 _, other, other_logp = t5.target_predictions(model, swapped, is_word)
 score = lambda pred, logp: ((pred == truth).float().mean().item(), -logp.mean().item())
-held, (live_row, unigram_row, bigram_row) = card["heldout"], rows
+held, (live_row, unigram_row, bigram_row, tuned_row) = card["heldout"], rows
 table = {  # name: accuracy and nats here, then on the card (None: not on it)
     "the book's T5": (*score(own, own_logp), held["accuracy"], held["nats"]),
     "  behind another window's inputs": (*score(other, other_logp), None, None),
@@ -800,15 +882,17 @@ table = {  # name: accuracy and nats here, then on the card (None: not on it)
     unigram_row: (*rows[unigram_row], held["most_frequent_accuracy"],
                   held["unigram_nats"]),
     bigram_row: (*rows[bigram_row], held["bigram_accuracy"], held["bigram_nats"]),
+    tuned_row: (*rows[tuned_row], None, None),
 }  # fmt: skip
 print(f"{'':>34} {'accuracy':>8} {'nats':>5}   card: {'accuracy':>8} {'nats':>5}")
 for name, (acc, nats, card_acc, card_nats) in table.items():
     on_card = "" if card_acc is None else f"{card_acc:8.3f} {card_nats:5.2f}"
     print(f"{name:>34} {acc:8.3f} {nats:5.2f}         {on_card}")
-# the lesson, with its margin: fewer nats per hidden word than one word of context
-# gives (another CPU moves these numbers by thousandths)
+# the lesson, with its margins (another CPU moves these numbers by thousandths): below
+# the add-one bigram, well above the bigram whose smoothing was chosen on dev
 ck_acc, ck_nats = table["the book's T5"][:2]
-assert ck_nats < base["bigram_nats"] - 0.2
+assert base["bigram_nats"] - 0.2 > ck_nats > tuned_nats + 0.2
+assert ck_acc < tuned_acc - 0.03
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 other_acc, other_nats = table["  behind another window's inputs"][:2]
@@ -823,6 +907,8 @@ acc_gain = 100 * (ck_acc - base["bigram_accuracy"])
 report.glue("ck_acc_vs", f"{acc_gain:.0f} points more than" if acc_gain >= 0
             else f"{-acc_gain:.0f} points fewer than")  # fmt: skip
 report.glue("ck_nats_gain", base["bigram_nats"] - ck_nats, "{:.2f}")
+report.glue("ck_nats_behind", ck_nats - tuned_nats, "{:.2f}")
+report.glue("ck_acc_behind", 100 * (tuned_acc - ck_acc), "{:.0f}")
 report.glue("other_acc", 100 * other_acc, "{:.1f}")
 report.glue("other_nats", other_nats, "{:.2f}")
 report.glue("own_lower", f"{int(own_lower)} of {len(per_batch)}")
@@ -840,30 +926,39 @@ for name, losses, batch in (
     ax.plot([batch * s for s in steps], smooth, label=name)
 ax.set(xscale="log", xlabel="training windows seen (mean of 20 steps)",
        ylabel="cross-entropy of the targets (nats)")  # fmt: skip
-ax.set_title("Span corruption on ATIS: the same recipe, longer")
+ax.set_title("Span corruption on ATIS: section 7's run and the larger, longer one")
 ax.legend()
 plt.show()
 
 # %% [markdown]
-# The book's T5 pays {glue:text}`ck_nats` nats per hidden word,
-# {glue:text}`ck_nats_gain` fewer than the left bigram, and its top guess is right for
-# {glue:text}`ck_acc` % of them, {glue:text}`ck_acc_vs` the bigram's. The two scores
-# need not agree: accuracy counts only the top guess, cross-entropy the probability
-# given to the right word, and the bigram's top guess (the commonest word after the
-# word to the left) is hard to beat on its own terms. Behind another
-# window's inputs it guesses {glue:text}`other_acc` % at {glue:text}`other_nats` nats,
-# and its own inputs cost less in {glue:text}`own_lower` batches of held-out windows:
-# most of what it knows about a gap comes from the text around it. Not all: behind the
-# wrong inputs it still beats the unigram ({glue:text}`unigram_nats` nats), from what
-# the earlier target words and the format tell it, and wrong inputs also mislead it, so
-# the gap between the two rows overstates what the right inputs add. Two more cautions.
-# The bigram reads one side of a gap, the word to its left; T5 reads both sides and the
-# rest of the window, so part of its margin is the right-hand word alone. And this is
-# one pre-training run: in section 7's sweep one seed in five at this multiple stayed
-# where the 1× runs are, so another seed of this recipe could land elsewhere. (The training curves
-# count every target token, sentinels and the end token included, which cost almost
-# nothing once the format is learned; that is why they sit below the hidden words'
-# cross-entropy.)
+# The book's T5 pays {glue:text}`ck_nats` nats per hidden word and its top guess is
+# right for {glue:text}`ck_acc` % of them. The left bigram with its smoothing chosen on
+# dev pays {glue:text}`tuned_nats` nats, {glue:text}`ck_nats_behind` fewer, and guesses
+# {glue:text}`tuned_acc` %, {glue:text}`ck_acc_behind` points more (both asserted with
+# a margin). **At this budget the checkpoint has not learned more than one word of left
+# context gives**: it reads both sides of a gap and the rest of the window, and turns
+# all of it into worse predictions than a table of which word follows which. It does
+# beat the add-one bigram ({glue:text}`bigram_nats` nats), by {glue:text}`ck_nats_gain`;
+# an earlier version of this page took that margin as its lesson, but add-one is a
+# smoothing far too strong for this table (section 7's dev grid), and the margin
+# measures the smoothing, not the model.
+#
+# What the checkpoint has learned is to use its inputs. Behind another window's inputs
+# it guesses {glue:text}`other_acc` % at {glue:text}`other_nats` nats, and its own
+# inputs cost less in {glue:text}`own_lower` batches of held-out windows: much of what
+# it knows about a gap comes from the text around it. Not all: behind the wrong inputs
+# it still beats the unigram ({glue:text}`unigram_nats` nats), from what the earlier
+# target words and the format tell it, and wrong inputs also mislead it, so the gap
+# between the two rows overstates what the right inputs add. And this is one
+# pre-training run of a small model for {glue:text}`ck_minutes` CPU-minutes: in section
+# 7's sweep the seeds of one multiple spread over several tenths of a nat, so another
+# seed of this recipe could land elsewhere; one seed does not say whether any would
+# close the gap to the bigram. The training curves above count every
+# target token, sentinels and the end token included, which cost little once the
+# format is learned; the checkpoint's curve is also measured on training windows, each
+# span-corrupted afresh but from a text its {glue:text}`ck_steps` steps read many times
+# over. Both push it below the held-out cross-entropy of the hidden words; these cells
+# do not measure how much each contributes.
 
 # %% [markdown]
 # **A gap that needs its context.** After "from" or "to", the hidden word is often a
@@ -875,7 +970,8 @@ plt.show()
 # window names the city is measured below; why is not). The
 # city names come from ATIS's slot labels (chapter 5's tags `B-fromloc.city_name` and
 # `B-toloc.city_name`, their first words, in the training split); a *city gap* is a
-# hidden word right after "from" or "to" that is one of them.
+# hidden word right after "from" or "to" that is one of them. The bigram here is the
+# one with its smoothing chosen on dev; its top guesses do not depend on the smoothing.
 
 # %% tags=["nbval-ignore-output"]
 tagged = data.load_atis("train")
@@ -888,21 +984,29 @@ left, hidden = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs]
 assert torch.equal(hidden, truth)  # the same hidden words, in the same order
 city_gap = torch.isin(left, torch.tensor(words.encode(["from", "to"])))
 city_gap &= torch.isin(hidden, torch.tensor(words.encode(cities)))
-bigram = baselines.bigram_log_probs(atis.train, len(words))  # (V, V), fitted on train
-guess = bigram[left].argmax(-1)  # the left bigram's guess for every hidden word
+guess = bigram[left].argmax(-1)  # the tuned left bigram's guess for every hidden word
+bigram_logp = bigram[left, hidden]  # its log-probability of the right word
 right = lambda pred, where: (pred == truth)[where].float().mean().item()
-print(f"{len(cities)} city words; {int(city_gap.sum())} city gaps among {len(truth):,} "
-      f"hidden words; accuracy on them:")  # fmt: skip
-for name, pred in (("the book's T5", own), ("left bigram", guess),
-                   ("T5 behind another window's inputs", other)):  # fmt: skip
-    print(f"{name:>34} {right(pred, city_gap):.3f}")
-
-# %% tags=["hide-input", "nbval-ignore-output"]
+nats = lambda logp, where: -logp[where].double().mean().item()
 all_src = torch.cat([s for s, _ in held_out])  # (windows, S)
 row = torch.cat(
     [is_word(t).nonzero()[:, 0] + i * len(t) for i, (_, t) in enumerate(held_out)]
 )  # the window of each hidden word
 named = (all_src[row] == hidden[:, None]).any(1)  # the city is also in its inputs
+groups = {"city gaps": city_gap, "  window names the city": city_gap & named,
+          "  window does not": city_gap & ~named}  # fmt: skip
+print(f"{len(cities)} city words; {int(city_gap.sum())} city gaps among {len(truth):,} "
+      f"hidden words. Accuracy, and nats per gap:")  # fmt: skip
+print(f"{'':>24} {'gaps':>5} {'T5':>11} {'bigram':>11} {'T5, wrong inputs':>17}")
+for g, where in groups.items():
+    print(
+        f"{g:>24} {int(where.sum()):5} "
+        f"{right(own, where):.3f} {nats(own_logp, where):4.2f} "
+        f"{right(guess, where):.3f} {nats(bigram_logp, where):4.2f} "
+        f"{right(other, where):11.3f} {nats(other_logp, where):4.2f}"
+    )
+
+# %% tags=["hide-input", "nbval-ignore-output"]
 report.glue("n_city_gaps", f"{int(city_gap.sum())}")
 n_queries = int((atis.test == words["."]).sum())  # every query ends in "."
 report.glue(
@@ -917,24 +1021,35 @@ report.glue("city_named", 100 * named[city_gap].float().mean().item(), "{:.0f}")
 report.glue("city_t5_named", 100 * right(own, city_gap & named), "{:.0f}")
 report.glue("city_t5_unnamed", 100 * right(own, city_gap & ~named), "{:.0f}")
 report.glue("city_bigram_unnamed", 100 * right(guess, city_gap & ~named), "{:.0f}")
-reads_cities = right(own, city_gap) > right(guess, city_gap)
-report.glue("city_verdict", "Here it reads the city from its window." if reads_cities
-            else "So its gain over the bigram in nats does not come from the cities: "
-            "copying a city named elsewhere in the window is more than this small "
-            "model learned in its budget.")  # fmt: skip
+for key, logp in (("t5", own_logp), ("bigram", bigram_logp), ("other", other_logp)):
+    for g, where in (("", city_gap), ("_named", city_gap & named),
+                     ("_unnamed", city_gap & ~named)):  # fmt: skip
+        report.glue(f"city_{key}{g}_nats", nats(logp, where), "{:.2f}")
+reads_cities = nats(own_logp, city_gap) < nats(bigram_logp, city_gap)
+copies = nats(own_logp, city_gap & named) < nats(own_logp, city_gap & ~named) - 0.1
+report.glue("city_verdict", "In nats, too, T5 is ahead of the bigram on the city "
+            "gaps." if reads_cities else "In nats, too, T5 is behind the bigram on the "
+            "city gaps: on average it gives the right city less probability than the "
+            "bigram, which reads only the word before the gap.")  # fmt: skip
+report.glue("copy_verdict", "it does better where the window names the city" if copies
+            else "a city named in the window costs it no less than one that is not: at "
+            "this size and budget it has not learned to copy it")  # fmt: skip
 assert named[city_gap].float().mean() > 0.3  # "often": the window names the city
-if not reads_cities:  # no copying: a city named in the window is filled no better
-    assert right(own, city_gap & named) < right(own, city_gap & ~named) + 0.05
+assert not reads_cities and not copies  # what the text says, with the numbers above
 
 # %% [markdown]
 # The left bigram fills {glue:text}`city_bigram` % of the {glue:text}`n_city_gaps`
-# city gaps; the book's T5 fills {glue:text}`city_t5` %, and
-# {glue:text}`city_other` % behind another window's inputs.
-# {glue:text}`city_verdict` In {glue:text}`city_named` % of the city gaps the window
-# names the same city word elsewhere (counted by the city's first word, so "san" or
-# "new" count for any San… or New… city: an upper bound);
-# there T5 fills {glue:text}`city_t5_named` %, elsewhere
-# {glue:text}`city_t5_unnamed` % (the bigram: {glue:text}`city_bigram_unnamed` %).
+# city gaps at {glue:text}`city_bigram_nats` nats per gap; the book's T5 fills
+# {glue:text}`city_t5` % at {glue:text}`city_t5_nats` nats, and
+# {glue:text}`city_other` % at {glue:text}`city_other_nats` nats behind another
+# window's inputs. {glue:text}`city_verdict` In {glue:text}`city_named` % of the city
+# gaps the window names the same city word elsewhere (counted by the city's first
+# word, so "san" or "new" count for any San… or New… city: an upper bound). There T5
+# pays {glue:text}`city_t5_named_nats` nats and fills {glue:text}`city_t5_named` %;
+# elsewhere {glue:text}`city_t5_unnamed_nats` nats and {glue:text}`city_t5_unnamed` %
+# (the bigram: {glue:text}`city_bigram_named_nats` and
+# {glue:text}`city_bigram_unnamed_nats` nats): {glue:text}`copy_verdict` (a few
+# hundred gaps in each group, one pre-training run).
 # What it writes, greedily, for a few windows with a city gap:
 
 # %% tags=["nbval-ignore-output"]
@@ -1085,18 +1200,25 @@ report.glue("bench_intent_margin", 100 * (min(seeds_test) - bench["majority_test
             "{:.1f}")  # fmt: skip
 report.glue("scratch_acc", report.mean_spread(
     [100 * a for a in scratch["test_at_chosen"]], "{:.1f}"))  # fmt: skip
+rising = [  # dev accuracy at the chosen rate still rising at the last length tried
+    m["mean_dev"][f"{m['chosen_lr']:g}@{bench['checks'][-1]}"]
+    > m["mean_dev"][f"{m['chosen_lr']:g}@{bench['checks'][-2]}"]
+    for m in (bench["by_init"]["pretrained"], scratch)
+]
+assert all(rising) and bench["chosen"] == scratch["chosen"] == bench["checks"][-1]
 pre_above = min(seeds_test) > max(scratch["test_at_chosen"])
 pre_below = max(seeds_test) < min(scratch["test_at_chosen"])
 report.glue("scratch_verdict", {
     (True, False): "every pre-trained seed above every seed from scratch",
-    (False, True): "every seed from scratch above every pre-trained seed: here the "
-    "pre-training did not help, it cost accuracy",
+    (False, True): "every seed from scratch above every pre-trained seed: after this "
+    "short fine-tune the pre-training did not help",
     (False, False): "the pre-trained and the scratch seeds overlap: no gain from "
     "pre-training that the seeds can show",
 }[pre_above, pre_below])  # fmt: skip
 report.glue("scratch_summary", {
     (True, False): "pre-training paid",
-    (False, True): "pre-training on the task's own text cost accuracy",
+    (False, True): f"after {bench['checks'][-1]} updates, with dev accuracy still "
+    "rising in both, every seed from scratch is ahead of every pre-trained one",
     (False, False): "no gain from pre-training that the seeds can show",
 }[pre_above, pre_below])  # fmt: skip
 
@@ -1105,57 +1227,82 @@ report.glue("scratch_summary", {
 # {glue:text}`bench_intent_acc` % of the test queries; its worst seed is
 # {glue:text}`bench_intent_margin` points above the majority class (asserted above 5).
 # The same recipe from weights drawn anew reaches {glue:text}`scratch_acc` %:
-# {glue:text}`scratch_verdict`. That is less strange than it sounds. This T5 was
-# pre-trained on ATIS's own training queries, the very text the intent task trains on:
-# pre-training brought no text the task lacks, only another objective, and 300 updates
-# must first turn a gap-filler into a label-writer. T5's pre-training read a corpus of
-# hundreds of gigabytes {cite}`raffel2020t5`, which is where its gains come from;
-# chapter 12 measures a gain of that kind with an encoder pre-trained on a large corpus.
-# (That the missing new text is the reason is our reading, not a measurement of this
-# page.) Two cautions on the recipe. The rate was chosen on dev;
-# the number of updates was not quite: an earlier draft's 150 updates of 32 missed this
-# page's test assertion and 300 of 16 replaced them, a choice made by looking at the
-# test split, and 300 is also the longest length the sweep tried while its dev accuracy
-# was still rising. So read these numbers as what a short fine-tune reaches, not as the
-# best this model can do.
+# {glue:text}`scratch_verdict`. This is a statement about a short fine-tune, not about
+# pre-training: the rate was chosen on dev, the number of updates was not quite (an
+# earlier draft's 150 updates of 32 missed this page's test assertion and 300 of 16
+# replaced them, a choice made by looking at the test split), and 300 is the longest
+# length the sweep tried while dev accuracy was still rising in both arms (asserted).
+# Why the pre-trained arm starts behind, these cells do not measure. Two readings fit:
+# this T5 was pre-trained on ATIS's own training queries, the very text the intent
+# task trains on, so pre-training brought no text the task lacks, only another
+# objective that the fine-tune must first undo; and section 8 found that this
+# pre-training had not taught it more than a bigram's worth of context. T5's own
+# pre-training read a corpus of hundreds of gigabytes {cite}`raffel2020t5`; chapter 12
+# measures a gain from pre-training with an encoder pre-trained on a large corpus.
 #
 # How good is that? The other way to use a pre-trained encoder is chapter 5's and
 # chapter 12's: a new linear head on its output. Fitted on the frozen encoder's mean
 # vectors of the training queries (`text_to_text.encoder_features`, then
 # `probe.fit_head`, a logistic regression), with one class per intent label seen in
-# training:
+# training; and, as a control, the same head on an encoder of the same shape whose
+# weights were drawn anew and never trained:
 
 # %% tags=["nbval-ignore-output"]
 labels = data.load_atis("train").intents
 classes = sorted(set(labels))
 feats = {split: text_to_text.encoder_features(model, intents[split][0])
          for split in ("train", "test")}  # fmt: skip
-head = nn.Linear(feats["train"].shape[1], len(classes))
-probe.fit_head(head, feats["train"], [classes.index(c) for c in labels])
-with torch.no_grad():
-    guess = [classes[i] for i in head(feats["test"]).argmax(-1).tolist()]
 test_labels = data.load_atis("test").intents
-probe_acc = statistics.mean(g == t for g, t in zip(guess, test_labels))
+torch.manual_seed(0)
+untrained = t5.T5(model.config).to(run.device)  # the same shape, weights drawn anew
+probe_accs = {}
+for name, encoder_of in (("the checkpoint's", model), ("an untrained", untrained)):
+    feats = {split: text_to_text.encoder_features(encoder_of, intents[split][0])
+             for split in ("train", "test")}  # fmt: skip
+    head = nn.Linear(feats["train"].shape[1], len(classes))
+    probe.fit_head(head, feats["train"], [classes.index(c) for c in labels])
+    with torch.no_grad():
+        guess = [classes[i] for i in head(feats["test"]).argmax(-1).tolist()]
+    probe_accs[name] = statistics.mean(g == t for g, t in zip(guess, test_labels))
+    print(f"linear head on {name} frozen encoder: test {probe_accs[name]:.3f}")
+probe_acc, untrained_acc = probe_accs.values()
 n_head = sum(p.numel() for p in head.parameters())
-print(f"{len(classes)} classes, {n_head:,} weights; linear head on the frozen "
-      f"encoder: test {probe_acc:.3f}")  # fmt: skip
-print(f"T5 writing the intent: {statistics.mean(seeds_test):.3f} (mean of the sweep's "
-      f"seeds); majority {bench['majority_test']:.3f}")  # fmt: skip
+print(f"{len(classes)} classes, {n_head:,} weights per head; T5 writing the intent: "
+      f"{report.mean_spread(seeds_test)} over the sweep's seeds; majority "
+      f"{bench['majority_test']:.3f}")  # fmt: skip
 assert probe_acc > bench["majority_test"]
 gap = 100 * (statistics.mean(seeds_test) - probe_acc)
+n_test = len(test_labels)
+tie = min(seeds_test) <= probe_acc <= max(seeds_test) + 2 / n_test  # within the seeds
 report.glue("probe_acc", 100 * probe_acc, "{:.1f}")
+report.glue("untrained_acc", 100 * untrained_acc, "{:.1f}")
 report.glue("probe_weights", f"{n_head:,}")
 report.glue("probe_vs", f"{gap:.1f} points above" if gap > 0 else
             f"{-gap:.1f} points below")  # fmt: skip
+report.glue("probe_queries", f"{abs(gap) * n_test / 100:.0f} of {n_test:,}")
+report.glue(
+    "probe_tie",
+    "within two test queries of the seeds' range: a tie at this size, not a ranking"
+    if tie
+    else "outside the seeds' range",
+)
+report.glue("untrained_vs", "above" if untrained_acc > probe_acc else "below")
+assert tie and untrained_acc > probe_acc  # what the text says
 
 # %% [markdown]
-# A head on the frozen encoder gets {glue:text}`probe_acc` %; writing the intent after
-# {glue:text}`intent_steps` updates is {glue:text}`probe_vs` it. Writing costs no new
-# weights but trains the whole model, decoder included; the head trains
-# {glue:text}`probe_weights` weights and leaves the encoder alone. The reference for
-# this task is chapter 5's classifier, an encoder trained on the intents themselves
-# (its test accuracy is printed there). Text to text is one format for every task, not
-# a way to beat a dedicated head on one of them.
+# A head on the frozen encoder gets {glue:text}`probe_acc` % (one fit); writing the
+# intent after {glue:text}`intent_steps` updates is, on the mean of the seeds,
+# {glue:text}`probe_vs` it, about {glue:text}`probe_queries` test queries, and the
+# head's score is {glue:text}`probe_tie`. Writing costs no new weights but trains the
+# whole model, decoder included; the head trains {glue:text}`probe_weights` weights and
+# leaves the encoder alone. The same head on an encoder of the same shape with weights
+# drawn anew, never trained, gets {glue:text}`untrained_acc` %, {glue:text}`untrained_vs`
+# the pre-trained encoder (one draw, one fit): the features span corruption gave this
+# encoder are no better for the intents than random ones, as the model trained from
+# scratch above already suggested. The reference for this task is chapter 5's
+# classifier, an encoder trained on the intents themselves (its test accuracy is
+# printed there). Text to text is one format for every task; on this one, at this
+# size, writing the intent and a head on the frozen encoder come out even.
 
 # %% [markdown]
 # ## 10. ByT5: bytes as the vocabulary
@@ -1249,7 +1396,8 @@ for name, V in (("T5-small, 32,128 ids", 32128), ("ByT5 vocabulary, 384 ids", 38
 #   stack and write with the other, through cross-attention.
 # - Closed forms count BERT (109,482,240 for base), T5 (60,506,624 for small) and GPT-2
 #   (124,439,808) exactly: they equal the book's models and Hugging Face's. GPT-3's 96
-#   layers of width 12,288 make 174.6 billion; heads do not change a count.
+#   layers of width 12,288 make 174.6 billion. Heads that split $d$ (BERT, GPT) do not
+#   change a count; T5's do, through $H \cdot d_\text{kv}$ and its bias tables.
 # - Embeddings are a large share of a small model and a rounding error in a large one.
 #   Training costs about $6ND$ FLOPs (3.14 × 10²³ for GPT-3) and, with Adam, 16 bytes per
 #   parameter before activations; generation adds the KV cache.
@@ -1260,22 +1408,27 @@ for name, V in (("T5-small, 32,128 ids", 32128), ("ByT5 vocabulary, 384 ids", 38
 # - Span corruption hides 15 % of the tokens in spans of about 3 behind sentinels; the
 #   targets are the spans, and merging them back gives the text. A run of seconds learns
 #   the format and the commonest words ({glue:text}`live_nats` nats per hidden word,
-#   the word frequencies {glue:text}`unigram_nats`, a left bigram
-#   {glue:text}`bigram_nats`). The book's T5, the same recipe trained for
-#   {glue:text}`ck_minutes` CPU-minutes, guesses {glue:text}`ck_acc` % of the hidden
-#   words at {glue:text}`ck_nats` nats (the left bigram {glue:text}`bigram_acc` %), falls
-#   to {glue:text}`other_nats` nats behind another window's inputs, and fills
-#   {glue:text}`city_t5` % of the city gaps after "from" and "to" (the left bigram
-#   {glue:text}`city_bigram` %).
+#   the word frequencies {glue:text}`unigram_nats`, a left bigram with its smoothing
+#   chosen on dev {glue:text}`tuned_nats`, add-one {glue:text}`bigram_nats`).
+# - The book's T5, a larger model trained longer ({glue:text}`ck_minutes` CPU-minutes),
+#   guesses {glue:text}`ck_acc` % of the hidden words at {glue:text}`ck_nats` nats; the
+#   dev-tuned left bigram guesses {glue:text}`tuned_acc` % at {glue:text}`tuned_nats`.
+#   At this budget the checkpoint has not learned more than one word of left context
+#   gives. It does use its inputs (behind another window's it falls to
+#   {glue:text}`other_nats` nats), but not to fill a city gap after "from" or "to"
+#   ({glue:text}`city_t5_nats` nats, the bigram {glue:text}`city_bigram_nats`), nor to
+#   copy a city the window names. Beating the add-one bigram says only that add-one
+#   smooths too much: choose a baseline's smoothing on dev.
 # - With the relative-bias tables learning at the common rate, the small recipe's seeds
 #   end together ({glue:text}`scale_one` dev nats); at {glue:text}`scale_chosen`× the
-#   rate (chosen on dev), {glue:text}`scale_below` seeds jump lower.
+#   rate (chosen on dev), {glue:text}`scale_below` seeds end more than
+#   {glue:text}`jump` nats lower, their values spread rather than in two groups.
 # - Text to text: fine-tuned to write an ATIS query's intent as words, with its
 #   pre-training loss and no new parameter, it is exactly right for
 #   {glue:text}`bench_intent_acc` % of the test queries over
 #   {glue:text}`bench_intent_seeds` seeds (always "{glue:text}`intent_commonest`":
 #   {glue:text}`intent_majority` %; a linear head on its frozen encoder
-#   {glue:text}`probe_acc` %). From scratch, the same recipe reaches
+#   {glue:text}`probe_acc` %, a tie; on an untrained encoder {glue:text}`untrained_acc` %). From scratch, the same recipe reaches
 #   {glue:text}`scratch_acc` %: {glue:text}`scratch_summary`.
 # - ByT5 reads UTF-8 bytes: 259 ids cover every script; English sentences grow
 #   {glue:text}`byte_ratio` times longer than in word pieces.
