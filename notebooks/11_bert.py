@@ -349,6 +349,11 @@ for i in (0, 1):  # the ratio rule is last by far on both measures
     assert scores["ratio"][i] > 1.2 * max(
         scores["likelihood"][i], scores["frequency"][i]
     )
+(ppw_l, bpw_l), (ppw_f, bpw_f) = scores["likelihood"], scores["frequency"]
+report.glue("ppw_more", ppw_l - ppw_f, "{:.2f}")
+report.glue("ppw_more_pct", 100 * (ppw_l / ppw_f - 1), "{:.0f}")
+report.glue("bpw_less", bpw_f - bpw_l, "{:.2f}")
+report.glue("bpw_less_pct", 100 * (1 - bpw_l / bpw_f), "{:.0f}")
 
 # %% [markdown]
 # The ratio rule starts with digits and pieces of rare words: two units that each
@@ -356,9 +361,12 @@ for i in (0, 1):  # the ratio rule is last by far on both measures
 # loses on both measures by far. The other two split the prize, each winning what it
 # optimises. Merging a pair seen $k$ times removes exactly $k$ units from the training
 # text, so BPE's frequency rule is greedy compression, and it cuts the dev text into
-# the fewest pieces. The likelihood gain gives up a little length (a few more pieces
-# per word) and in exchange makes the dev text cheapest under the unigram model: the
-# held-out version of the quantity it maximises on the training text. (No seed is
+# the fewest pieces. The likelihood gain gives up a little length
+# ({glue:text}`ppw_more` more pieces per word, {glue:text}`ppw_more_pct` % more) and in
+# exchange makes the dev text cheapest under the unigram model, by
+# {glue:text}`bpw_less` bits per word ({glue:text}`bpw_less_pct` %): the held-out
+# version of the quantity it maximises on the training text. Both differences are
+# small. (No seed is
 # involved: the comparison is deterministic, but it is one corpus at one vocabulary
 # size.)
 #
@@ -487,8 +495,10 @@ expected = torch.tensor([-0.01413, 0.02847, 0.08919, 0.02475, 0.02783])
 torch.testing.assert_close(e[0, :5], expected, atol=1e-4, rtol=0)
 
 # %% [markdown]
-# Those are the values the reference sentence-transformers pipeline gives for this
-# sentence (to the 5 decimals quoted). Now twenty real sentences: five voice-assistant
+# The five values the cell compares with are quoted, to 5 decimals, from a run of the
+# reference sentence-transformers pipeline on this sentence; that library is not
+# installed here, so no cell of this page runs it. What is executed is the parity of
+# the encoder with Hugging Face's above, and the mean pooling written out here. Now twenty real sentences: five voice-assistant
 # queries from each of three SNIPS intents {cite}`coucke2018snips` and five movie
 # reviews.
 
@@ -515,12 +525,18 @@ group_of = torch.arange(len(examples)) // per_group
 same = (group_of[:, None] == group_of[None, :]) & ~torch.eye(len(examples), dtype=bool)
 within = sim[same].mean().item()
 across = sim[group_of[:, None] != group_of].mean().item()
+snips = group_of < 3  # the three SNIPS groups, without the reviews
+across_snips = sim[snips][:, snips][group_of[snips][:, None] != group_of[snips]]
+across_snips = across_snips.mean().item()
 nearest = sim.clone().fill_diagonal_(-1).argmax(dim=1)  # the most similar other one
 hits = (group_of[nearest] == group_of).float().mean().item()
-print(f"mean cosine: same group {within:.2f}, different groups {across:.2f}")
+print(f"mean cosine: same group {within:.2f}, different groups {across:.2f}, "
+      f"different SNIPS groups {across_snips:.2f}")  # fmt: skip
 print(f"nearest other sentence in the same group: {hits:.0%}")
 assert within > across + 0.15 and hits >= 0.9
+assert across_snips > across  # the reviews, another corpus, pull the mean down
 report.glue("sim_within", within, "{:.2f}")
+report.glue("sim_across_snips", across_snips, "{:.2f}")
 report.glue("sim_across", across, "{:.2f}")
 report.glue("sim_hits", hits, "{:.0%}")
 
@@ -542,10 +558,15 @@ plt.show()
 # Sentences about the same thing sit close together: mean cosine
 # {glue:text}`sim_within` within a group against {glue:text}`sim_across` across
 # groups, and for {glue:text}`sim_hits` of the sentences the most similar other
-# sentence is in the same group. How useful is that for a task nobody trained it on?
-# Label a few SNIPS training queries per intent and give every test query the intent
-# of its most similar labelled query (1-nearest neighbour). Three draws of the
-# labelled examples show how much the choice matters:
+# sentence is in the same group. The reviews are the easy part: they come from another
+# corpus in another style, and among the three SNIPS groups alone the mean cosine
+# across groups is {glue:text}`sim_across_snips`. Twenty sentences illustrate; a task
+# measures. Label a few SNIPS training queries per intent and give every test query
+# the intent of its most similar labelled query (1-nearest neighbour). Three draws of
+# the labelled examples show how much the choice matters, and beside MiniLM the same
+# 1-NN on **bags of words**: each query a vector of its word counts, compared by
+# cosine, with no model at all. It says how much of the answer word overlap already
+# gives.
 
 # %% tags=["nbval-ignore-output"]
 snips_train = data.load_snips("train")
@@ -553,7 +574,19 @@ intents = sorted(set(snips_train.intents))
 test_q = [" ".join(w) for w in snips_test.sentences][::knn_test_every]
 test_y = torch.tensor([intents.index(i) for i in snips_test.intents][::knn_test_every])
 test_emb = bert.sentence_embeddings(minilm, wp, test_q)  # (N, 384)
-accs = []
+
+
+def bag_of_words(texts):
+    """Word-count vectors over the words of texts, scaled to unit length."""
+    index = {w: i for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
+    bags = torch.zeros(len(texts), len(index))
+    for row, t in enumerate(texts):
+        for w in t.split():
+            bags[row, index[w]] += 1
+    return bags / bags.norm(dim=1, keepdim=True)
+
+
+accs, bow_accs = [], []
 for draw in range(3):
     rng = random.Random(draw)
     pool = [
@@ -568,22 +601,42 @@ for draw in range(3):
     shot_y = torch.tensor([intents.index(i) for _, i in shots])
     pred = shot_y[(test_emb @ shot_emb.T).argmax(dim=1)]  # nearest labelled query
     accs.append((pred == test_y).float().mean().item())
-accs = torch.tensor(accs)
+    bags = bag_of_words(test_q + [q for q, _ in shots])  # (N + shots, words)
+    pred = shot_y[(bags[: len(test_q)] @ bags[len(test_q) :].T).argmax(dim=1)]
+    bow_accs.append((pred == test_y).float().mean().item())
+accs, bow_accs = torch.tensor(accs), torch.tensor(bow_accs)
 print(f"{knn_per_intent} labelled queries per intent, {len(test_q)} test queries")
-print(
-    f"1-NN accuracy over 3 draws: mean {accs.mean():.1%}, min–max "
-    f"{accs.min():.1%}–{accs.max():.1%} (chance {1 / len(intents):.1%})"
-)
-assert accs.min() > 0.7
+best_constant = test_y.bincount().max().item() / len(test_y)  # the commonest intent
+for name, a in (("MiniLM", accs), ("bag of words", bow_accs)):
+    print(f"1-NN, {name:12}, 3 draws: " + ", ".join(f"{x:.1%}" for x in a) +
+          f"; mean {a.mean():.1%}")  # fmt: skip
+print(f"uniform guess {1 / len(intents):.1%}; always the commonest intent of these "
+      f"test queries {best_constant:.1%}")  # fmt: skip
+assert accs.min() > 0.7 and bow_accs.min() > 0.6  # both far above any constant
+assert 0 < (accs - bow_accs).mean() < 0.1  # MiniLM ahead by a few points, not tens
+ahead = int((accs > bow_accs).sum())
+report.glue("knn_ahead", f"{ahead} of {len(accs)}")
 report.glue("knn_min", accs.min().item(), "{:.0%}")
+report.glue("knn_mean", accs.mean().item(), "{:.0%}")
+report.glue("bow_mean", bow_accs.mean().item(), "{:.0%}")
+report.glue("bow_range", f"{bow_accs.min():.0%}–{bow_accs.max():.0%}")
+report.glue("knn_range", f"{accs.min():.0%}–{accs.max():.0%}")
+report.glue("knn_gain", 100 * (accs - bow_accs).mean().item(), "{:.0f}")
 report.glue("knn_chance", 1 / len(intents), "{:.0%}")
+report.glue("knn_constant", best_constant, "{:.0%}")
 
 # %% [markdown]
 # With only a handful of labelled queries per intent and no training at all, the
-# nearest neighbour gets at least {glue:text}`knn_min` of the test queries right in
-# every draw, against {glue:text}`knn_chance` for guessing. That is what
-# pre-training buys: a space in which meaning is distance. The rest of the chapter is
-# about how such a model learns from unlabeled text.
+# nearest neighbour in MiniLM's space gets {glue:text}`knn_range` of the test queries
+# right (mean {glue:text}`knn_mean`), against {glue:text}`knn_chance` for a uniform
+# guess and {glue:text}`knn_constant` for always answering the commonest intent of
+# these queries. But bags of words, with no model, already get
+# {glue:text}`bow_range` (mean {glue:text}`bow_mean`): most of the answer is word
+# overlap, and MiniLM's space adds {glue:text}`knn_gain` points on average (asserted
+# under 10), ahead in {glue:text}`knn_ahead` draws. SNIPS's intents share many words within an intent ("weather",
+# "book", "play"); a task whose classes share fewer words would ask more of the
+# embedding, and this page does not test one. The rest of the chapter is about how such
+# a model learns from unlabeled text.
 #
 # ## 6. Pre-training objectives
 #
@@ -746,8 +799,20 @@ print(row.format("unigram", live["unigram_mlm_loss"], live["unigram_mlm_accuracy
 print(row.format("small BERT", live["mlm_loss"], live["mlm_accuracy"],
                  live["nsp_accuracy"]))  # fmt: skip
 live_margin = live["unigram_mlm_loss"] - live["mlm_loss"]
+
+
+def nsp_majority(share):
+    """The NSP majority class of the held-out pairs and its accuracy."""
+    return ("is next", share) if share >= 0.5 else ("not next", 1 - share)
+
+
+live_major = nsp_majority(live["is_next_share"])
+print(f"NSP majority class: always {live_major[0]!r}, {live_major[1]:.1%}")
 assert last < first - 1.0 and 0 < live_margin < 0.5  # it learns, but not much yet
-assert abs(live["nsp_accuracy"] - live["is_next_share"]) < 0.05  # NSP: chance level
+assert live["nsp_accuracy"] < live_major[1] + 0.05  # NSP: no better than a constant
+report.glue("live_nsp", live["nsp_accuracy"], "{:.1%}")
+report.glue("live_is_next", live["is_next_share"], "{:.1%}")
+report.glue("live_major", f"always '{live_major[0]}', {live_major[1]:.1%}")
 report.glue("mlm_start", first, "{:.2f}")
 report.glue("mlm_end", last, "{:.2f}")
 report.glue("live_margin", live_margin, "{:.2f}")
@@ -784,8 +849,11 @@ pretraining_curves(
 # {glue:text}`mlm_start` to {glue:text}`mlm_end` nats, but on the test reviews it ends
 # only {glue:text}`live_margin` nats below the unigram baseline: in seconds a model
 # learns first which pieces are frequent, and the context only shifts that guess a
-# little. Next-sentence prediction has not left chance. That is a budget, not a
-# verdict on the method, and the next section shows it.
+# little. Next-sentence prediction has not left chance: {glue:text}`live_nsp` of the
+# held-out pairs right, the share of "is next" pairs ({glue:text}`live_is_next`), what
+# always answering "is next" would score, and no better than the majority class
+# ({glue:text}`live_major`). The next section loads a BERT the book trained for much
+# longer; it is not this run made longer, and the section lists how the two differ.
 #
 # ## 8. The book's BERT, pre-trained for longer
 #
@@ -806,6 +874,16 @@ print(model_ck.config)
 print(f"{params.count_params(model_ck):,} parameters, {tok_ck}")
 print({k: card["recipe"][k] for k in ("steps", "batch_size", "lr", "dropout", "nsp")})
 print(card["data"]["split"])
+names = {"vocab_size": "vocabulary", "d_model": "width", "n_layers": "layers",
+         "d_ff": "feed-forward width", "dropout": "dropout", "batch_size": "batch",
+         "lr": "learning rate", "steps": "steps"}  # fmt: skip
+differs = [
+    f"{name} {getattr(recipe, k):g} → {card['recipe'][k]:g}"
+    for k, name in names.items()
+    if getattr(recipe, k) != card["recipe"][k]
+]
+print("differs from section 7's recipe in:", "; ".join(differs) or "nothing")
+report.glue("bert_differs", "; ".join(differs) or "none of its settings")
 
 # %% tags=["nbval-ignore-output"]
 host, ck_minutes = card["host"], card["train_cpu_seconds"] / 60
@@ -815,8 +893,14 @@ assert card["steps"] * card["recipe"]["batch_size"] == card["sequences_seen"]
 report.glue("ck_minutes", ck_minutes, "{:.0f}")
 
 # %% [markdown]
-# Its held-out numbers, recomputed here from the loaded weights (they must equal the
-# card's), with the unigram model fitted on the same training phrases:
+# It is not section 7's run made longer. Beside the corpus (SST-2's phrases, not
+# rt-polarity's reviews), the tokenizer learned on it and the held-out text, the
+# recipes differ in: {glue:text}`bert_differs`. Its numbers below are measured on
+# other masks, with another vocabulary and another unigram baseline than section 7's.
+# So the two runs show what a larger, longer recipe reaches on SST-2, not that the
+# number of steps alone separates them. Its held-out numbers, recomputed here from the
+# loaded weights (they must equal the card's), with the unigram model fitted on the
+# same training phrases:
 
 # %% tags=["nbval-ignore-output"]
 # SST-2: training phrases, dev sentences
@@ -864,15 +948,23 @@ pretraining_curves(
 # same masked tokens, {glue:text}`ck_margin` nats lower (the cell asserts at least
 # 0.5), and the first guess is right for {glue:text}`ck_acc` of the masked tokens
 # against {glue:text}`ck_unigram_acc` for the unigram's single most frequent piece.
-# On the training batches the loss drops below the unigram level after
-# {glue:text}`ck_below` steps and keeps falling, to {glue:text}`ck_train_end` at the
-# end: the model now reads the words around the gap.
+# The model predicts the masked pieces far better than their frequencies do, so it
+# reads some of the context around the gap. How much more than the neighbouring piece
+# it reads, this page does not measure: chapter 10 found a left bigram far stronger
+# than a unigram, and no bigram is scored on these masks. In the plot the two lines
+# are different quantities: the curve is the MLM loss on *training* batches (dropout
+# on, 50-step means), the dotted line the unigram's loss on the *held-out* masks. The
+# curve first goes below that line after {glue:text}`ck_below` steps and ends at
+# {glue:text}`ck_train_end`; the unigram's cost on the training masks is not computed,
+# so read that step as a landmark on the plot, not as the moment the model overtakes
+# the unigram.
 #
 # ### Guesses that depend on the context
 #
-# A unigram model puts the same five pieces into every gap. Here are pairs of
-# sentences that differ in one word of context, and the model's five most probable
-# fillers with their probabilities:
+# A unigram model puts the same five pieces into every gap. Here are three pairs of
+# sentences we wrote, each pair differing in one word of context, and the model's five
+# most probable fillers with their probabilities. They illustrate; three pairs do not
+# measure:
 
 # %% tags=["nbval-ignore-output"]
 unigram_top = [tok_ck.itos[i] for i in unigram.topk(5).indices.tolist()]
@@ -910,23 +1002,24 @@ report.glue("fm_outside", f"{len(outside)} of {len(firsts)}")
 # The card's third column: is the second segment the continuation of the first?
 
 # %% tags=["nbval-ignore-output"]
+ck_major = nsp_majority(ck["is_next_share"])
 print(f"NSP accuracy on the held-out pairs: {ck['nsp_accuracy']:.1%}; "
-      f"always 'is next': {ck['is_next_share']:.1%}")  # fmt: skip
-nsp_gain = ck["nsp_accuracy"] - ck["is_next_share"]
+      f"the majority class, always {ck_major[0]!r}: {ck_major[1]:.1%}")  # fmt: skip
+nsp_gain = ck["nsp_accuracy"] - ck_major[1]
 report.glue("ck_nsp", ck["nsp_accuracy"], "{:.1%}")
-report.glue("ck_is_next", ck["is_next_share"], "{:.1%}")
+report.glue("ck_major", f"always answering \"{ck_major[0]}\", the majority class, "
+            f"{ck_major[1]:.1%}")  # fmt: skip
 report.glue(
     "nsp_verdict",
     "stays near chance"
     if nsp_gain < 0.05
-    else f"is {nsp_gain:.0%} above always answering 'is next', a modest margin",
+    else f"is {nsp_gain:.0%} above the majority class, a modest margin",
 )
 assert ck["nsp_accuracy"] < 0.75  # far from solved: the paragraph below says why
 
 # %% [markdown]
 # Next-sentence prediction {glue:text}`nsp_verdict`: {glue:text}`ck_nsp` of the
-# held-out pairs right, against {glue:text}`ck_is_next` for always answering "is
-# next". Bug or budget? Look at what the task asks of this data. A negative pair's
+# held-out pairs right, against {glue:text}`ck_major`. Bug or budget? Look at what the task asks of this data. A negative pair's
 # second segment is the second half of another SST-2 phrase: the same kind of text,
 # about films, in the same register. Topic gives nothing away; the only signal is
 # coherence, whether B continues A's sentence, and that needs grammar and meaning at
@@ -982,9 +1075,14 @@ report.glue("toy_nsp", toy_m["nsp_accuracy"], "{:.0%}")
 # Where topic tells, the same code learns next-sentence prediction within a few hundred
 # steps: {glue:text}`toy_nsp` of the held-out toy pairs right (a negative that happens
 # to share its topic, 1 in 40, cannot be told apart). So the NSP head, its labels and
-# its batches work; what the book's BERT lacks on movie reviews is a signal that is
-# cheap to learn, as ALBERT's argument predicts. Whether enough steps would teach it
-# coherence within one kind of text, this page does not test.
+# its batches work: that is what the toy checks. It does not show why the book's BERT
+# stays near chance, because the toy differs from that run in more than topic: it
+# trains on the NSP loss alone (no MLM term), is 32 wide, reads a made-up vocabulary
+# and runs 300 steps, and it has no same-topic control (negatives drawn from the same
+# topic, which should stay near 50 %). That the book's BERT lacks a signal cheap to
+# learn, as ALBERT's argument predicts, is consistent with these results, not
+# measured by them; whether enough steps would teach it coherence within one kind of
+# text, this page does not test either.
 #
 # This is where a language model begins. The real BERT trained for a million steps of
 # 256 sequences on 3.3 billion words {cite}`devlin2019bert`; the book's BERT trained
@@ -1082,8 +1180,10 @@ checks.check_segment_ids(segment_ids)
 # it) 10 % of the time, and stays itself 10 % of the time. Return `(inputs, labels)`:
 # `labels` holds the original id at every selected position and -100 everywhere else.
 # Leave `ids` itself unchanged, and draw every random number with `generator=generator`
-# so that a seeded run repeats. The check counts the outcomes on 40,000 tokens and
-# names the usual mistakes. (Section 6 showed `masked_lm.mask_tokens` at work; try it
+# so that a seeded run repeats. The check counts the outcomes on a batch of 200
+# sequences of 100 to 200 positions (tens of thousands of tokens it may select) and
+# names the usual mistakes; of the random replacements it checks that they are valid,
+# varied ids, not that they are uniform. (Section 6 showed `masked_lm.mask_tokens` at work; try it
 # without looking at its source.)
 
 

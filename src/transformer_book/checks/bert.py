@@ -107,7 +107,8 @@ def check_mask_tokens(fn: Callable[..., tuple[Tensor, Tensor]]) -> str:
     Each non-special token is selected with probability p; a selected token becomes
     [MASK] 80 % of the time, a random token (uniform over the vocabulary) 10 % and
     stays itself 10 %; returns (inputs, labels), labels the original id at the selected
-    positions and -100 elsewhere. Checked statistically on 40,000 tokens."""
+    positions and -100 elsewhere. Checked statistically on 200 sequences of 100 to 200
+    positions (the random ids for their range and variety, not their uniformity)."""
     ids, special = _mask_case()
     original = ids.clone()
 
