@@ -110,7 +110,7 @@ def check_training_days(fn: Callable[..., float]) -> None:
     cases = [
         (175e9, 300e9, 1024, 312e12, 0.4),  # GPT-3 on A100s (bf16 peak 312 TFLOP/s)
         (124e6, 10e9, 8, 989e12, 0.5),  # GPT-2 small on H100s
-        (0.8e6, 1.5e6, 1, 1e11, 0.5),  # this chapter's model on a CPU core
+        (0.8e6, 1.5e6, 1, 1e11, 0.5),  # nanoGPT's CPU model and run, one core
     ]
     for n, d, g, f, u in cases:
         want = 6 * n * d / (g * f * u) / 86400
