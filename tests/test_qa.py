@@ -185,3 +185,35 @@ def test_error_kinds_tell_borders_from_another_slots_answer():
     assert kinds == {"other": 1} and set(kinds) <= set(qa.ERROR_KINDS)
     with pytest.raises(ValueError, match="one answer per feature"):
         qa.error_kinds(feats, answers[:1])
+
+
+def test_another_slots_answer_wins_over_a_shared_word():
+    from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
+
+    tok = WordPiece([*SPECIAL_TOKENS, "delta", "airlines", "or", "continental"])
+    words = ["delta", "airlines", "or", "continental", "airlines"]
+    tags = ["B-a", "I-a", "O", "B-b", "I-b"]
+    feats = qa.qa_from_slots([words], [tags])
+    feats = qa.qa_features(tok, feats, max_len=32)
+    kinds, _ = qa.error_kinds(feats, ["continental airlines", "airlines"])
+    assert kinds == {"another slot's answer": 1, "wrong borders": 1}
+
+
+def test_lookup_answers_reads_the_most_frequent_training_answer_in_the_context():
+    train = qa.qa_from_slots(
+        [
+            ["to", "new", "york"],
+            ["to", "york"],
+            ["to", "new", "york"],
+            ["on", "monday"],
+        ],
+        [["O", "B-to", "I-to"], ["O", "B-to"], ["O", "B-to", "I-to"], ["O", "B-day"]],
+    )
+    test = qa.qa_from_slots(
+        [["fly", "to", "new", "york", "on", "monday"], ["to", "paris"]],
+        [["O", "O", "B-to", "I-to", "O", "B-day"], ["O", "B-to"]],
+    )
+    assert [e.slot for e in test] == ["to", "day", "to"]
+    # "new york" (2 times) beats "york" (once); nothing known in "to paris"
+    assert qa.lookup_answers(train, test) == ["new york", "monday", ""]
+    assert qa.lookup_answers(train, test, max_words=1) == ["york", "monday", ""]

@@ -38,6 +38,7 @@ __all__ = [
     "qa_features",
     "ERROR_KINDS",
     "error_kinds",
+    "lookup_answers",
 ]
 
 _PUNCT = set(string.punctuation)
@@ -225,9 +226,11 @@ ERROR_KINDS = ("another slot's answer", "wrong borders", "other")
 def error_kinds(
     features: Sequence[QAFeature], answers: Sequence[str]
 ) -> tuple[Counter, dict[str, tuple[QAFeature, str]]]:
-    """What kind of mistake each wrong answer (no exact match) is: ``"wrong
-    borders"`` (it shares a word with a gold answer), ``"another slot's answer"`` (it
-    is the gold answer of another question about the same context), or ``"other"``.
+    """What kind of mistake each wrong answer (no exact match) is: ``"another slot's
+    answer"`` (after normalisation it equals the gold answer of another question about
+    the same context, checked first: "continental airlines" for gold "delta airlines"
+    is that slot's answer, though it shares a word), ``"wrong borders"`` (else it
+    shares a word with a gold answer), or ``"other"``.
 
     Returns the count of each kind and the first (feature, answer) of each kind."""
     if len(features) != len(answers):
@@ -245,12 +248,35 @@ def error_kinds(
         golds = f.example.answer_texts()
         if max(exact_match(a, g) for g in golds):
             continue
-        if max(f1(a, g) for g in golds) > 0:
-            kind = "wrong borders"
-        elif a in by_context[tuple(f.example.context)]:
+        if any(exact_match(a, g) for g in by_context[tuple(f.example.context)]):
             kind = "another slot's answer"
+        elif max(f1(a, g) for g in golds) > 0:
+            kind = "wrong borders"
         else:
             kind = "other"
         kinds[kind] += 1
         first.setdefault(kind, (f, a))
     return kinds, first
+
+
+def lookup_answers(
+    train: Sequence[QAExample], test: Sequence[QAExample], max_words: int = 5
+) -> list[str]:
+    """A baseline with no network: for each question of ``test``, the run of at most
+    ``max_words`` context words that was most often a gold answer to a question about
+    the same slot in ``train`` (ties: the longer run, then the earlier one); ``""``
+    when no run of the context was ever such an answer."""
+    seen: dict[str, Counter] = {}
+    for e in train:
+        seen.setdefault(e.slot, Counter()).update(e.answer_texts())
+    out = []
+    for e in test:
+        counts, words = seen.get(e.slot, Counter()), e.context
+        runs = [
+            (counts[" ".join(words[i:j])], j - i, -i, " ".join(words[i:j]))
+            for i in range(len(words))
+            for j in range(i + 1, min(len(words), i + max_words) + 1)
+        ]
+        best = max(runs, default=(0, 0, 0, ""))
+        out.append(best[3] if best[0] > 0 else "")
+    return out
