@@ -210,3 +210,24 @@ def _orthogonal_and_long(x):
 def test_outweigh_self_mistakes(wrong, message):
     with pytest.raises(checks.ExerciseError, match=message):
         checks.check_outweigh_self(wrong)
+
+
+def _best_span(start, end, max_len, later_wins):
+    """Exhaustive span search; on a tie the later (``later_wins``) or the earlier span."""
+    best, pick = None, None
+    for j in range(len(end)):
+        for i in range(max(0, j - max_len + 1), j + 1):
+            score = float(start[i] + end[j])
+            if best is None or score > best or (later_wins and score == best):
+                best, pick = score, (i, j)
+    return pick
+
+
+@pytest.mark.parametrize("later_wins", [False, True])
+def test_best_span_accepts_a_tie_broken_either_way(later_wins):
+    checks.check_best_span(lambda s, e, n: _best_span(s, e, n, later_wins))
+
+
+def test_best_span_rejects_separate_argmaxes():
+    with pytest.raises(checks.ExerciseError, match="chosen together"):
+        checks.check_best_span(lambda s, e, n: (int(s.argmax()), int(e.argmax())))
