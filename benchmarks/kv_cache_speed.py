@@ -13,13 +13,22 @@ slows both alike. Every round gives one ratio (uncached / cached seconds of that
 round's pair), reported as min / median / max with the load average before and after.
 Both runs must write the same tokens. A second, shorter pass times every decoding step
 of one run per mode (``--step-repeats`` times, interleaved, median per step): the
-curves chapter 09 draws. The result is written as JSON with the machine, the torch
-version and the date; chapter 09 shows it.
+curves chapter 09 draws.
+
+A third run takes its turn in every round: cached decoding with the weights left as
+they are stored, for ``gpt.weights_for_one_token`` (which ``generate`` applies: the
+weights with more outputs than inputs transposed in memory while it decodes). Its
+ratio, weights-as-stored seconds over ``generate``'s own, is what that layout buys a
+whole cached run; ``one_row_products`` times the product that explains it, one row
+by each weight shape of the model in both layouts (``--product-calls`` calls a round,
+the layouts alternating over ``--repeats`` rounds). The result is written as JSON with
+the machine, the torch version and the date; chapter 09 shows it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -28,8 +37,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
@@ -84,6 +95,43 @@ def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
     return times
 
 
+def timed_as_stored(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
+    """``timed_generate`` with the cache, the weights left in their stored layout."""
+    with mock.patch.object(
+        gpt, "weights_for_one_token", lambda model: contextlib.nullcontext()
+    ):
+        return timed_generate(model, prompt, n_new, use_cache=True)
+
+
+@torch.no_grad()
+def one_row_products(model, rounds: int, calls: int) -> list[dict]:
+    """Microseconds per ``F.linear`` of one row by each distinct ``nn.Linear`` weight
+    shape of ``model``, stored row-major and column-major (the two layouts take turns
+    round by round; median over rounds)."""
+    shapes = sorted({tuple(m.weight.shape) for m in model.modules()
+                     if isinstance(m, torch.nn.Linear)})  # fmt: skip
+    rows = []
+    for out_f, in_f in shapes:
+        w = torch.randn(out_f, in_f)  # (out, in), row-major
+        layouts = {"row-major": w, "column-major": w.t().contiguous().t()}
+        x = torch.randn(1, in_f)  # (1, in): one token
+        micro = {name: [] for name in layouts}
+        for r in range(rounds):
+            for name in layouts if r % 2 == 0 else list(layouts)[::-1]:
+                F.linear(x, layouts[name])  # warm
+                start = time.perf_counter()
+                for _ in range(calls):
+                    F.linear(x, layouts[name])
+                micro[name].append(1e6 * (time.perf_counter() - start) / calls)
+        med = {name: statistics.median(v) for name, v in micro.items()}
+        rows.append({
+            "shape": [out_f, in_f],
+            "microseconds": {name: spread(v) for name, v in micro.items()},
+            "row_over_column": med["row-major"] / med["column-major"],
+        })  # fmt: skip
+    return rows
+
+
 def spread(values: list[float]) -> dict:
     return {
         "min": min(values),
@@ -99,6 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--step-repeats", type=int, default=3)
+    parser.add_argument("--product-calls", type=int, default=2000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument(
@@ -115,18 +164,25 @@ def main(argv: list[str] | None = None) -> dict:
 
     # warm-up, and the check that both write the same tokens
     outs = {m: timed_generate(model, prompt, 8, m == "cached")[2] for m in MODES}
-    runs = {m: {"wall": [], "cpu": []} for m in MODES}
+    outs["stored"] = timed_as_stored(model, prompt, 8)[2]
+    runs = {m: {"wall": [], "cpu": []} for m in (*MODES, "stored")}
     for r in range(args.repeats):
-        for mode in MODES if r % 2 == 0 else MODES[::-1]:
-            wall, cpu, out = timed_generate(
-                model, prompt, args.new_tokens, mode == "cached"
-            )
+        for mode in (*MODES, "stored") if r % 2 == 0 else ("stored", *MODES[::-1]):
+            if mode == "stored":
+                wall, cpu, out = timed_as_stored(model, prompt, args.new_tokens)
+            else:
+                wall, cpu, out = timed_generate(
+                    model, prompt, args.new_tokens, mode == "cached"
+                )
             runs[mode]["wall"].append(wall)
             runs[mode]["cpu"].append(cpu)
             outs[mode] = out
     same_tokens = torch.equal(outs["cached"], outs["uncached"])
     if not same_tokens:
         raise SystemExit("cached and uncached decoding wrote different tokens")
+    same_as_stored = torch.equal(outs["cached"], outs["stored"])
+    stored = runs.pop("stored")
+    layout_ratios = [s / c for s, c in zip(stored["wall"], runs["cached"]["wall"])]
     ratios = {
         clock: [u / c for u, c in zip(runs["uncached"][clock], runs["cached"][clock])]
         for clock in ("wall", "cpu")
@@ -142,6 +198,7 @@ def main(argv: list[str] | None = None) -> dict:
         m: [statistics.median(s) for s in zip(*per_repeat)]
         for m, per_repeat in steps.items()
     }
+    products = one_row_products(model, args.repeats, args.product_calls)
     load_after = os.getloadavg()
 
     result = {
@@ -157,6 +214,16 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup": {clock: spread(v) for clock, v in ratios.items()},
         "rounds": {"runs": runs, "speedup": ratios},
         "step_seconds": step_median,
+        "layout": {
+            "what": "cached decoding with the weights as stored, over generate's "
+            "own (gpt.weights_for_one_token), wall seconds per round",
+            "seconds": {clock: spread(v) for clock, v in stored.items()},
+            "ratio": spread(layout_ratios),
+            "rounds": layout_ratios,
+            "same_tokens": same_as_stored,
+            "one_row_products": products,
+            "product_calls": args.product_calls,
+        },
         "step_repeats": args.step_repeats,
         "threads": args.threads,
         "device": str(device),
@@ -179,7 +246,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.new_tokens} tokens: cached {s['cached']['wall']['median']:.2f} s, "
         f"uncached {s['uncached']['wall']['median']:.2f} s (medians of "
         f"{args.repeats}); speed-up {w['median']:.1f}x "
-        f"[{w['min']:.1f}, {w['max']:.1f}]; load {load_before[0]:.1f} -> "
+        f"[{w['min']:.1f}, {w['max']:.1f}]; weights as stored / generate's layout "
+        f"{statistics.median(layout_ratios):.2f}x; load {load_before[0]:.1f} -> "
         f"{load_after[0]:.1f}; written to {out}"
     )
     return result

@@ -260,7 +260,9 @@ assert out[0, prompt.shape[1]] == top.indices[0]  # the first new one: the most 
 # Without any cache, every step feeds the whole text so far through the model again.
 # Generating $n$ tokens after a prompt of $T_0$ therefore reads
 # $\sum_{t=0}^{n-1} (T_0 + t) = n T_0 + n(n-1)/2$ tokens, quadratic in $n$, although
-# only $n$ of them are new:
+# only $n$ of them are new (for a model whose window holds all $T_0 + n$ tokens; this
+# page's model reads at most its last 64 characters, so for it the count stops growing
+# faster than $n$ there):
 
 # %%
 T0 = prompt.shape[1]
@@ -272,7 +274,9 @@ for n in (10, 100, 1000):
 #
 # In a causal model nothing at position $s$ depends on the tokens after it: not its
 # embedding, not its attention (the mask hides the future), so not its hidden state in
-# any layer, and not the key $k_s = h_s W_K$ and value $v_s = h_s W_V$ computed from it.
+# any layer, and not the key $k_s = h_s W_K$ and value $v_s = h_s W_V$ computed from it
+# (with rotary positions the key is also turned by an angle that depends on $s$ alone;
+# exercise 1 is about that angle).
 # When token $t+1$ arrives, the keys and values of tokens $1, \dots, t$ in every layer
 # are the ones the previous step already computed. A `kv_cache.KVCache` per layer catches
 # them (the `cache=` argument, described in the next section); compare the keys after
@@ -473,6 +477,22 @@ report.glue("bench_load", load["before"][0], "{:.1f}")
 report.glue("last_plain_ms", steps_ms["uncached"][-1].item(), "{:.0f}")
 report.glue("all_cached_s", steps_ms["cached"].sum().item() / 1e3, "{:.2f}")
 assert bench["same_tokens"] and up["min"] > 1  # faster in every round
+layout = bench["layout"]  # the same cached run, weights left as stored
+print(
+    f"cached, weights as stored: {layout['ratio']['median']:.2f}x generate's time "
+    f"(min {layout['ratio']['min']:.2f}x, max {layout['ratio']['max']:.2f}x)"
+)
+up_proj = max(layout["one_row_products"], key=lambda r: r["row_over_column"])
+print(f"one token times the {tuple(up_proj['shape'])} weight: row-major "
+      f"{up_proj['row_over_column']:.2f}x the time of column-major")  # fmt: skip
+for key in ("median", "min", "max"):
+    report.glue(f"layout_{key}", layout["ratio"][key], "{:.2f}")
+report.glue("layout_shape", " x ".join(map(str, up_proj["shape"])))
+report.glue("layout_product", up_proj["row_over_column"], "{:.1f}")
+d_bench = shape["d_model"]
+assert layout["same_tokens"]
+assert layout["ratio"]["min"] < 1 < layout["ratio"]["median"]  # small, not every round
+assert up_proj["shape"] == [4 * d_bench, d_bench]  # the up-projection
 
 # %% tags=["hide-input"]
 n = torch.arange(1, len(steps_ms["cached"]) + 1)  # step 1 reads the prompt
@@ -498,7 +518,18 @@ plt.show()
 # operations per layer. A cached step pays them for a single token; an uncached step
 # over $t$ tokens pays them once for all $t$, which is why its time at $t$ is far less
 # than $t$ cached steps ({glue:text}`last_plain_ms` ms for the last uncached step,
-# {glue:text}`all_cached_s` s for all 256 cached ones).
+# {glue:text}`all_cached_s` s for all 256 cached ones: the sum of each step's median
+# in the script's second, step-by-step pass, which is not the same statistic as the
+# median whole run printed above).
+#
+# A cached step multiplies one token by every weight matrix, so on a CPU the layout of
+# those weights in memory matters. While it decodes, `generate` keeps the
+# feed-forward's up-projection ({glue:text}`layout_shape`) transposed in memory
+# (`gpt.weights_for_one_token`), where one token's product with it ran
+# {glue:text}`layout_product` times faster in the script's measurement; leaving the
+# weights as stored made a whole cached run {glue:text}`layout_median` times as long
+# (the median over the rounds, from {glue:text}`layout_min` to
+# {glue:text}`layout_max`): a small gain, and not in every round.
 #
 # The same measurement, live on the machine running this page, on a smaller model so
 # that the page stays quick ({glue:text}`speed_shape`, {glue:text}`speed_where`,
@@ -737,8 +768,9 @@ plt.show()
 # $$\text{FLOPs} \approx 2 N B + 4\, n_\text{layers} H\, d_\text{head} T B, \qquad
 # \text{bytes} \approx N b + 2\, n_\text{layers} G\, d_\text{head} T B\, b .$$
 #
-# Their ratio, the *arithmetic intensity* {cite}`williams2009roofline`, is about $B$
-# FLOPs per 2-byte weight and $H / G$ per 2-byte cached value: tiny next to what
+# Their ratio, the *arithmetic intensity* {cite}`williams2009roofline`, is about $2B/b$
+# FLOPs per byte of weights and $2H/(G b)$ per byte of cache: with $b = 2$, $B$ and
+# $H / G$ FLOPs per byte, tiny next to what
 # hardware can do per byte it reads (an H100 GPU's datasheet gives about 990 TFLOP/s of
 # dense bf16 against 3.35 TB/s of memory, some 300 FLOPs per byte). So a decoding step
 # waits on memory, and its time is about its bytes over the memory's bandwidth
@@ -763,17 +795,45 @@ assert read[32] > 2 * read[8]  # the cache is most of what an MHA step reads
 # %% [markdown]
 # With 8 key/value heads instead of 32 the step reads {glue:text}`fewer_bytes` times
 # fewer bytes, so once memory is what it waits on, it is that much shorter. The same
-# count explains the batch measurement of section 5: for one sequence, most of the
-# bytes a step of the live model reads are its weights, which 16 sequences share:
+# count is *consistent* with the batch measurement of section 5, without proving it:
+# for one sequence, most of the bytes a step of the live model reads are its weights
+# (all but the position table, of which a step reads one row), which 16 sequences
+# share. Whether the bytes are what that step waits on, the cell measures too: the
+# rate at which one step reads its weights, against the rate of one pass over a large
+# tensor on the same device:
 
 # %%
-weight_bytes = 4 * sum(p.numel() for p in speed_model.parameters())  # fp32
+weight_bytes = 4 * sum(  # fp32; the position table is read one row per step
+    p.numel() for n, p in speed_model.named_parameters() if not n.startswith("pos_emb")
+)
 for B in (1, 16):
     cache_bytes = kv_cache.kv_cache_bytes(L, H, 64, 128, B, bytes_per_value=4)
     print(
         f"{B:2d} sequence(s), 128 cached tokens: weights {weight_bytes / 1e6:.1f} MB, "
         f"cache {cache_bytes / 1e6:.1f} MB"
     )
+
+# %% tags=["nbval-ignore-output"]
+big = torch.ones(2**26, device=run.device)  # 256 MB of fp32, far beyond any cache
+read_s = benchmark.median_time(big.sum, repeats=5, device=run.device, clock="auto")
+read_rate = big.numel() * 4 / read_s / 1e9  # GB/s: one pass reading a large tensor
+step_rate = weight_bytes / per_step[1] / 1e9  # GB/s of weights, one sequence
+print(f"one step reads its weights at {step_rate:.1f} GB/s; summing a 256 MB tensor "
+      f"reads {read_rate:.1f} GB/s")  # fmt: skip
+del big
+assert step_rate < 2 * read_rate  # even from a cache, not far beyond the memory
+report.glue("step_rate", step_rate, "{:.1f}")
+report.glue("read_rate", read_rate, "{:.1f}")
+report.glue("rate_reading", "far below what the memory delivers: this small model's "
+            "step waits mostly on the per-operation costs of section 5, not on bytes"
+            if step_rate < read_rate / 3 else "close to what the memory delivers: "
+            "bytes are much of what the step waits on")  # fmt: skip
+
+# %% [markdown]
+# One step reads its weights at {glue:text}`step_rate` GB/s, a pass over a large
+# tensor at {glue:text}`read_rate` GB/s: {glue:text}`rate_reading`. The byte count is the right
+# model for a large model, whose weights take far longer to stream than a few dozen
+# operations take to launch.
 
 # %% [markdown]
 # ## 7. Sharing key/value heads: MQA and GQA

@@ -281,9 +281,12 @@ def weights_for_one_token(model: nn.Module) -> Iterator[None]:
     weights stream from memory (profiled at ``benchmarks/kv_cache_speed.py``'s shape,
     the 37 one-row products took two thirds of a step). For one row x,
     ``F.linear(x, W)`` (MKL) streams W faster along its longer side: the
-    feed-forward's up-projection (4·d_model, d_model) ran 1.5 to 1.8 times as fast
-    stored (d_model, 4·d_model) on the book's 2-core EPYC, while the down-projection
-    is faster as it is and the square attention weights run alike either way. The
+    feed-forward's up-projection (4·d_model, d_model) runs faster stored
+    (d_model, 4·d_model), while the down-projection is faster as it is and the square
+    attention weights run alike either way or slower. ``benchmarks/kv_cache_speed.py``
+    measures both, side by side: one token's product with each weight shape in the
+    two layouts, and a whole cached run with and without this layout (``layout`` in
+    ``benchmarks/results/kv_cache_speed.json``, which chapter 09 reads back). The
     weights keep their shapes, values and ``Parameter`` objects (tied weights stay
     tied, an optimizer keeps its parameters); only their strides change. A product
     of one to three rows may round its last bits differently in the two layouts (as
