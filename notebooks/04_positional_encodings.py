@@ -974,16 +974,18 @@ sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 # neighbours only when every $\Delta_s$ has the same sign *and* the mean difference is
 # more than $t \cdot \mathrm{SE}$, with $\mathrm{SE} = \mathrm{sd}(\Delta)/\sqrt{n}$ over
 # the $n$ seeds and $t$ the 97.5 % quantile of Student's $t$ distribution with $n - 1$
-# degrees of freedom: a paired $t$-test at the 5 % level (`extrapolation.ahead`). With
+# degrees of freedom: a paired $t$-test at the 5 % level (`report.ahead`). With
 # 3 seeds, $t = 4.30$, not 2: the standard error of three differences is itself a rough
-# guess. "≈" means "not resolved by these seeds", not "equal". How often each rule
+# guess. "≈" means "not resolved by these seeds", not "equal". (Later chapters word
+# every comparison over seeds with the same test, `report.compare_seeds`: paired when
+# the seeds pair the runs, Welch's unpaired $t$-test when they do not.) How often each rule
 # writes ">" between two schemes that behave identically, simulated with
 # $\Delta_s$ drawn independently from one normal distribution:
 
 
 # %% tags=["nbval-ignore-output"]
 n_seeds = len(seeds)
-t_crit = extrapolation.t_quantile(0.975, n_seeds - 1)
+t_crit = report.t_quantile(0.975, n_seeds - 1)
 gen = torch.Generator().manual_seed(0)
 null = torch.randn(100_000, n_seeds, generator=gen)  # Δ per seed, identical schemes
 t_stat = null.mean(1).abs() / (null.std(1) / n_seeds**0.5)
@@ -1007,17 +1009,15 @@ def ranking(task: str) -> str:
     runs = [s for s in SCHEMES if s != "learned"]  # the learned table cannot run at L2
     order = sorted(runs, key=lambda s: -spread(results[s, task][L2])[0])
     for hi, lo in zip(order, order[1:]):
-        diffs, mean, se = extrapolation.paired(
-            results[hi, task][L2], results[lo, task][L2]
-        )
+        diffs, mean, se = report.paired(results[hi, task][L2], results[lo, task][L2])
         per_seed = ", ".join(f"{x:+.3f}" for x in diffs)
         print(f"  {hi:10s} - {lo:10s}: per seed {per_seed}; mean {mean:+.3f} "
               f"(SE {se:.3f}, mean/SE {mean / se:5.1f})")  # fmt: skip
-    return extrapolation.ranking({s: results[s, task][L2] for s in runs})
+    return report.ranking({s: results[s, task][L2] for s in runs})
 
 
 def ahead(a: str, b: str, task: str, L: int = L2) -> bool:
-    return extrapolation.ahead(results[a, task][L], results[b, task][L])
+    return report.ahead(results[a, task][L], results[b, task][L])
 
 
 ranked = {}
@@ -1049,7 +1049,7 @@ if quick:  # the claims of the prose, which describes the quick profile's editio
     assert all(abs(copy_at(s) - copy_at("ALiBi")) < 0.1 for s in ("RoPE", "sinusoidal"))
     # seed by seed, with margins well above what another CPU moves them
     for s in bias_or_rotation:
-        diffs, _, _ = extrapolation.paired(
+        diffs, _, _ = report.paired(
             results[s, "last marker"][L2], results["sinusoidal", "last marker"][L2]
         )
         assert min(diffs) > 0.1
@@ -1174,11 +1174,11 @@ assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
 # the seeds of max_dist 128 spread widely, so a few of them decide this: quoted, not
 # asserted
 copy_L2 = {name: results[name, "copy"][L2] for name, _ in pairs[:2]}
-diffs, mean, se = extrapolation.paired(*copy_L2.values())
+diffs, mean, se = report.paired(*copy_L2.values())
 print(f"T5 bias minus T5, max_dist 128, copy @{L2}, per seed:",
       [round(x, 3) for x in diffs], f"mean {mean:+.3f} (SE {se:.3f}, "
       f"mean/SE {mean / se:.1f}, needed {t_crit:.2f})")  # fmt: skip
-t5_128_lower = extrapolation.ahead(*copy_L2.values())
+t5_128_lower = report.ahead(*copy_L2.values())
 if quick:  # the mean itself drops by far more than another CPU moves it (0.2 here)
     assert t5_128[0] < t5[0] - 0.1
 report.glue("t5_128_mean", t5_128[0], "{:.2f}")

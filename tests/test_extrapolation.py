@@ -100,51 +100,6 @@ def test_spread_verdict_and_ranking_follow_the_chapter_rules():
     assert extrapolation.verdict([0.9, 0.95], [None, None]) == "cannot run"
     with pytest.raises(ValueError, match="short and long must pair seeds: 2 != 1"):
         extrapolation.verdict([0.9, 0.9], [0.9])
-    per_seed = {"a": [0.9, 0.85, 0.95], "b": [0.5, 0.4, 0.6], "c": [0.55, 0.5, 0.7]}
-    # a - c: +0.35, +0.35, +0.25, far above 4.30 SE; c - b: +0.05, +0.1, +0.1, at t = 5
-    assert extrapolation.ranking(per_seed) == "a > c > b"
-    per_seed["c"] = [0.52, 0.5, 0.7]  # c - b: +0.02, +0.1, +0.1, t = 2.8 < 4.30
-    assert extrapolation.ranking(per_seed) == "a > c ≈ b"
-
-
-@pytest.mark.parametrize(
-    ("p", "df", "expected"),
-    [(0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764), (0.95, 2, 2.9200),
-     (0.975, 30, 2.0423)],
-)  # fmt: skip
-def test_t_quantile_matches_the_tables(p, df, expected):
-    assert extrapolation.t_quantile(p, df) == pytest.approx(expected, abs=1e-4)
-
-
-def test_t_quantile_rejects_a_lower_tail_and_no_degrees_of_freedom():
-    with pytest.raises(ValueError, match="p must be in"):
-        extrapolation.t_quantile(0.4, 2)
-    with pytest.raises(ValueError, match="df must be at least 1, got 0"):
-        extrapolation.t_quantile(0.975, 0)
-
-
-def test_paired_differences_their_mean_and_standard_error():
-    diffs, mean, se = extrapolation.paired([0.9, 0.8, 0.7], [0.5, 0.5, 0.5])
-    assert diffs == pytest.approx([0.4, 0.3, 0.2])
-    assert mean == pytest.approx(0.3) and se == pytest.approx(0.1 / 3**0.5)
-    with pytest.raises(ValueError, match="pair at least two seeds, got 2 and 1"):
-        extrapolation.paired([0.9, 0.8], [0.5])
-
-
-def test_ahead_needs_the_t_threshold_not_twice_the_standard_error():
-    # a - b: mean 0.1, sd 0.0577, SE 0.0333: t = 3, above 2 but below 4.30 (3 seeds)
-    a, b = [0.2 + d for d in (-0.0577, 0.0, 0.0577)], [0.1, 0.1, 0.1]
-    assert not extrapolation.ahead(a, b)
-    assert extrapolation.ahead([x + 0.1 for x in a], b)  # t = 6
-    assert not extrapolation.ahead([0.5, 0.5, 0.05], [0.1, 0.1, 0.1])  # one seed below
-
-
-def test_ahead_claims_identical_schemes_apart_at_most_five_percent_of_the_time():
-    gen = torch.Generator().manual_seed(0)
-    draws = torch.randn(4000, 3, generator=gen).tolist()
-    false = sum(extrapolation.ahead(d, [0.0] * 3) for d in draws)
-    false += sum(extrapolation.ahead([0.0] * 3, d) for d in draws)
-    assert false / len(draws) < 0.06  # either direction: a paired t-test at 5 %
 
 
 def test_accuracy_counts_only_the_positions_from_start_on():

@@ -13,17 +13,14 @@ position); :func:`train_and_test` trains it with :func:`transformer_book.trainin
 and measures its accuracy at every test length; at a length longer than the training
 one it counts only the positions a training sequence never had (with a causal mask, the
 first ``train_len`` positions of a longer sequence compute what a training-length
-sequence computes). :func:`spread`, :func:`verdict`, :func:`paired`, :func:`ahead` and
-:func:`ranking` turn accuracies over seeds into the chapter's statements. Positions
+sequence computes). :func:`spread` and :func:`verdict` turn accuracies over seeds into the chapter's
+statements (the ranking of schemes over paired seeds is :func:`report.ranking`). Positions
 with no answer yet hold :data:`IGNORE`; the loss and the accuracy skip them.
 
 Floor 4 (a recipe): it builds its model from ``blocks`` and ``positions``.
 """
 
 from __future__ import annotations
-
-import functools
-import math
 
 import torch
 import torch.nn.functional as F
@@ -47,10 +44,6 @@ __all__ = [
     "spread",
     "RULES",
     "verdict",
-    "t_quantile",
-    "paired",
-    "ahead",
-    "ranking",
 ]
 
 IGNORE = -100  # the target of a position with no answer (cross_entropy's ignore_index)
@@ -322,67 +315,3 @@ def verdict(short: list[float], long: list[float | None], learned: float = 0.8) 
         return "cannot run"
     kept = [b >= 0.9 * a for a, b in zip(short, long)]
     return "keeps it" if all(kept) else "loses it" if not any(kept) else "mixed"
-
-
-@functools.lru_cache
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t distribution with ``df`` degrees of freedom
-    (p in (0.5, 1)): bisection on its distribution function, whose density is
-    integrated by Simpson's rule (about 1e-6 accurate; 4.303 for p = 0.975, df = 2)."""
-    if not 0.5 < p < 1:
-        raise ValueError(f"p must be in (0.5, 1), got {p}")
-    if df < 1:
-        raise ValueError(f"df must be at least 1, got {df}")
-    log_c = (
-        math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    )
-
-    def density(x: float) -> float:
-        return math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
-
-    def cdf(t: float, n: int = 2000) -> float:  # 0.5 + the integral over [0, t]
-        h = t / n
-        inner = sum((4 if i % 2 else 2) * density(i * h) for i in range(1, n))
-        return 0.5 + h / 3 * (density(0.0) + inner + density(t))
-
-    lo, hi = 0.0, 1.0
-    while cdf(hi) < p:  # bracket the quantile
-        lo, hi = hi, 2 * hi
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def paired(a: list[float], b: list[float]) -> tuple[list[float], float, float]:
-    """Per-seed differences a - b (the same seed's runs paired), their mean and the
-    mean's standard error sd / sqrt(n)."""
-    if len(a) != len(b) or len(a) < 2:
-        raise ValueError(
-            f"a and b must pair at least two seeds, got {len(a)} and {len(b)} values"
-        )
-    diffs = [x - y for x, y in zip(a, b)]
-    mean = sum(diffs) / len(diffs)
-    sd = (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
-    return diffs, mean, sd / len(diffs) ** 0.5
-
-
-def ahead(a: list[float], b: list[float], level: float = 0.95) -> bool:
-    """Whether the seeds show ``a`` ahead of ``b``: every per-seed difference is
-    positive and the mean difference exceeds t · SE, t the (1 + level) / 2 quantile
-    of Student's t with n - 1 degrees of freedom (4.30 for 3 seeds): a paired t-test
-    at ``level``, so two identical schemes pass with probability below 1 - level."""
-    diffs, mean, se = paired(a, b)
-    t = t_quantile((1 + level) / 2, len(diffs) - 1)
-    return all(d > 0 for d in diffs) and mean > t * se
-
-
-def ranking(per_seed: dict[str, list[float]], level: float = 0.95) -> str:
-    """Names ordered by their mean over seeds, joined by ">" where the seeds show the
-    higher neighbour :func:`ahead` of the lower one, and by "≈" where they do not
-    ("not resolved by these seeds", not "equal"). Every list pairs the same seeds."""
-    order = sorted(per_seed, key=lambda n: -sum(per_seed[n]) / len(per_seed[n]))
-    text = order[0]
-    for hi, lo in zip(order, order[1:]):
-        text += (" > " if ahead(per_seed[hi], per_seed[lo], level) else " ≈ ") + lo
-    return text
