@@ -567,10 +567,10 @@ plt.show()
 # Time depends on the machine. The explicit computation writes the $(H, T, T)$ scores,
 # reads them for the softmax, writes the weights and reads them again for the weighted
 # sum. (The function `explicit` above scales $q$ before the product, a pass over a
-# $(T, d_k)$ tensor per head. The package's explicit path scales the scores after the
-# product, a pass over an $(H, T, T)$ tensor that has nothing to do with fusion, so
-# the comparison leaves it out; the cell asserts that the two give the same output and
-# weights.) On the machine that executed this page ({glue:text}`cost_device`), the
+# $(T, d_k)$ tensor per head, as the package's explicit path does; scaling the scores
+# after the product would add a pass over an $(H, T, T)$ tensor that has nothing to do
+# with fusion. The cell asserts that the two give the same output and weights.) On the
+# machine that executed this page ({glue:text}`cost_device`), the
 # explicit computation took {glue:text}`fused_speed_min` to
 # {glue:text}`fused_speed_max` times as long as the fused kernel over these lengths
 # (each length a single median of five runs; the cell prints every ratio), and at the

@@ -133,7 +133,8 @@ def scaled_dot_product_attention(
         mask = mask | empty_rows
 
     if need_weights:
-        scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+        # q scaled first: a pass over (..., Tq, d_k), not over the (..., Tq, Tk) scores
+        scores = (q * scale) @ k.transpose(-2, -1)  # (..., Tq, Tk)
         if bias is not None:
             scores = scores + bias
         if mask is not None:
