@@ -12,7 +12,14 @@ GREY = "#444444"
 
 
 def _panel(
-    ax, x0: float, tokens: list[str], title: str, outs: list[str], read: list[int]
+    ax,
+    x0: float,
+    tokens: list[str],
+    title: str,
+    outs: list[str],
+    read: list[int],
+    head: str = "W",
+    head_width: float = 0.0,
 ):
     step, w = 1.05, 0.95
     text(ax, x0 + len(tokens) * step / 2, 6.55, title, 11.5, weight="bold")
@@ -35,19 +42,21 @@ def _panel(
     )
     for i, label in zip(read, outs):
         x = x0 + i * step
-        box(ax, x - 0.05, 4.4, w + 0.1, 0.6, "W", "output", 9)
+        box(ax, x - 0.05, 4.4, max(w + 0.1, head_width), 0.6, head, "output", 9)
         text(ax, x + w / 2, 5.55, label, 8.5)
         arrow(ax, (x + w / 2, 5.05), (x + w / 2, 5.3), color=GREY)
 
 
 def three_heads() -> Figure:
-    """Sentence classification reads [CLS], token classification reads every word's
+    """Sentence classification reads [CLS] through BERT's pooler (a dense layer and
+    tanh, pre-trained with NSP) before its own W, token classification reads every word's
     first piece (all-MiniLM-L6-v2's WordPiece cuts "burbank" into three, keeps
     "denver" whole), extractive QA scores every context token as start and end
     (Devlin et al., 2019, figure 4)."""
     fig, ax = canvas(20.8, 7.0, scale=0.62)
     ax.set_ylim(-0.4, 7.0)
-    _panel(ax, 0.2, ["[CLS]", "a", "gem", "[SEP]"], "sentence: SST-2", ["P(pos)"], [0])
+    _panel(ax, 0.2, ["[CLS]", "a", "gem", "[SEP]"], "sentence: SST-2", ["P(pos)"], [0],
+           head="W · tanh(W_p h0)  (pooler)", head_width=3.1)  # fmt: skip
     _panel(
         ax,
         5.0,
