@@ -51,6 +51,7 @@ if "google.colab" in sys.modules:
 # %%
 import copy
 import dataclasses
+import math
 import statistics
 from collections import Counter, defaultdict
 
@@ -765,8 +766,10 @@ print("plain mean of query 2: ", h[1].mean(dim=0).tolist(), "(padding included)"
 # comparison of two training runs, and a training run is a random draw: the seed sets the
 # initial weights, the batch order and the word dropout. So each pooling is trained with
 # several seeds, and the table reports mean ± standard deviation and the range (min–max)
-# over them. We state a ranking only when the ranges separate, that is when every seed of
-# one pooling beats every seed of the other. First, the two reference points that need no
+# over them. We state a ranking only when the seeds support it by chapter 4's rule: every
+# seed on one side *and* a $t$-test at the 5 % level (ranges that merely separate are
+# not enough: two identical poolings, three seeds each, do that 2 times in 20). First,
+# the two reference points that need no
 # model: always answering the most frequent training intent, and the best any model
 # trained here can do (the share of queries whose intent occurs in train):
 
@@ -848,22 +851,39 @@ print(f"seeds alone move test accuracy by up to {points:.1f} points")
 report.glue("seed_spread", f"up to {points:.1f} points")
 
 # %% [markdown]
-# Which pooling is better? The rule, computed in the next cell: a ranking only when the
-# seeds' ranges separate.
+# Which pooling is better? For one seed, the two poolings start from the same encoder
+# weights and train on the same batches with the same word dropout, so the seed pairs
+# the two runs, and the per-seed difference $\Delta_s = \mathrm{acc}_\text{[CLS]} -
+# \mathrm{acc}_\text{mean}$ removes what the seed does to both. The rule, computed in
+# the next cell, is chapter 4's paired $t$-test (`report.compare_seeds(..., pairs=True)`):
+# a ranking only when every $\Delta_s$ has the same sign and their mean exceeds
+# $t \cdot \mathrm{SE}$, $t = 4.30$ for three seeds.
 
 
 # %% tags=["nbval-ignore-output"]
 def verdict(name):
-    """A ranking only when the seeds' ranges separate."""
+    """A ranking only where the seeds support it (report.compare_seeds, paired)."""
     cls, mean = accuracy["cls", name], accuracy["mean", name]
-    if min(cls) > max(mean):
-        return "[CLS] pooling is ahead: its worst seed beats the best mean-pooling seed"
-    if min(mean) > max(cls):
-        return "mean pooling is ahead: its worst seed beats the best [CLS] seed"
-    return "the two ranges overlap, so the split supports no ranking"
+    words = report.compare_seeds(mean, cls, pairs=True)  # how [CLS] compares
+    passes = "higher for every seed, and the paired t-test passes"
+    if words == "higher for every seed":
+        return f"[CLS] pooling is ahead: {passes}"
+    if words == "lower for every seed":
+        return f"mean pooling is ahead: {passes}"
+    return words  # no ranking, in the words that say why
 
 
+t_crit = report.t_quantile(0.975, len(seeds) - 1)
+differences = {}  # split -> the per-seed differences, their mean / SE, in words
 for name in ("dev", "test"):
+    diffs, mean_diff, se = report.paired(accuracy["cls", name], accuracy["mean", name])
+    t_stat = mean_diff / se if se > 0 else math.inf
+    differences[name] = (
+        "[CLS] minus mean, seed by seed: " + ", ".join(f"{d:+.3f}" for d in diffs)
+        + f"; mean {mean_diff:+.3f}, {abs(t_stat):.1f} standard errors against "
+        f"{t_crit:.2f}"
+    )  # fmt: skip
+    print(f"{name}: {differences[name]}")
     print(f"{name}: {report.glue(name + '_verdict', verdict(name))}")
 test_means = [statistics.mean(accuracy[p, "test"]) for p in poolings]
 gap = abs(test_means[0] - test_means[1])
@@ -881,7 +901,7 @@ else:
     gap_vs_seeds = "larger than the spread of either pooling's seeds"
 report.glue("gap_vs_seeds", gap_vs_seeds)
 n = len(seeds)
-if verdict("test").startswith("the two ranges overlap"):
+if verdict("test").endswith("no ranking"):
     moves = "more than" if gap < min(test_ranges) else "about as much as"
     conclusion = f"{n} seeds cannot tell the two poolings apart: the seed alone moves "
     conclusion += f"the accuracy {moves} the choice of pooling"
@@ -896,12 +916,7 @@ else:
         selective = "did not make [CLS] pooling more accurate here: mean pooling led"
 print(f"on test, {report.glue('pooling_conclusion', conclusion)}")
 report.glue("selective_reading", selective)
-dev_cls, dev_mean = accuracy["cls", "dev"], accuracy["mean", "dev"]
-shared = min(max(dev_cls), max(dev_mean)) - max(min(dev_cls), min(dev_mean))
-edge = f"the dev ranges overlap by {shared:.3f}"
-if shared < 0:
-    edge = f"the dev ranges lie {-shared:.3f} apart"
-print(report.glue("dev_edge", edge))
+report.glue("dev_edge", differences["dev"])
 assert gap < 0.05  # whichever is ahead, the two poolings land within a few points
 
 # %% [markdown]
@@ -912,10 +927,11 @@ assert gap < 0.05  # whichever is ahead, the two poolings land within a few poin
 # would have measured partly which seeds were drawn. So for these small one-block
 # models, briefly trained on ATIS intents, {glue:text}`pooling_conclusion`.
 #
-# Verdicts like these rest on the ends of a few runs' ranges ({glue:text}`dev_edge`),
-# and so, in the end, on the last bits of the arithmetic: on another CPU, ranges that
-# overlap here may separate, or the reverse. More seeds, or a larger test split, would
-# narrow the question; they would not guarantee an answer.
+# Verdicts like these rest on three per-seed differences (on dev,
+# {glue:text}`dev_edge`), and a difference near zero or a statistic near the threshold
+# rests, in the end, on the last bits of the arithmetic: on another CPU, a verdict
+# computed here may change. More seeds, or a larger test split, would narrow the
+# question; they would not guarantee an answer.
 #
 # The learning curves, averaged over the seeds (the band spans the seeds' range):
 
@@ -1019,19 +1035,23 @@ for k in names:
     xs = [by_kind[k] for by_kind, _, _ in shares]
     text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
     print(f"{names[k]:<18} {report.glue('share_' + k, text)}")
+# cities against other slots, each seed's model against itself: paired by seed
+per_kind = {k: [by_kind[k] for by_kind, _, _ in shares] for k in names}
+cities = report.compare_seeds(per_kind["slot"], per_kind["city"], pairs=True)
+print(f"city names against other slots: {cities}")
 if run.profile == "quick":  # the text describes this edition's quick run
-    mean_kind = {k: statistics.mean(s[0][k] for s in shares) for k in names}
-    assert mean_kind["city"] < min(0.9, mean_kind["slot"] - 0.1)  # cities read least
-    for by_kind, _, _ in shares:  # ... by every seed's model
-        assert by_kind["city"] < by_kind["slot"] and by_kind["O"] > 0.9
+    assert statistics.mean(per_kind["city"]) < 0.9 and min(per_kind["O"]) > 0.9
+    assert cities == "lower for every seed"  # cities read least, by chapter 4's test
 print("the same, relative to the mean share of the words at the same position:")
 for k in names:
     xs = [matched[k] for _, _, matched in shares]
     text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
     print(f"{names[k]:<18} {report.glue('matched_' + k, text)}")
+at_position = {k: [matched[k] for _, _, matched in shares] for k in names}
+cities = report.compare_seeds(at_position["slot"], at_position["city"], pairs=True)
+print(f"city names against other slots, at the same position: {cities}")
 if run.profile == "quick":  # position does not explain it: at the same position, too
-    for _, _, matched in shares:  # every seed's model reads cities less
-        assert matched["city"] < min(0.95, matched["slot"] - 0.1)
+    assert max(at_position["city"]) < 0.95 and cities == "lower for every seed"
 
 # %% [markdown]
 # And the frequent words that *every* seed's model reads more than an even share, most
@@ -1062,12 +1082,15 @@ assert len(least) == 5 and n_cities >= 1, "city names among the least read words
 # little, though. Over all dev queries, averaged over the seeds' models, the words
 # outside every slot get {glue:text}`share_O` times an even share, the words of other
 # slots {glue:text}`share_slot`, and city names only {glue:text}`share_city`; and every
-# seed's model reads city names less than the words of other slots. Every seed's model
+# seed's model reads city names less than the words of other slots (each model against
+# itself, so the seed pairs the two shares: the paired test above passes, asserted).
+# Every seed's model
 # reads {glue:text}`most_read` more than an even share, and {glue:text}`least_read` less
 # ({glue:text}`least_cities`). Where a word sits does not explain this away: compared
 # with the words at the same position, city names get {glue:text}`matched_city` of the
 # mean share there and the words of other slots {glue:text}`matched_slot`, and every
-# seed's model still reads city names less than other slots' words. That fits the task:
+# seed's model still reads city names less than other slots' words (the paired test
+# passes here too). That fits the task:
 # a city says where a trip goes, rarely what is being asked. Still, an attention weight
 # says where the [CLS] position reads from, not how much a word moves the decision, so a
 # large weight does not explain a prediction {cite}`jain2019attention`; and reading
