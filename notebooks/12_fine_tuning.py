@@ -92,25 +92,34 @@ run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # see the closing n
 print(run)
 # section 2: few labels. Its rates were chosen on a selection split, and every arm ran
 # on three seeds, by benchmarks/ch12_few_labels.py, whose committed result this page
-# reads; this page re-runs one seed of each arm (all of them in the full profile)
+# reads; the quick profile re-runs one seed of the pre-trained arm for one epoch, the
+# full profile every seed of both arms for the sweep's epochs
 few = benchmark.committed_result("ch12_few_labels.json")
 # the same sweep (recipe, phrases, splits, rates, seeds, heads) on chapter 11's sst-bert
 few_sst = benchmark.committed_result("ch12_few_labels_sst_bert.json")
 live_seeds = run.pick(quick=[0], full=few["settings"]["seeds"])
-n_live_dev = run.pick(quick=200, full=None)  # dev sentences the live runs read
+live_arms = run.pick(quick=["pre-trained"], full=["pre-trained", "scratch"])
+live_epochs = run.pick(quick=2, full=few["settings"]["epochs"])
+n_live_dev = run.pick(quick=100, full=None)  # dev sentences the live runs read
+probe_here = run.profile == "full"  # the quick profile reads the sweep's probe
 big_factor = 10  # the too-large rate: ten times the pre-trained arm's choice
+# the too-large rate runs here in the full profile; the quick one reads the same runs
+# (seed 0, the sweep's epochs) from benchmarks/ch12_large_rate.py's committed result
+large_live = run.profile == "full"
 eval_len = 64  # pieces per sentence read for features and predictions
 # sections 3 and 4: all-MiniLM-L6-v2 on ATIS; the full profile trains far longer, at
 # BERT's usual fine-tuning rate 5e-5 (Devlin et al., appendix A; not tuned here)
 train_queries = run.pick(quick=1000, full=None)  # ATIS training queries; None: all
 tag_pool = run.pick(quick=300, full=2000)  # of them, the tag probe is fitted on
 atis_test_queries = run.pick(quick=300, full=None)  # None: every test query
-atis_steps, qa_steps = run.pick(quick=50, full=1500), run.pick(quick=50, full=2000)
 task_batch, task_lr = run.pick(quick=16, full=32), run.pick(quick=1e-4, full=5e-5)
-# qa_lr: chosen on the dev questions by benchmarks/ch12_qa_learning_rate.py
+# qa_lr: chosen on the dev questions by benchmarks/ch12_qa_learning_rate.py, for as
+# many updates as the quick profile trains
 qa_sweep = benchmark.committed_result("ch12_qa_learning_rate.json")
+atis_steps = run.pick(quick=25, full=1500)
+qa_steps = run.pick(quick=qa_sweep["settings"]["steps"], full=2000)
 qa_lr = run.pick(quick=qa_sweep["chosen_lr"], full=5e-5)
-qa_test_queries = run.pick(quick=100, full=None)  # None: every test query
+qa_test_queries = run.pick(quick=50, full=None)  # None: every test query
 clock = {"1. one encoder": time.process_time()}  # CPU-s at each section's start
 
 # %% [markdown]
@@ -218,29 +227,41 @@ report.glue("majority_acc", majority_acc, "{:.3f}")
 # {cite}`reimers2019sbert`; BERT's classifier reads the [CLS] vector. The sweep fitted a
 # probe on each and chose on the selection split; `probe.linear_probe` fits a
 # linear layer alone (L-BFGS on standardised features, L2-regularised,
-# `probe.fit_head`). Here it is again, scored on the first {glue:text}`n_live_dev`
-# dev sentences (the live runs of this page read those; the table below reads the
-# sweep's scores on all {glue:text}`n_dev`):
+# `probe.fit_head`). {glue:text}`probe_where`:
 
 # %% tags=["nbval-ignore-output"]
 dev_live = dev_texts[:n_live_dev], dev_labels[:n_live_dev]
 kind = few["probe"]["pooling"]  # chosen on the selection split by the sweep
-x_train = probe.frozen_features(minilm, tok, train_texts, eval_len)[kind]
-x_dev = probe.frozen_features(minilm, tok, dev_live[0], eval_len)[kind]
-probe_head = probe.linear_probe(x_train, train_labels)
-with torch.no_grad():
-    probe_live = metrics.accuracy(dev_live[1], probe_head(x_dev).argmax(-1).tolist())
 print("selection accuracy:", {k: round(a, 3) for k, a in
                               few["probe"]["selection_accuracy"].items()})  # fmt: skip
-print(f"chosen: {kind}; dev accuracy on {len(dev_live[0])} sentences {probe_live:.3f}")
-assert probe_live > baselines.majority_accuracy(train_labels, dev_live[1]) + 0.1
+if probe_here:  # the full profile: fit it again, score it on dev_live (all of dev)
+    x_train = probe.frozen_features(minilm, tok, train_texts, eval_len)[kind]
+    x_dev = probe.frozen_features(minilm, tok, dev_live[0], eval_len)[kind]
+    probe_head = probe.linear_probe(x_train, train_labels)
+    with torch.no_grad():
+        pred = probe_head(x_dev).argmax(-1).tolist()
+    probe_on = dev_live
+    probe_live = metrics.accuracy(probe_on[1], pred)
+else:  # the quick profile: the sweep's fit, scored on every dev sentence
+    probe_on, probe_live = (dev_texts, dev_labels), few["probe"]["dev_accuracy"]
+print(f"chosen: {kind}; dev accuracy on {len(probe_on[0])} sentences {probe_live:.3f}")
+assert probe_live > baselines.majority_accuracy(train_labels, probe_on[1]) + 0.1
 report.glue("n_live_dev", len(dev_live[0]))
+report.glue("probe_n_dev", len(probe_on[0]))
 report.glue("probe_kind", "mean" if kind == "mean" else "[CLS]")
 report.glue("probe_live", probe_live, "{:.3f}")
+report.glue("probe_where", (
+    "Here it is again, fitted on this page and scored on the dev sentences"
+    if probe_here else
+    "The quick profile does not fit it again (its features cost a pass of the encoder "
+    "over every phrase): it reads the sweep's fit, the same code, scored on all "
+    f"{len(probe_on[0])} dev sentences; the full profile fits it here"
+))  # fmt: skip
 
 # %% [markdown]
 # The probe reads the {glue:text}`probe_kind` vector and scores {glue:text}`probe_live`
-# here, more than 0.1 above the majority class (asserted): with
+# on {glue:text}`probe_n_dev` dev sentences, more than 0.1 above the majority class on
+# them (asserted): with
 # {glue:text}`n_labels` examples, a linear layer already finds sentiment in the frozen
 # vectors of an encoder pre-trained on large corpora.
 #
@@ -353,21 +374,27 @@ def grid_edge(result, key):
 
 pre_key = f"pre-trained/{heads['pre-trained']}"
 report.glue("pre_edge", grid_edge(few, pre_key))
-# the head choice rests on seed select_seed: the other seeds, both heads, both splits
+# the head choice rests on seed select_seed: the other seeds, both heads, both splits.
+# Paired by seed: the same seed gives both heads the same pre-trained start, batches
+# and dropout draws (finetune.fine_tune_classifier), so a paired t-test
 head_runs = {h: few["final_runs"][f"pre-trained/{h}"] for h in ("cls", "mean")}
+assert [r["seed"] for r in head_runs["cls"]] == [r["seed"] for r in head_runs["mean"]]
 other_h = "mean" if heads["pre-trained"] == "cls" else "cls"
 head_words = {}
 for split in ("selection", "dev"):
     head_words[split] = report.compare_seeds(
         [r[f"{split}_accuracy"] for r in head_runs[other_h]],
         [r[f"{split}_accuracy"] for r in head_runs[heads["pre-trained"]]],
+        pairs=True,
     )  # fmt: skip
     print(f"pre-trained, {heads['pre-trained']} head against {other_h}, {split}:",
           head_words[split])  # fmt: skip
-head_tie = all("overlap" in w for w in head_words.values())
+head_tie = all(w.endswith("no ranking") for w in head_words.values())
 report.glue("head_noise", (
-    "the two heads' seeds overlap on both splits (no ranking): the choice of head is "
-    "within seed noise, a tie that seed " + str(s["select_seed"]) + " broke"
+    "neither split ranks the two heads ("
+    + "; ".join(f"{k}: {w.removesuffix(': no ranking')}" for k, w in head_words.items())
+    + "): the choice of head is within seed noise, a tie that seed "
+    + str(s["select_seed"]) + " broke"
 ) if head_tie else (
     f"selection: {head_words['selection']}; dev: {head_words['dev']}"
 ))  # fmt: skip
@@ -377,18 +404,30 @@ report.glue("head_noise", (
 # pre-trained encoder, at a peak rate of {glue:text}`pre_lr`, and the
 # {glue:text}`scratch_head` head at {glue:text}`scratch_lr` for the scratch one. Over
 # the {glue:text}`n_seeds` seeds of each pre-trained head (printed above),
-# {glue:text}`head_noise`. The pre-trained rate is {glue:text}`pre_edge` (BERT's
+# {glue:text}`head_noise`.
+#
+# Every comparison over seeds on this page is worded by `report.compare_seeds`.
+# "Higher (lower) for every seed" means every seed lies on one side *and* a t-test at
+# 95 % puts the difference beyond the seeds' spread: a paired test where the same seed
+# gives both arms the same start, batches and dropout (the two heads above), Welch's
+# where the arms start from different weights, which against a single number (the
+# probe, the majority class) becomes a one-sample test. Anything less is "no ranking":
+# the seeds overlap, or every seed lies on one side but within the seeds' spread (with
+# three seeds a side, two arms that do not differ at all fall apart like that one time
+# in ten).
+#
+# The pre-trained rate is {glue:text}`pre_edge` (BERT's
 # usual 2e-5 to 5e-5 {cite}`devlin2019bert` was not tried); what this section measures
 # against that rate (the gap to the probe, the too-large rate) inherits the limits of
-# the grid. Here is one seed of each, run on this page (a seed
-# draws the head, the batches and the dropout, and for the scratch arm every weight),
-# scored on the first {glue:text}`n_live_dev` dev sentences:
+# the grid. Here is the recipe run on this page (a seed
+# draws the head, the batches and the dropout, and for the scratch arm every weight):
+# {glue:text}`live_plan`, scored on the first {glue:text}`n_live_dev` dev sentences:
 
 
 # %%
 def fine_tune_arm(arm, seed, lr=None, epochs=s["epochs"]):
     """One seed of an arm (`pre-trained` or `scratch`), with its chosen head, at its
-    chosen rate (or `lr`); returns the run and its accuracy on `dev_live`."""
+    chosen rate (or `lr`); returns the run and its predictions on `dev_live`."""
     key = f"{arm}/{heads[arm]}"
     ft = finetune.fine_tune_classifier(
         minilm, tok, train_texts, train_labels,
@@ -397,40 +436,62 @@ def fine_tune_arm(arm, seed, lr=None, epochs=s["epochs"]):
         seed, from_scratch=arm == "scratch",
         freeze_token_embeddings=arm == "pre-trained",
     )  # fmt: skip
-    pred = finetune.predict_classes(ft.model, tok, dev_live[0], eval_len)
-    return ft, metrics.accuracy(dev_live[1], pred)
+    return ft, finetune.predict_classes(ft.model, tok, dev_live[0], eval_len)
 
 
 # %% tags=["nbval-ignore-output"]
-live, live_acc = {}, {}
-for arm in ("pre-trained", "scratch"):
+live, live_pred, live_acc = {}, {}, {}
+for arm in live_arms:
     start = time.process_time()
     for seed in live_seeds:
-        live[arm, seed], acc = fine_tune_arm(arm, seed)
-        live_acc.setdefault(arm, []).append(acc)
-    per_step = (time.process_time() - start) / (len(live_seeds) * n_steps)
+        ft, pred = fine_tune_arm(arm, seed, epochs=live_epochs)
+        live[arm, seed], live_pred[arm, seed] = ft, pred
+        live_acc.setdefault(arm, []).append(metrics.accuracy(dev_live[1], pred))
+    live_steps = len(live[arm, live_seeds[0]].losses)
+    per_step = (time.process_time() - start) / (len(live_seeds) * live_steps)
     accs = [f"{a:.3f}" for a in live_acc[arm]]
-    print(f"{arm:>11}, {heads[arm]:>4} head, seeds {live_seeds}: dev accuracy",
-          accs, f"({per_step:.2f} CPU-s per update, the {len(dev_live[0])} dev",
-          "predictions included)")  # fmt: skip
-assert min(live_acc["pre-trained"]) > max(live_acc["scratch"])
-report.glue("live_pre", live_acc["pre-trained"][0], "{:.3f}")
-report.glue("live_scratch", live_acc["scratch"][0], "{:.3f}")
-report.glue("live_seed", live_seeds[0])
+    print(f"{arm:>11}, {heads[arm]:>4} head, {live_steps} updates, seeds {live_seeds}:",
+          "dev accuracy", accs, f"({per_step:.2f} CPU-s per update, the",
+          f"{len(dev_live[0])} dev predictions included)")  # fmt: skip
+live_majority = baselines.majority_accuracy(train_labels, dev_live[1])
+print(f"majority class on the same {len(dev_live[0])} sentences: {live_majority:.3f}")
+assert min(live_acc["pre-trained"]) > live_majority + 0.1
+if "scratch" in live_arms:  # each seed's pre-trained run above its scratch run
+    assert all(p > q for p, q in zip(live_acc["pre-trained"], live_acc["scratch"]))
+as_sweep = (
+    f"{live_steps} updates, as in the sweep" if live_epochs == s["epochs"]
+    else f"{live_steps} updates ({live_epochs} epochs; the sweep trains {s['epochs']})"
+)  # fmt: skip
+report.glue("live_plan", (
+    f"seed {live_seeds[0]} of the pre-trained arm only, {as_sweep} (the full profile "
+    "runs every seed of both arms)"
+    if live_arms == ["pre-trained"] else
+    f"every seed of both arms ({', '.join(map(str, live_seeds))}), {as_sweep}"
+))  # fmt: skip
+live_story = (
+    f"Seed {live_seeds[0]} of the pre-trained arm scored "
+    f"{live_acc['pre-trained'][0]:.3f} on those sentences, against {live_majority:.3f} "
+    "for the majority class there (asserted more than 0.1 above it)"
+)
+if "scratch" in live_arms:
+    live_story += (
+        f", and {live_acc['scratch'][0]:.3f} from scratch (every seed's pre-trained "
+        "run above its scratch run, asserted)"
+    )
+report.glue("live_story", live_story)
 
 # %% [markdown]
 # ### The comparison
 #
-# Seed {glue:text}`live_seed` scored {glue:text}`live_pre` pre-trained and
-# {glue:text}`live_scratch` from scratch on those sentences (the cell asserts the
-# order). One seed on part of the dev split shows the mechanism, not a result. The
+# {glue:text}`live_story`. One seed on part of the dev split shows the mechanism, not
+# a result. The
 # sweep ran {glue:text}`n_seeds` seeds of every arm and head at its chosen rate and
 # scored them on all {glue:text}`n_dev` dev sentences; the table reads them (mean ±
 # standard deviation over seeds, and the range), beside the probe and the majority
-# class on the same sentences. The claim of this section is asserted in the cell: the pre-trained
-# encoder, with the head the selection split chose, beats the same architecture from
-# scratch, with its own chosen head, by more than twice the larger of the two standard
-# deviations.
+# class on the same sentences. The claim of this section is asserted in the cell: the
+# pre-trained encoder, with the head the selection split chose, is higher for every
+# seed than the same architecture from scratch, with its own chosen head (Welch's test:
+# the two arms start from different weights).
 
 # %% tags=["nbval-ignore-output"]
 arm_name = {
@@ -450,58 +511,108 @@ for row, accs in rows.items():
     else:
         print(f"{row:<40} {report.mean_spread(accs)}  ({len(accs)} seeds)")
 dev = {a: rows[f"{arm_name[a]}, {heads[a]} head"] for a in heads}  # the chosen heads
+
+
+def t_words(a, b, test="Welch's test"):
+    """mean(a) - mean(b) in standard errors (Welch's, report.welch), beside what the
+    t-test at 95 % needs with these seeds."""
+    diff, se, df = report.welch(a, b)
+    need = report.t_quantile(0.975, max(df, 1.0))
+    if se == 0:
+        return f"no spread at all: {test} cannot be run"
+    return (
+        f"{diff / se:.1f} standard errors of the difference, where {test} needs "
+        f"{need:.1f}"
+    )
+
+
 gain = statistics.mean(dev["pre-trained"]) - statistics.mean(dev["scratch"])
-spread = max(statistics.stdev(dev["pre-trained"]), statistics.stdev(dev["scratch"]))
-print(f"pre-training pays {gain:+.3f}, {gain / spread:.0f} times the larger std")
-assert gain > 2 * spread
-# the probe is one deterministic fit: the fine-tuned arm's own spread is the yardstick
-pre_spread = statistics.stdev(dev["pre-trained"])
-probe_gap = statistics.mean(dev["pre-trained"]) - few["probe"]["dev_accuracy"]
-print(f"fine-tuned minus probe {probe_gap:+.3f}; twice the fine-tuned std",
-      f"{2 * pre_spread:.3f}")  # fmt: skip
+gain_words = report.compare_seeds(dev["scratch"], dev["pre-trained"])  # Welch's
+print(f"pre-training pays {gain:+.3f}: {t_words(dev['pre-trained'], dev['scratch'])};",
+      gain_words)  # fmt: skip
+assert gain_words == "higher for every seed"
+# the probe is one deterministic fit: a fixed number, so a one-sample t-test
+probe_dev = few["probe"]["dev_accuracy"]
+probe_gap = statistics.mean(dev["pre-trained"]) - probe_dev
+probe_fixed = [probe_dev] * len(dev["pre-trained"])
+probe_words = report.compare_seeds(probe_fixed, dev["pre-trained"])
+probe_t = t_words(dev["pre-trained"], probe_fixed, "the one-sample t-test")
+print(f"fine-tuned minus probe {probe_gap:+.3f}: {probe_t}; {probe_words}")
+majority_dev = few["majority"]["dev_accuracy"]
+pre_vs_majority = report.compare_seeds([majority_dev] * len(dev["pre-trained"]),
+                                       dev["pre-trained"])  # fmt: skip
+print("pre-trained against the majority class:", pre_vs_majority)
+assert pre_vs_majority == "higher for every seed"
 
 # %% tags=["hide-input"]
-probe_dev = few["probe"]["dev_accuracy"]
+VERDICT_WORDS = {  # compare_seeds's answers, with the side compared against named
+    "higher for every seed": "above {} for every seed, beyond the seeds' spread",
+    "lower for every seed": "below {} for every seed, beyond the seeds' spread",
+    "every seed on one side, within the seeds' spread: no ranking":
+        "every seed on one side of {}, but within the seeds' spread: no ranking",
+    "the seeds overlap: no ranking": "the seeds overlap {}: no ranking",
+}  # fmt: skip
+
+
+def beside(words, other):
+    """A compare_seeds verdict (the seeds against `other`) that names `other`."""
+    return VERDICT_WORDS[words].format(other) if words in VERDICT_WORDS else words
+
+
+def one_run_against(value, seeds, arm):
+    """One run (one seed) against an arm's seeds, the run taken as a fixed number (a
+    one-sample t-test, report.compare_seeds)."""
+    words = report.compare_seeds([value] * len(seeds), seeds)
+    side = "below" if value < statistics.mean(seeds) else "above"
+    if words in ("higher for every seed", "lower for every seed"):
+        return f"{side} every seed of {arm}, beyond their spread"
+    if words.startswith("every seed on one side"):
+        return f"{side} every seed of {arm}, but within their spread: no ranking"
+    return f"inside the range of {arm}'s seeds: no ranking"
+
+
 for arm in heads:
     report.glue(f"{arm.split('-')[0]}_dev", report.mean_spread(dev[arm]))
 report.glue("n_dev", s["n_dev"])
 report.glue("gain", gain, "{:.3f}")
-report.glue("gain_ratio", gain / spread, "{:.0f}")
+report.glue("gain_t", t_words(dev["pre-trained"], dev["scratch"]))
 report.glue("probe_dev", probe_dev, "{:.3f}")
 other = {a: "mean" if heads[a] == "cls" else "cls" for a in heads}
 other_pre = rows[f"{arm_name['pre-trained']}, {other['pre-trained']} head"]
-other_scratch = rows[f"{arm_name['scratch']}, {other['scratch']} head"]
 report.glue("pre_other_head", "[CLS]" if other["pre-trained"] == "cls" else "mean")
 report.glue("pre_other_dev", report.mean_spread(other_pre))
-report.glue("other_vs_scratch", report.compare_seeds(
-    dev["scratch"] + other_scratch, other_pre
-).replace("higher for every seed",
-          "every seed above every seed of either scratch head"))  # fmt: skip
-probe_seeds = report.compare_seeds([probe_dev] * len(dev["pre-trained"]),
-                                  dev["pre-trained"])  # fmt: skip
-if probe_gap > 2 * pre_spread:
+other_words = {
+    h: report.compare_seeds(rows[f"{arm_name['scratch']}, {h} head"], other_pre)
+    for h in ("cls", "mean")
+}  # Welch's: the arms start from different weights
+report.glue("other_vs_scratch", (
+    "above each scratch head for every seed, beyond the seeds' spread"
+    if all(w == "higher for every seed" for w in other_words.values())
+    else "; ".join(f"against the scratch {h} head: {w}" for h, w in other_words.items())
+))  # fmt: skip
+if probe_words == "higher for every seed":
     probe_verdict = (
-        f"fine-tuning the encoder adds {probe_gap:.3f} to it, more than twice the "
-        f"fine-tuned arm's standard deviation over seeds ({pre_spread:.3f}; "
-        f"{probe_seeds.replace('higher', 'above the probe')}): training the encoder "
-        "pays beyond reading it"
+        f"fine-tuning the encoder adds {probe_gap:.3f} to it, every seed above it "
+        f"({probe_t}): training the encoder pays beyond reading it"
     )
-elif probe_gap < -2 * pre_spread:
+elif probe_words == "lower for every seed":
     probe_verdict = (
-        f"the fine-tuned arm stays {-probe_gap:.3f} below it, more than twice its "
-        f"standard deviation over seeds ({pre_spread:.3f}): with this few labels, "
-        "the convex fit wins"
+        f"the fine-tuned arm stays {-probe_gap:.3f} below it, every seed ({probe_t}): "
+        "with this few labels, the convex fit wins"
     )
 else:
     probe_verdict = (
-        f"the fine-tuned arm's mean lies {probe_gap:+.3f} from it, within twice its "
-        f"standard deviation over seeds ({pre_spread:.3f}): with this few labels, "
-        "most of what fine-tuning buys is already in the frozen vectors"
+        f"the fine-tuned arm's mean lies {probe_gap:+.3f} from it ("
+        f"{beside(probe_words, 'the probe')}; {probe_t}): with this few labels, most "
+        "of what fine-tuning buys is already in the frozen vectors"
     )
 report.glue("probe_verdict", probe_verdict)
+report.glue("stands", "above the majority class" + (
+    " and above the probe" if probe_words == "higher for every seed"
+    else " (against the probe: no ranking)"
+))  # fmt: skip
 # the scratch control: how many of its runs give the majority's answer to every
 # sentence, and the pre-trained arm against the majority, which needs no control
-majority_dev = few["majority"]["dev_accuracy"]
 scratch_all = [r for k, runs in few["final_runs"].items() if k.startswith("scratch/")
                for r in runs]  # fmt: skip
 n_const = sum(math.isclose(r["dev_accuracy"], majority_dev) for r in scratch_all)
@@ -511,9 +622,8 @@ report.glue("n_scratch_const", n_const)
 report.glue("n_scratch_runs", len(scratch_all))
 report.glue("pre_minus_majority", statistics.mean(dev["pre-trained"]) - majority_dev,
             "{:.3f}")  # fmt: skip
-scratch_vs = report.compare_seeds([few["majority"]["dev_accuracy"]] * 3, dev["scratch"])
-report.glue("scratch_vs_majority", scratch_vs.replace("higher", "above the majority")
-            .replace("lower", "below the majority"))  # fmt: skip
+scratch_vs = report.compare_seeds([majority_dev] * len(dev["scratch"]), dev["scratch"])
+report.glue("scratch_vs_majority", beside(scratch_vs, "the majority"))
 dev_words = [w for t in dev_texts for w in t.lower().split()]
 seen = {w for t in train_texts for w in t.lower().split()}
 report.glue("unseen_share", sum(w not in seen for w in dev_words) / len(dev_words),
@@ -523,20 +633,18 @@ longer = few["longer"]
 report.glue("longer_epochs", longer["epochs"])
 report.glue("longer_head", "[CLS]" if longer["pooling"] == "cls" else "mean")
 report.glue("longer_dev", longer["dev_accuracy"], "{:.3f}")
-report.glue(
-    "longer_verdict",
-    "below"
-    if longer["dev_accuracy"] < statistics.mean(dev["pre-trained"]) - 2 * spread
-    else "not clearly below",
-)
+longer_verdict = one_run_against(longer["dev_accuracy"], dev["pre-trained"],
+                                 "the pre-trained arm")  # fmt: skip
+assert longer_verdict.startswith("below") and "beyond" in longer_verdict  # no rescue
+report.glue("longer_verdict", longer_verdict)
 
 # %% [markdown]
 # Pre-trained, with the {glue:text}`pre_head` head: {glue:text}`pre_dev` on the dev
 # sentences; the same architecture from scratch, with the {glue:text}`scratch_head`
 # head: {glue:text}`scratch_dev`, against {glue:text}`majority_acc` for the majority
 # class (the scratch arm: {glue:text}`scratch_vs_majority`). Pre-training pays
-# {glue:text}`gain` of accuracy, about
-# {glue:text}`gain_ratio` times the larger standard deviation (asserted above 2). Both
+# {glue:text}`gain` of accuracy, {glue:text}`gain_t`: higher for every seed (asserted).
+# Both
 # models saw the same {glue:text}`n_labels` labelled phrases, the same number of
 # updates, each at the rate its own selection runs preferred; what differs is that one
 # of them had read large corpora *without labels* before. The scratch model knows
@@ -546,8 +654,9 @@ report.glue(
 # {glue:text}`pre_other_head`, scores {glue:text}`pre_other_dev`
 # ({glue:text}`other_vs_scratch`). More passes do not rescue the random start: the
 # scratch arm's {glue:text}`longer_head` head trained for {glue:text}`longer_epochs`
-# epochs instead of {glue:text}`epochs` (one seed) scores {glue:text}`longer_dev`,
-# {glue:text}`longer_verdict` the pre-trained arm's mean by more than twice the spread.
+# epochs instead of {glue:text}`epochs` (one seed) scores {glue:text}`longer_dev`:
+# {glue:text}`longer_verdict` (the one run taken as a fixed number, a one-sample
+# t-test; asserted).
 #
 # The linear probe, fitted on the same phrases, scores {glue:text}`probe_dev` (one
 # fit: the probe has no seed, and other draws of phrases were not tried):
@@ -565,7 +674,7 @@ report.glue(
 # `finetune.encoding_batches` warns can stall a small model trained from scratch. A
 # scratch arm with random batches was not run, so this page does not know how much of
 # the gain a better-fed control would close. What stands without the control is the
-# pre-trained arm above the majority class and above the probe.
+# pre-trained arm {glue:text}`stands`, higher for every seed in the sense above.
 #
 # Two limits of this comparison. It is one draw of {glue:text}`n_labels` phrases (the
 # seeds vary the head, the batches and the dropout, not which phrases are labelled),
@@ -604,36 +713,34 @@ if "dev_accuracy" in few_sst["probe"]:
           f"dev {few_sst['probe']['dev_accuracy']:.3f}")  # fmt: skip
 print(f"majority class: dev {majority_dev:.3f}")
 sst_gain = statistics.mean(sst_dev["pre-trained"]) - statistics.mean(sst_dev["scratch"])
-sst_spread = max(statistics.stdev(v) for v in sst_dev.values())
-sst_seeds = report.compare_seeds(sst_dev["scratch"], sst_dev["pre-trained"])
-print(f"pre-training pays {sst_gain:+.3f}, {sst_gain / sst_spread:.1f} times the",
-      f"larger std; {sst_seeds}")  # fmt: skip
+sst_seeds = report.compare_seeds(sst_dev["scratch"], sst_dev["pre-trained"])  # Welch's
+sst_t = t_words(sst_dev["pre-trained"], sst_dev["scratch"])
+print(f"pre-training pays {sst_gain:+.3f}: {sst_t}; {sst_seeds}")
 
 # %% tags=["hide-input"]
 for arm in heads:
     short = arm.split("-")[0]
     report.glue(f"sst_{short}_head", "[CLS]" if sst_heads[arm] == "cls" else "mean")
     report.glue(f"sst_{short}_dev", report.mean_spread(sst_dev[arm]))
-if sst_gain > 2 * sst_spread:
-    sst_verdict = (f"pre-training pays {sst_gain:.3f}, more than twice the larger "
-                   "standard deviation")  # fmt: skip
-elif sst_seeds == "higher for every seed":
+if sst_seeds == "higher for every seed":
+    sst_verdict = (f"pre-training pays {sst_gain:.3f}, higher for every seed "
+                   f"({sst_t})")  # fmt: skip
+elif sst_seeds.startswith("every seed on one side") and sst_gain > 0:
     sst_verdict = (
-        f"pre-training pays a little: every pre-trained seed is above every scratch "
-        f"seed, but the gain, {sst_gain:.3f}, is {sst_gain / sst_spread:.1f} times the "
-        "larger standard deviation, not twice"
+        f"these seeds do not rank the arms: every pre-trained seed lies above every "
+        f"scratch seed, but the gain, {sst_gain:.3f}, is {sst_t}, within the seeds' "
+        "spread"
     )
 else:
     sst_verdict = (f"no clear gain from pre-training ({sst_gain:+.3f}; "
-                   f"{sst_seeds})")  # fmt: skip
+                   f"{sst_seeds}; {sst_t})")  # fmt: skip
 report.glue("sst_verdict", sst_verdict)
 report.glue("sst_edge", grid_edge(few_sst, f"pre-trained/{sst_heads['pre-trained']}"))
-longer_vs = ("above" if sst_longer["dev_accuracy"]
-             > statistics.mean(sst_dev["pre-trained"]) else "below")  # fmt: skip
 report.glue("sst_longer", (
     f"the scratch {sst_longer['pooling']} head trained for {sst_longer['epochs']} "
-    f"epochs (one seed) scores {sst_longer['dev_accuracy']:.3f}, {longer_vs} the "
-    "pre-trained arm's mean"
+    f"epochs (one seed) scores {sst_longer['dev_accuracy']:.3f}, "
+    + one_run_against(sst_longer["dev_accuracy"], sst_dev["pre-trained"],
+                      "the pre-trained arm")
 ))  # fmt: skip
 
 # %% [markdown]
@@ -651,24 +758,23 @@ report.glue("sst_longer", (
 # from them {cite}`mccloskey1989catastrophic,howard2018ulmfit`;
 # {cite:t}`sun2019finetune` saw BERT fail to converge on text classification at 4e-4.
 # We fine-tune the pre-trained arm again at {glue:text}`big_factor` times its chosen
-# rate, for the same {glue:text}`big_steps` updates as at the chosen rate, and measure
+# rate, for the same {glue:text}`big_steps` updates as at the chosen rate (seed
+# {glue:text}`big_seed`, the sweep's recipe), and measure
 # how far the encoder's weights moved
 # ($\lVert\theta-\theta_0\rVert/\lVert\theta_0\rVert$) and what the encoder still
 # knows about a task it was *not* trained on: ATIS intents, read from its sentence
 # embeddings of {glue:text}`n_ref` training queries in two ways, the intent of the
 # nearest one (1-NN) and a linear probe fitted on them, beside the majority intent of
-# those queries.
+# those queries. {glue:text}`large_where`
 
 # %% tags=["nbval-ignore-output"]
 pre_lr = few["chosen"][f"pre-trained/{heads['pre-trained']}"]["lr"]
-wild, wild_acc = fine_tune_arm("pre-trained", live_seeds[0], big_factor * pre_lr)
 atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
 queries = [" ".join(q) for q in atis_train.sentences[:300]]
 probes = [" ".join(q) for q in atis_test.sentences[:200]]
 ref_intents, probe_intents = atis_train.intents[:300], atis_test.intents[:200]
 intent_names = sorted(set(ref_intents))
 top_intent = Counter(ref_intents).most_common(1)[0][0]
-intent_majority = metrics.accuracy(probe_intents, [top_intent] * len(probes))
 
 
 def intent_accuracy(encoder):
@@ -687,21 +793,67 @@ def intent_accuracy(encoder):
     )
 
 
-tuned = live["pre-trained", live_seeds[0]].model
-forget = {"pre-trained": (0.0, *intent_accuracy(minilm))}
-for rate, m in ((f"lr {pre_lr:g}", tuned), (f"lr {big_factor * pre_lr:g}", wild.model)):
-    forget[rate] = (
-        training_diagnostics.weight_drift(m.encoder, minilm),
-        *intent_accuracy(m.encoder),
-    )
+def measured(ft, pred, lr):
+    """What this section reads from one run of the pre-trained arm: its curves, its
+    dev predictions, its drift and its ATIS intent readings."""
+    r = {"lr": lr, "steps": len(ft.losses), "losses": ft.losses,
+         "grad_norms": ft.grad_norms,
+         "dev_accuracy": metrics.accuracy(dev_live[1], pred),
+         "dev_top_share": Counter(pred).most_common(1)[0][1] / len(pred)}  # fmt: skip
+    knn, lin = intent_accuracy(ft.model.encoder)
+    drift = training_diagnostics.weight_drift(ft.model.encoder, minilm)
+    return {**r, "drift": drift, "intent_1nn": knn, "intent_probe": lin}
+
+
+seed0 = live_seeds[0]
+if large_live:  # the full profile: run here, on every dev sentence
+    wild, wild_pred = fine_tune_arm("pre-trained", seed0, big_factor * pre_lr)
+    knn, lin = intent_accuracy(minilm)
+    scratch_lr = few["chosen"]["scratch/" + heads["scratch"]]["lr"]
+    large = {
+        "settings": {"seed": seed0, "factor": big_factor, "n_dev": len(dev_live[0])},
+        "before": {"intent_1nn": knn, "intent_probe": lin},
+        "runs": {
+            "chosen rate": measured(live["pre-trained", seed0],
+                                    live_pred["pre-trained", seed0], pre_lr),
+            "large rate": measured(wild, wild_pred, big_factor * pre_lr),
+            "scratch": {"lr": scratch_lr, **{k: getattr(live["scratch", seed0], k)
+                                             for k in ("losses", "grad_norms")}},
+        },
+    }  # fmt: skip
+else:  # the quick profile: the same runs, committed by benchmarks/ch12_large_rate.py
+    large = benchmark.committed_result("ch12_large_rate.json")
+    ls = large["settings"]
+    assert ls["seed"] == seed0 and ls["factor"] == big_factor
+    assert all(ls[k] == s[k] for k in ("n_labels", "batch_size", "max_len", "eval_len"))
+    assert (ls["n_ref"], ls["n_probes"]) == (len(queries), len(probes))
+    assert large["top_intent"] == top_intent
+r_ok, r_big = large["runs"]["chosen rate"], large["runs"]["large rate"]
+assert math.isclose(r_ok["lr"], pre_lr)
+assert math.isclose(r_big["lr"], big_factor * pre_lr)
+assert r_big["steps"] == r_ok["steps"] == n_steps  # as many updates as the sweep's
+intent_majority = metrics.accuracy(probe_intents, [top_intent] * len(probes))
+forget = {
+    name: (r["drift"], r["intent_1nn"], r["intent_probe"])
+    for name, r in (("pre-trained", {"drift": 0.0, **large["before"]}),
+                    (f"lr {pre_lr:g}", r_ok), (f"lr {big_factor * pre_lr:g}", r_big))
+}  # fmt: skip
 print(f"majority intent ({top_intent}) of the {len(queries)} reference queries:",
       f"{intent_majority:.3f} of {len(probes)} test queries")  # fmt: skip
 for rate, (drift, knn, lin) in forget.items():
     print(f"{rate:>12}: weight drift {drift:.3f}, ATIS intent 1-NN {knn:.3f},",
           f"linear probe {lin:.3f}")  # fmt: skip
-print(f"dev accuracy at lr {big_factor * pre_lr:g}: {wild_acc:.3f}")
-assert len(wild.losses) == n_steps  # as many updates as at the chosen rate
-assert forget[f"lr {big_factor * pre_lr:g}"][0] > forget[f"lr {pre_lr:g}"][0]
+print(f"dev accuracy at lr {big_factor * pre_lr:g}: {r_big['dev_accuracy']:.3f}",
+      f"({large['settings']['n_dev']} sentences)")  # fmt: skip
+assert r_big["drift"] > r_ok["drift"]
+report.glue("large_where", (
+    "The runs are made here, on every dev sentence."
+    if large_live else
+    "The quick profile does not make these runs: it reads them from the committed "
+    "result of `benchmarks/ch12_large_rate.py`, which ran the code of this section "
+    "once (the full profile runs it here), and scores them on all "
+    f"{large['settings']['n_dev']} dev sentences."
+))  # fmt: skip
 
 # %% [markdown]
 # What did the large rate do? Two ways of failing are common. A loss that blows up and
@@ -713,13 +865,13 @@ assert forget[f"lr {big_factor * pre_lr:g}"][0] > forget[f"lr {pre_lr:g}"][0]
 # dev sentences given the most common answer:
 
 # %% tags=["nbval-ignore-output"]
-pred = finetune.predict_classes(wild.model, tok, dev_live[0], eval_len)
-same = Counter(pred).most_common(1)[0][1] / len(pred)  # the most common answer's share
-runs_seen = {"chosen rate": live["pre-trained", live_seeds[0]], "large rate": wild}
+same = r_big["dev_top_share"]  # the most common answer's share of the dev sentences
+runs_seen = {"chosen rate": r_ok, "large rate": r_big}
 tails = {
-    k: statistics.mean(r.losses[-len(r.losses) // 4 :]) for k, r in runs_seen.items()
+    k: statistics.mean(r["losses"][-len(r["losses"]) // 4 :])
+    for k, r in runs_seen.items()
 }
-peak = max(wild.losses)
+peak = max(r_big["losses"])
 print({k: round(v, 3) for k, v in tails.items()}, f"ln 2 = {math.log(2):.3f}")
 print(f"large rate: peak loss {peak:.2f}; most common answer on {same:.0%} of dev")
 tail = tails["large rate"]
@@ -780,7 +932,7 @@ if sweep_big[heads["pre-trained"]] is not None:
     ))  # fmt: skip
 else:
     report.glue("sweep_big", "the sweep did not run this rate")
-for glue_name, value in dict(d_ok=d_ok, d_big=d_big, wild_acc=wild_acc,
+for glue_name, value in dict(d_ok=d_ok, d_big=d_big, wild_acc=r_big["dev_accuracy"],
                              tail_big=tails["large rate"],
                              tail_ok=tails["chosen rate"]).items():  # fmt: skip
     report.glue(glue_name, value, "{:.3f}")
@@ -788,7 +940,9 @@ report.glue("peak", peak, "{:.2f}")
 report.glue("same", same, "{:.0%}")
 report.glue("verdict", verdict)
 report.glue("big_factor", big_factor)
-report.glue("big_steps", len(wild.losses))
+report.glue("big_steps", r_big["steps"])
+report.glue("big_seed", large["settings"]["seed"])
+report.glue("n_big_dev", large["settings"]["n_dev"])
 report.glue("n_probes", len(probes))
 
 
@@ -807,8 +961,8 @@ report.glue("knn_big", knn_words(k_big))
 # The verdict: {glue:text}`verdict` (last quarter of the updates
 # {glue:text}`tail_big` nats against {glue:text}`tail_ok` at the chosen rate, peak
 # {glue:text}`peak`, the most common answer on {glue:text}`same` of the dev
-# sentences; dev accuracy {glue:text}`wild_acc` on the first {glue:text}`n_live_dev`).
-# One run on part of dev; {glue:text}`sweep_big`. The encoder's weights moved by
+# sentences; dev accuracy {glue:text}`wild_acc` on {glue:text}`n_big_dev` of them).
+# One run; {glue:text}`sweep_big`. The encoder's weights moved by
 # {glue:text}`d_big` of their norm ({glue:text}`d_ok` at the chosen rate, asserted
 # smaller).
 #
@@ -820,20 +974,20 @@ report.glue("knn_big", knn_words(k_big))
 # embeddings scores {glue:text}`k0` (noise about ±{glue:text}`noise`, two standard
 # errors over the test queries): {glue:text}`probe_room`. After the chosen rate it
 # scores {glue:text}`k_ok` ({glue:text}`knn_ok`), after the large one
-# {glue:text}`k_big` ({glue:text}`knn_big`). One seed each. The curves of the large
-# rate, beside the live seed of each arm above:
+# {glue:text}`k_big` ({glue:text}`knn_big`). One seed each. The curves of the two
+# rates, beside the scratch arm's run of the same seed at its own chosen rate:
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels over the updates of three runs: the pre-trained arm at its chosen rate, the scratch arm at its chosen rate, and the pre-trained arm at ten times its rate. Left: the training loss of each, with ln 2, the loss of a 50/50 guess, as a dotted line. Right: the gradient norm before clipping on a log axis, with the clipping threshold 1 as a dashed line."}}
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-scratch_lr = few["chosen"]["scratch/" + heads["scratch"]]["lr"]
+r_scratch = large["runs"]["scratch"]
 curves = {
-    f"pre-trained, lr {pre_lr:g}": live["pre-trained", live_seeds[0]],
-    f"scratch, lr {scratch_lr:g}": live["scratch", live_seeds[0]],
-    f"pre-trained, lr {big_factor * pre_lr:g}": wild,
+    f"pre-trained, lr {pre_lr:g}": r_ok,
+    f"scratch, lr {r_scratch['lr']:g}": r_scratch,
+    f"pre-trained, lr {big_factor * pre_lr:g}": r_big,
 }
 for label, r in curves.items():
-    axes[0].plot(r.losses, label=label)
-    axes[1].semilogy(r.grad_norms, label=label)
+    axes[0].plot(r["losses"], label=label)
+    axes[1].semilogy(r["grad_norms"], label=label)
 axes[0].axhline(math.log(2), color="grey", ls=":", lw=1, label="ln 2 (50/50)")
 axes[1].axhline(1.0, color="grey", ls="--", lw=1, label="clip at 1")
 axes[0].set(xlabel="update", ylabel="training loss", title="training loss")
@@ -918,8 +1072,10 @@ print("MiniLM fine-tuned from the probe (LP-FT):", slot_scores)
 # chapter 5's quick edition (book/05_tokens_and_sentences.ipynb): test span F1 0.9334
 # after 400 updates of 64 queries and a fifth more at lr / 10, BIO Viterbi decoding
 ch05_f1, ch05_steps = 0.9334, 400 + 400 // 5
-assert slot_scores.f1 >= run.pick(quick=0.75, full=0.9)
-assert slot_scores.f1 > probe_slots.f1
+slot_floor = run.pick(quick=0.7, full=0.9)
+assert slot_scores.f1 >= slot_floor
+assert slot_scores.f1 > probe_slots.f1 + 0.05  # fine-tuning beats its starting point
+report.glue("slot_floor", slot_floor, "{:.2f}")
 for name, f1 in (("slot_probe_f1", probe_slots.f1), ("slot_f1", slot_scores.f1)):
     report.glue(name, f1, "{:.3f}")
 report.glue("slot_gap", ch05_f1 - slot_scores.f1, "{:.2f}")
@@ -938,8 +1094,9 @@ report.glue("tag_train_queries", len(tag_ex["train"]), "{:,}")
 # %% [markdown]
 # The span F1 on the first {glue:text}`n_atis_test` test queries is
 # {glue:text}`slot_probe_f1` for the probe on frozen features and {glue:text}`slot_f1`
-# after {glue:text}`atis_steps` updates of fine-tuning from it (the quick profile
-# scores part of the test split to save time; the full profile all of it). The gain
+# after {glue:text}`atis_steps` updates of fine-tuning from it (asserted at least
+# {glue:text}`slot_floor`, and more than 0.05 above the probe; the quick profile
+# scores part of the test split to save time, the full profile all of it). The gain
 # over the probe mixes two things: fine-tuning the encoder, and more labelled data (the
 # probe was fitted on the first {glue:text}`tag_pool` queries, fine-tuning draws from
 # {glue:text}`tag_train_queries`); a probe fitted on the same pool was not run, so the
@@ -1043,12 +1200,20 @@ sweep_text = (
     f"questions (those of the first {qs['dev_queries']} dev queries): F1 "
     + "; ".join(f"{x['f1']:.3f} at {x['lr']:g}" for x in qa_sweep["scores"])
 )
-if qa_lr == qa_sweep["chosen_lr"]:
+same_run = (qa_steps, train_queries) == (qs["steps"], qs["train_queries"])
+if qa_lr == qa_sweep["chosen_lr"] and same_run:
+    qa_lr_story = (
+        f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
+        f"page reads that committed result and trains the same run ({qa_steps} "
+        f"updates on the questions of {qa_train_text}, seed 0, at the chosen rate); "
+        "only the test questions are new to it."
+    )
+elif qa_lr == qa_sweep["chosen_lr"]:
     qa_lr_story = (
         f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
         f"page reads that committed result and trains {qa_steps} updates, on the "
         f"questions of {qa_train_text}, at the chosen rate; that the choice holds for "
-        "the longer run is an assumption this page does not test."
+        "this run is an assumption this page does not test."
     )
 else:  # the full profile: BERT's usual rate, not the sweep's choice
     qa_lr_story = (
@@ -1166,7 +1331,9 @@ marks = list(clock.items())
 for (section, t0), (_, t1) in zip(marks, marks[1:]):
     print(f"{section:<14} {t1 - t0:6.1f} CPU-s")
 chapter_cpu = clock["end"]
-n_updates = 2 * len(live_seeds) * n_steps + len(wild.losses) + atis_steps + qa_steps
+live_updates = sum(len(r.losses) for r in live.values())
+big_updates = r_big["steps"] if large_live else 0  # the quick profile reads its run
+n_updates = live_updates + big_updates + atis_steps + qa_steps
 print(f"{chapter_cpu:.0f} CPU-s in all; {n_updates} updates of MiniLM")
 report.glue("chapter_cpu", chapter_cpu, "{:.0f}")
 report.glue("n_updates", n_updates)
@@ -1176,22 +1343,43 @@ sweep_runs = [r for runs in few["selection_runs"].values() for r in runs] + [
 ] + [few["longer"]]  # fmt: skip
 report.glue("sweep_cpu_minutes", sum(r["cpu_seconds"] for r in sweep_runs) / 60,
             "{:.0f}")  # fmt: skip
+report.glue("updates_what", ", ".join(
+    f"{n} {what}" for n, what in (
+        (live_updates, "of the live few-label " + ("arm" if len(live_arms) == 1
+                                                   else "arms")),
+        (big_updates, "at the too-large rate"), (atis_steps, "on ATIS tags"),
+        (qa_steps, "on ATIS questions"),
+    ) if n
+))  # fmt: skip
+if not large_live:
+    large_cpu = sum(r["cpu_seconds"] for r in large["runs"].values())
+    report.glue("large_cpu", (
+        f"; the too-large rate's runs, with the chosen rate's and the scratch arm's "
+        f"beside them, come from `benchmarks/ch12_large_rate.py` (about "
+        f"{large_cpu / 60:.0f} CPU-minutes, committed)"
+    ))  # fmt: skip
+else:
+    report.glue("large_cpu", "")
+report.glue("probe_cut", "" if probe_here else (
+    "; the linear probe is the sweep's fit, not fitted again"
+))  # fmt: skip
 
 # %% [markdown]
 # This run took {glue:text}`chapter_cpu` CPU-seconds, with {glue:text}`n_updates`
-# updates of all-MiniLM-L6-v2 (two few-label arms, the too-large rate, ATIS, QA) and
+# updates of all-MiniLM-L6-v2 ({glue:text}`updates_what`) and
 # its predictions; the table above splits it by section. What we did to cut it: the
 # few-label experiment's seeds and rates come from the committed sweep (about
 # {glue:text}`sweep_cpu_minutes` CPU-minutes of fine-tuning runs), and the page re-runs
-# one seed of each arm; the live runs and the probe read the first
-# {glue:text}`n_live_dev` dev sentences, ATIS the first {glue:text}`n_atis_test` test
-# queries; the pre-trained
+# {glue:text}`live_plan`{glue:text}`large_cpu`{glue:text}`probe_cut`; the live runs
+# read the first {glue:text}`n_live_dev` dev sentences, ATIS the first
+# {glue:text}`n_atis_test` test queries, QA the questions of the first
+# {glue:text}`n_qa_test`; the pre-trained
 # MiniLM keeps its token embeddings frozen (half of its parameters, and AdamW's two
 # running averages of them); phrases are batched by length, so that batches carry
 # little padding; ATIS and QA train for {glue:text}`atis_steps` and
-# {glue:text}`qa_steps` updates, ATIS from a head fitted on frozen features. The
-# full profile runs every seed of the few-label arms here, and ATIS and QA for far
-# longer.
+# {glue:text}`qa_steps` updates, ATIS from a head fitted on frozen features, QA as
+# long as the run that chose its rate. The full profile runs every seed of the
+# few-label arms and the too-large rate here, and ATIS and QA for far longer.
 
 # %% [markdown]
 # ## What we added to the package
