@@ -2,6 +2,7 @@
 run stopped and resumed through its flags (the run itself: test_gpt_training.py); bert
 and t5 runs writing book checkpoints."""
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -67,3 +68,13 @@ def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
     assert len(h["history"]) == 3 and h["heldout"]
     with pytest.raises(SystemExit, match="gpt only"):
         train.main([family, "--recipe", "tiny", "--resume", "--out", str(tmp_path)])
+
+
+def test_t5_defaults_to_the_shipped_recipe_and_parses_scale_steps():
+    config, _ = train._parse(["t5"])
+    assert config == train.T5_RECIPES["atis-scaled"] and config.scale_steps
+    old, _ = train._parse(["t5", "--recipe", "atis-small"])
+    assert not old.scale_steps  # the first checkpoint's recipe: equal steps
+    assert dataclasses.replace(config, scale_steps=False) == old  # only that differs
+    config, _ = train._parse(["t5", "--recipe", "tiny", "--scale_steps", "true"])
+    assert config.scale_steps and config.d_model == 64

@@ -6,7 +6,8 @@ scored on, and T5's held-out scores beside the baselines (chapters 10 and 11).
 - T5 (chapter 10): ATIS's queries as streams of word ids with sentinels
   (:func:`atis_words`), the fixed draw of span-corrupted held-out windows
   (:func:`t5_heldout`), and a model's hidden-word accuracy and cross-entropy next to
-  the most-frequent-word, unigram and bigram baselines (:func:`t5_scores`).
+  the most-frequent-word, unigram and bigram baselines (:func:`t5_scores`), the
+  bigram's smoothing chosen on the dev windows (:func:`t5_bigram_k`).
 
 Every held-out draw uses :data:`HELDOUT_SEED`, so every model and baseline is scored on
 the same masks, pairs and windows. ``python -m transformer_book.train bert|t5``
@@ -29,6 +30,8 @@ __all__ = [
     "AtisWords",
     "atis_words",
     "t5_heldout",
+    "left_pairs",
+    "t5_bigram_k",
     "t5_scores",
 ]
 
@@ -104,22 +107,40 @@ def t5_heldout(atis: AtisWords, window: int, n_batches: int = 20,
     ]
 
 
-def t5_scores(model, atis: AtisWords, held_out: list) -> dict[str, float]:
+def left_pairs(atis: AtisWords,
+               held_out: list) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Every hidden word of ``held_out`` and the word to its left in the text
+    (:func:`span_corruption.left_neighbours`), in reading order. Shapes: -> left,
+    hidden (n_hidden,)."""
+    pairs = [span_corruption.left_neighbours(s, t, atis.sentinels, atis.eos)
+             for s, t in held_out]  # fmt: skip
+    return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+
+
+def t5_bigram_k(atis: AtisWords, window: int) -> tuple[float, dict[float, float]]:
+    """The add-k smoothing of the left bigram chosen on the *dev* windows
+    (:func:`t5_heldout` with ``split="dev"``, :func:`baselines.choose_bigram_k`): the
+    k and ``{k: dev nats}``."""
+    left, hidden = left_pairs(atis, t5_heldout(atis, window, split="dev"))
+    return baselines.choose_bigram_k(atis.train, len(atis.words), left, hidden)
+
+
+def t5_scores(model, atis: AtisWords, held_out: list,
+              bigram_k: float | None = None) -> dict[str, float]:  # fmt: skip
     """Hidden-word accuracy and cross-entropy (teacher-forced, sentinels and the end
     token left out) of ``model`` and of three baselines fitted on the training
     stream: the most frequent word, the unigram, and the left bigram (each hidden word
-    from the word to its left, :func:`span_corruption.left_neighbours`)."""
+    from the word to its left, :func:`left_pairs`), add-one smoothed (``bigram_*``)
+    and, with ``bigram_k`` (chosen on dev: :func:`t5_bigram_k`), add-k smoothed
+    (``tuned_bigram_*``)."""
     first_sentinel = min(atis.sentinels)
     is_word = lambda t: (t != atis.eos) & (t < first_sentinel)  # noqa: E731
     acc, nats = t5.target_scores(model, held_out, is_word)
-    pairs = [span_corruption.left_neighbours(s, t, atis.sentinels, atis.eos)
-             for s, t in held_out]  # fmt: skip
-    left = torch.cat([p[0] for p in pairs])
-    hidden = torch.cat([p[1] for p in pairs])
+    left, hidden = left_pairs(atis, held_out)
     V = len(atis.words)
     uni = baselines.unigram_log_probs(atis.train, V)
     bi = baselines.bigram_log_probs(atis.train, V)
-    return {
+    scores = {
         "accuracy": acc,
         "nats": nats,
         "hidden_words": len(hidden),
@@ -128,3 +149,11 @@ def t5_scores(model, atis: AtisWords, held_out: list) -> dict[str, float]:
         "bigram_accuracy": (bi[left].argmax(-1) == hidden).float().mean().item(),
         "bigram_nats": baselines.bigram_loss(bi, left, hidden),
     }
+    if bigram_k is not None:
+        tuned = baselines.bigram_log_probs(atis.train, V, bigram_k)  # (V, V)
+        scores["tuned_bigram_k"] = bigram_k
+        scores["tuned_bigram_accuracy"] = (
+            (tuned[left].argmax(-1) == hidden).float().mean().item()
+        )
+        scores["tuned_bigram_nats"] = baselines.bigram_loss(tuned, left, hidden)
+    return scores
