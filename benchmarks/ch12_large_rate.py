@@ -65,23 +65,6 @@ def chosen(few: dict, arm: str) -> tuple[str, float]:
     return head, few["chosen"][f"{arm}/{head}"]["lr"]
 
 
-def intent_accuracy(encoder, tok, queries, ref_intents, probes, probe_intents):
-    """ATIS intent accuracy from mean-pooled sentence embeddings: (1-NN, linear probe
-    fitted on the reference queries' embeddings)."""
-    names = sorted(set(ref_intents))
-    a, b = (bert.sentence_embeddings(encoder, tok, x) for x in (queries, probes))
-    nearest = (b @ a.T).argmax(1).tolist()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        head = probe.linear_probe(a, [names.index(i) for i in ref_intents])
-    with torch.no_grad():
-        linear = [names[i] for i in head(b).argmax(-1).tolist()]
-    return (
-        metrics.accuracy(probe_intents, [ref_intents[i] for i in nearest]),
-        metrics.accuracy(probe_intents, linear),
-    )
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--factor", type=float, default=FACTOR)
@@ -104,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     probes = [" ".join(q) for q in atis_test.sentences[: args.n_probes]]
     ref_intents = atis_train.intents[: args.n_ref]
     probe_intents = atis_test.intents[: args.n_probes]
-    intents = (tok, queries, ref_intents, probes, probe_intents)
+    intents = ((queries, ref_intents), (probes, probe_intents))
     top_intent = Counter(ref_intents).most_common(1)[0][0]
     pre_head, pre_lr = chosen(few, "pre-trained")
     scratch_head, scratch_lr = chosen(few, "scratch")
@@ -130,12 +113,12 @@ def main(argv: list[str] | None = None) -> dict:
         }  # fmt: skip
         if arm == "pre-trained":
             drift = training_diagnostics.weight_drift(ft.model.encoder, minilm)
-            knn, lin = intent_accuracy(ft.model.encoder, *intents)
+            knn, lin = probe.embedding_accuracy(ft.model.encoder, tok, *intents)
             runs[name].update(drift=drift, intent_1nn=knn, intent_probe=lin)
         runs[name]["cpu_seconds"] = time.process_time() - start
         print(name, {k: v for k, v in runs[name].items()
                      if k not in ("losses", "grad_norms")}, flush=True)  # fmt: skip
-    knn, lin = intent_accuracy(minilm, *intents)
+    knn, lin = probe.embedding_accuracy(minilm, tok, *intents)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
                             capture_output=True).stdout.strip()  # fmt: skip
     result = {

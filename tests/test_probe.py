@@ -83,3 +83,18 @@ def test_linear_probe_fits_a_head_per_class():
     assert (head(x).argmax(-1) == y).float().mean().item() > 0.95
     with pytest.raises(ValueError, match=r"features must be \(N, D\) with N = 2"):
         probe.linear_probe(x, [0, 1])
+
+
+def test_embedding_accuracy_reads_labels_by_nearest_and_by_probe(tok, encoder):
+    ref = (["to denver", "from boston", "to denver at 5", "from boston a.m."],
+           ["city", "airport", "city", "airport"])  # fmt: skip
+    # held-out copies of reference sentences: the nearest one is itself (cosine 1)
+    knn, lin = probe.embedding_accuracy(encoder, tok, ref, (ref[0][:2], ref[1][:2]))
+    assert knn == 1.0 and 0.0 <= lin <= 1.0
+    flipped = (ref[0][:2], ["airport", "city"])  # the same texts, the wrong labels
+    assert probe.embedding_accuracy(encoder, tok, ref, flipped)[0] == 0.0
+    state = torch.random.get_rng_state()
+    probe.embedding_accuracy(encoder, tok, ref, (ref[0][:2], ref[1][:2]))
+    assert torch.equal(state, torch.random.get_rng_state())  # caller's state untouched
+    with pytest.raises(ValueError, match="2 held-out texts for 1 labels"):
+        probe.embedding_accuracy(encoder, tok, ref, (ref[0][:2], ["city"]))

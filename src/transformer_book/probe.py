@@ -19,12 +19,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import metrics
+from .bert import BertModel, sentence_embeddings
 from .finetune import classification_batches, eval_batches, tagging_batches
 from .masks import masked_mean
 from .tagging import IGNORE, TaggingExample
 from .tokenizer import WordPiece
 
-__all__ = ["frozen_features", "token_features", "fit_head", "linear_probe"]
+__all__ = [
+    "frozen_features",
+    "token_features",
+    "fit_head",
+    "linear_probe",
+    "embedding_accuracy",
+]
 
 
 @torch.no_grad()
@@ -144,3 +152,39 @@ def linear_probe(
     head = nn.Linear(features.shape[1], max(2, int(y.max()) + 1))
     fit_head(head, features, y, weight_decay=weight_decay)
     return head
+
+
+def embedding_accuracy(
+    encoder: BertModel,
+    tok: WordPiece,
+    reference: tuple[Sequence[str], Sequence[str]],
+    held_out: tuple[Sequence[str], Sequence[str]],
+) -> tuple[float, float]:
+    """How well a sentence encoder's embeddings (:func:`bert.sentence_embeddings`) carry
+    a labelling, read two ways: ``held_out``'s (texts, labels) predicted from the
+    ``reference`` (texts, labels) by the nearest reference sentence (cosine, 1-NN) and
+    by a :func:`linear_probe` fitted on the reference embeddings (seeded with 0, the
+    caller's random state untouched). The encoder is read in eval mode, as
+    :func:`finetune.eval_batches` reads every model. Returns (1-NN accuracy, probe
+    accuracy)."""
+    (ref_texts, ref_labels), (texts, labels) = reference, held_out
+    if len(ref_texts) != len(ref_labels) or len(texts) != len(labels):
+        raise ValueError(
+            f"texts and labels must pair up, got {len(ref_texts)} reference texts for "
+            f"{len(ref_labels)} labels and {len(texts)} held-out texts for "
+            f"{len(labels)} labels"
+        )
+    names = sorted(set(ref_labels))
+    encoder.eval()  # no dropout
+    a = sentence_embeddings(encoder, tok, ref_texts)  # (N_ref, D), unit length
+    b = sentence_embeddings(encoder, tok, texts)  # (N, D)
+    nearest = (b @ a.T).argmax(1).tolist()  # (N,): the most similar reference
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        head = linear_probe(a, [names.index(y) for y in ref_labels])
+    with torch.no_grad():
+        linear = [names[i] for i in head(b).argmax(-1).tolist()]
+    return (
+        metrics.accuracy(labels, [ref_labels[i] for i in nearest]),
+        metrics.accuracy(labels, linear),
+    )
