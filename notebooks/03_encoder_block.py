@@ -26,8 +26,9 @@
 # - predict, from the initialisation alone, how fast gradients vanish in a plain deep
 #   stack, and measure what residual connections add beyond that (an identity path for
 #   the gradient) and what they do not (a sensible scale); in this chapter's short
-#   training runs, a deep stack trains well only when its residual branches start
-#   small;
+#   training runs, the residual stacks whose branches start small trained well and
+#   those whose branches start as large as the stream did not, and a plain deep stack
+#   stalled for a reason outside the model: Adam's $\epsilon$;
 # - write LayerNorm from scratch and say how it differs from BatchNorm, in training and
 #   in evaluation;
 # - assemble the post-norm block ("Add & Norm", with dropout) and check it against
@@ -312,7 +313,9 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
 for (arch, init), g in grad.items():
     kw = dict(color=colors[arch], ms=4, label=f"{arch}, {init}", **style[init])
     ax1.plot(depths, 10 ** mean[arch, init], **kw)
-    ax1.fill_between(depths, g.amin(1), g.amax(1), color=colors[arch], alpha=0.2)
+    band = (dict(facecolor="none", edgecolor=colors[arch], hatch="///", lw=0)
+            if init == "He" else dict(color=colors[arch], alpha=0.2))  # fmt: skip
+    ax1.fill_between(depths, g.amin(1), g.amax(1), **band)  # seeds' min to max
     if (arch, init) not in [("plain", "default"), ("residual", "He")]:
         ax2.plot(depths, 10 ** (mean[arch, init] - mean[arch, init][0]), **kw)
 predicted, label = (19 / 18) ** ((Ls - 1) / 2), r"$(19/18)^{(L-1)/2}$"
@@ -433,9 +436,11 @@ assert abs(math.log(out_std["plain", "default"][-1] / fixed_point)) < math.log(1
 #
 # ### Does a deep stack train?
 #
-# A healthy gradient at the start does not guarantee that a stack trains; and with an
-# optimiser like Adam, which rescales every parameter's step, a small gradient is not
-# by itself the obstacle either. The real test is training. Each stack now learns a
+# A healthy gradient at the start does not guarantee that a stack trains. Nor is a
+# small gradient by itself the obstacle with an optimiser like Adam, which rescales
+# every parameter's step by the size of that parameter's recent gradients, down to a
+# limit, its $\epsilon$, whose effect this section measures. The real test is
+# training. Each stack now learns a
 # fixed random function, a small "teacher" network $y = 1.5 \tanh(xA)\,B$ with
 # $x \in \mathbb{R}^{d}$ (`deep_stacks.teacher_task` draws it and its inputs), from
 # fresh random inputs at
@@ -448,11 +453,16 @@ assert abs(math.log(out_std["plain", "default"][-1] / fixed_point)) < math.log(1
 # neighbour is lower, training only the rates it visits. That finds the grid's best
 # rate whenever the dev loss has a single minimum over the grid.
 #
-# Six arms: plain, residual and Add & Norm stacks, each with PyTorch's default
-# initialisation and with He's. The arms with He initialisation separate the skip
-# connection, and the norm, from the initialisation: PyTorch's default makes every
-# residual branch small (1/18 of the stream, above), He's makes it as large as the
-# stream.
+# Seven arms: plain, residual and Add & Norm stacks, each with PyTorch's default
+# initialisation and with He's, and one more residual stack. The arms with He
+# initialisation separate the skip connection, and the norm, from the initialisation:
+# PyTorch's default makes every residual branch small (1/18 of the stream, above), He's
+# makes it as large as the stream. But the two initialisations differ in three ways at
+# once: the branch's scale, the biases (uniform against zero) and the weights'
+# distribution (uniform against normal). The seventh arm isolates the scale: He's
+# initialisation with every branch's last layer scaled by $\alpha = 1/\sqrt{18}$, so
+# that it starts as small as the default's, with He's normal weights and zero biases
+# ("He, α").
 
 # %%
 task = deep_stacks.teacher_task(train_width, train_steps, device=run.device)
@@ -465,20 +475,33 @@ print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 # initialisation) per seed with Adam, one step per batch, and returns the dev and the
 # test loss of every seed:
 
+
 # %% tags=["nbval-ignore-output"]
+def he_small_(ff: blocks.FeedForward) -> blocks.FeedForward:
+    """He's initialisation with the branch scaled by α = 1/√18, the default's scale."""
+    he_init_(ff)
+    with torch.no_grad():
+        ff.down_proj.weight.mul_(18**-0.5)  # α·F(x): W2 scaled, b2 is zero
+    return ff
+
+
+TRAIN_INITS = {**INITS, "He, α": he_small_}
 ARMS = [(arch, init) for arch in ARCHS for init in INITS]  # 3 stacks × 2 inits
+ARMS.append(("residual", "He, α"))  # ... and the branch scale on its own
 lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
 
 
-def walk_the_grid(depth: int, arch: str, init) -> tuple[int, dict]:
+def walk_the_grid(depth: int, arch: str, init, eps: float = 1e-8) -> tuple[int, dict]:
     """Start at the middle rate and move to the neighbour with the lower dev loss (mean
-    over the seeds) until neither neighbour is lower; train only the rates visited."""
+    over the seeds) until neither neighbour is lower; train only the rates visited.
+    ``eps``: Adam's ε."""
     runs = {}  # grid index -> (dev, test) losses per seed
 
     def dev(i: int) -> float:
         if i not in runs:
-            runs[i] = deep_stacks.train_stacks(depth, arch, init, lrs[i], **task)
+            runs[i] = deep_stacks.train_stacks(depth, arch, init, lrs[i], **task,
+                                               eps=eps)  # fmt: skip
         return runs[i][0].mean().nan_to_num(torch.inf).item()
 
     i = len(lrs) // 2
@@ -492,7 +515,7 @@ def walk_the_grid(depth: int, arch: str, init) -> tuple[int, dict]:
 test_loss, best_lr, tried = {}, {}, {}
 for depth in train_depths:
     for arm in ARMS:
-        best, runs = walk_the_grid(depth, arm[0], INITS[arm[1]])
+        best, runs = walk_the_grid(depth, arm[0], TRAIN_INITS[arm[1]])
         best_lr[depth, arm], test_loss[depth, arm] = lrs[best], runs[best][1].cpu()
         tried[depth, arm] = sorted(runs)
 n_runs = sum(len(t) for t in tried.values())
@@ -511,6 +534,7 @@ GLUED = {
     "plain_he": ("plain", "He"),
     "residual": ("residual", "default"),
     "residual_he": ("residual", "He"),
+    "residual_he_a": ("residual", "He, α"),
     "res_ln": ("residual + LayerNorm", "default"),
     "res_ln_he": ("residual + LayerNorm", "He"),
 }
@@ -523,7 +547,11 @@ report.glue("train_steps", train_steps)
 worst = max(test_loss[shallow, arm].mean().item() for arm in ARMS)
 report.glue("shallow_worst", worst, "{:.2f}")
 assert all(test_loss[shallow, arm].max() < 0.5 for arm in ARMS)  # shallow: all learn
-small = [("residual", "default"), ("residual + LayerNorm", "default")]  # small branches
+small = [
+    ("residual", "default"),
+    ("residual + LayerNorm", "default"),
+    ("residual", "He, α"),
+]  # the arms whose branches start small
 for depth in deep:
     plain = torch.cat([test_loss[depth, ("plain", i)] for i in INITS])
     # skip and default init together: every run beats every plain run
@@ -539,12 +567,25 @@ for depth in deep:
         # Add & Norm with He's large branches: far behind it with small ones
         ln_he = test_loss[depth, ("residual + LayerNorm", "He")]
         assert ln_he.min() > 2 * test_loss[depth, small[1]].max()
+        # He's branches scaled to the default's size: every seed far ahead of He's
+        # full-size branches, and most of the gap to the default closed (below)
+        assert test_loss[depth, small[2]].max() < 0.5 < 1.0 < res_he.min()
         # every arm behind its own 2-layer version, in every seed; the ones with small
-        # branches lose less than half what the plain He stack loses
+        # branches lose less than half what any other arm loses
         for arm in ARMS:
             assert test_loss[depth, arm].min() > test_loss[shallow, arm].max(), arm
         lost = {a: (test_loss[depth, a] - test_loss[shallow, a]).mean() for a in ARMS}
-        assert max(lost[a] for a in small) < lost[he] / 2
+        others = [a for a in ARMS if a not in small]
+        assert max(lost[a] for a in small) < min(lost[a] for a in others) / 2
+# the share of the gap between He's residual arm and the default's that scaling He's
+# branches by α closes, at the first deep depth
+res_he, res_a, res = (test_loss[deep[0], ("residual", i)].mean()
+                      for i in ("He", "He, α", "default"))  # fmt: skip
+closed = ((res_he - res_a) / (res_he - res)).item()
+print(f"depth {deep[0]}: scaling He's branches by α closes {closed:.0%} of the gap")
+report.glue("gap_closed", 100 * closed, "{:.0f}")
+if run.profile == "quick":
+    assert closed > 0.8
 edge = [k for k, v in best_lr.items() if v in (lrs[0], lrs[-1])]
 print("chosen rates at an end of the grid:", edge or "none")
 at_edge = "; ".join(f"{', '.join(arm)} at depth {d}" for d, arm in edge)
@@ -564,61 +605,148 @@ report.glue("edge_arms", at_edge or "none")
 # {glue:text}`edge_arms`. For those, the walk found the grid's best rate, and a rate
 # past the end might do better; nothing below rests on them.
 #
-# Why does the default plain stack learn nothing at all? Not for want of gradient
-# alone: Adam divides each parameter's step by the size of that parameter's recent
-# gradients, so even a tiny gradient moves a weight. What fails is the forward pass.
-# The input's share of the output shrinks by $\sqrt{18}$ per sublayer, while the biases
-# hold the output at the fixed point found above. The next cell measures how much the
-# output of such a stack, at the trained depth and width, changes from one random input
-# to another, relative to its size: computed in float64, and in float32 as the stacks
-# were trained.
+# Why does the default plain stack learn nothing at all? Its gradient is tiny, but Adam
+# divides each parameter's step by the size of that parameter's recent gradients, so a
+# tiny gradient alone should not stop it. It does stop it, because of the constant in
+# that division. Adam keeps running averages $\hat m$ of each parameter's gradient $g$
+# and $\hat v$ of $g^2$ and steps by
+#
+# $$
+# \theta \leftarrow \theta - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v} + \epsilon},
+# \qquad \text{first step: } \mathrm{lr}\,\frac{g}{\lvert g \rvert + \epsilon},
+# $$
+#
+# with $\epsilon = 10^{-8}$ by default (at the first step $\hat m = g$ and
+# $\hat v = g^2$). A gradient well above $\epsilon$ gets a step of about lr, whatever
+# its size; a gradient far below it gets about $\mathrm{lr} \cdot \lvert g \rvert /
+# \epsilon$, a step shrunk by as much as the gradient. The next cell takes the plain
+# default stacks as they were trained (depth {glue:text}`deep_depth`, the same width),
+# computes the gradient of the training loss on the first batch, and prints each
+# layer's mean $\lvert \partial L / \partial W_1 \rvert$ and Adam's first step as a
+# fraction of lr, $\lvert g \rvert / (\lvert g \rvert + \epsilon)$, averaged over
+# the layer's weights.
 
 # %% tags=["nbval-ignore-output"]
-x, share = torch.randn(256, train_width), {}  # 256 random inputs
-for dtype in (torch.float64, torch.float32):
-    W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds), dtype)
-    with torch.no_grad():
-        y = deep_stacks.stack_forward(x.to(dtype), W, "plain")  # (S, 256, d)
-    share[dtype] = ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
-eps = torch.finfo(torch.float32).eps  # float32's relative resolution
-print(f"plain, default, depth {deep[0]}: the output varies between inputs by")
-print(f"{share[torch.float64]:.1e} of its size in float64, {share[torch.float32]:.1e}"
-      f" in float32, whose resolution is {eps:.1e}")  # fmt: skip
-report.glue("share64", share[torch.float64], "{:.1e}")
-report.glue("share32", share[torch.float32], "{:.1e}")
-report.glue("eps32", eps, "{:.1e}")
-assert share[torch.float64] < eps and share[torch.float32] < 10 * eps
+adam_eps = torch.optim.Adam([torch.zeros(1)]).defaults["eps"]  # PyTorch's default ε
+W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds),
+                            device=run.device)  # fmt: skip
+head = nn.Linear(train_width, train_width).to(run.device)  # a read-out, default init
+xb = train_x[0]  # (N, d): the first training batch
+loss = (head(deep_stacks.stack_forward(xb, W, "plain")) - teacher(xb)).pow(2)
+loss.mean(dim=(1, 2)).sum().backward()  # as train_stacks: one loss per seed, summed
+g_abs = W[0].grad.abs().transpose(0, 1).flatten(1)  # (depth, S·d·4d): each |∂L/∂W1|
+first_step = (g_abs / (g_abs + adam_eps)).mean(1)  # (depth,): Adam's first step / lr
+g_mean = g_abs.mean(1)  # (depth,)
+print(f"Adam's ε = {adam_eps:.0e}; plain, default, depth {deep[0]}, first batch")
+print(f"{'layer':>5}{'mean |∂L/∂W1|':>16}{'first step / lr':>17}")
+for i, (g_l, s_l) in enumerate(zip(g_mean.tolist(), first_step.tolist()), start=1):
+    print(f"{i:>5}{g_l:>16.1e}{s_l:>17.1e}")
+frozen = int((first_step < 0.01).sum())  # layers that move by under 1 % of lr
+report.glue("adam_eps", adam_eps, "{:.0e}")
+report.glue("grad_first", g_mean[0].item(), "{:.0e}")
+report.glue("grad_last", g_mean[-1].item(), "{:.0e}")
+report.glue("step_first", first_step[0].item(), "{:.0e}")
+report.glue("step_last", first_step[-1].item(), "{:.2f}")
+report.glue("n_frozen", frozen)
+assert g_mean[0] < 1e-3 * adam_eps and first_step[0] < 1e-3  # the bottom: frozen
+assert first_step[-1] > 0.3 and 2 <= frozen < deep[0]  # the top moves
 
 # %% [markdown]
-# The input moves the output by {glue:text}`share64` of its size, below float32's
-# resolution of {glue:text}`eps32`; in float32 what is left, {glue:text}`share32`, is
-# no more than rounding. The information about the input is rounded away before it
-# reaches the read-out: the stack starts out as a constant function, and the best a
-# constant can do is predict the average.
+# The first layer's gradient is {glue:text}`grad_first`, far below
+# $\epsilon$ = {glue:text}`adam_eps`, and its first step is {glue:text}`step_first`
+# of lr. The lowest {glue:text}`n_frozen` layers move by less than 1 % of lr per step:
+# Adam leaves the bottom of the stack where it started. The top layer, with a gradient
+# of {glue:text}`grad_last`, moves at {glue:text}`step_last` of lr.
 #
-# The two arms with He initialisation show that the skip connection does not do it
-# alone, with or without the norm. The residual stack with He initialisation ends at
+# The upper layers move, yet they cannot learn a function of $x$ from what reaches
+# them: the input's share of the signal shrinks by $\sqrt{18}$ per sublayer, while the
+# biases hold it at the fixed point found above. The next cell measures, in float64,
+# how much the output of such a stack changes from one random input to another,
+# relative to its size.
+
+# %% tags=["nbval-ignore-output"]
+x = torch.randn(256, train_width, dtype=torch.float64)  # 256 random inputs
+W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds), torch.float64)
+with torch.no_grad():
+    y = deep_stacks.stack_forward(x, W, "plain")  # (S, 256, d)
+share = ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
+print(f"plain, default, depth {deep[0]}: the output varies between inputs by "
+      f"{share:.1e} of its size")  # fmt: skip
+report.glue("share64", share, "{:.1e}")
+assert share < 1e-7
+
+# %% [markdown]
+# The input moves the output by {glue:text}`share64` of its size: what reaches the top
+# of the stack is nearly the same for every input. Only the lower layers, which still
+# see $x$, could make it depend on $x$ again, and those are the ones that $\epsilon$
+# freezes. If that is the mechanism, a smaller $\epsilon$ should let the same stack
+# learn, in the same float32 arithmetic. The control arm trains the plain default
+# stacks again with $\epsilon = 10^{-20}$, its rate chosen on dev by the same walk:
+
+# %% tags=["nbval-ignore-output"]
+arm = ("plain", "default")
+best, runs = walk_the_grid(deep[0], "plain", None, eps=1e-20)  # None: the default
+control, base = runs[best][1].cpu(), test_loss[deep[0], arm]
+seen = " ".join(f"{lrs[i]:.0e}" for i in sorted(runs))
+print(f"plain, default, depth {deep[0]}, test loss / variance per seed:")
+print(f"  ε = {adam_eps:.0e}, lr {best_lr[deep[0], arm]:.0e}: {show(base)}")
+print(f"  ε = 1e-20, lr {lrs[best]:.0e}: {show(control)}   (tried {seen})")
+n_below = int((control < 0.95).sum())
+report.glue("deep_plain_default", base.mean().item(), "{:.2f}")
+report.glue("ctl_mean", control.mean().item(), "{:.2f}")
+report.glue("ctl_range", f"{control.min():.2f}–{control.max():.2f}")
+report.glue("ctl_lr", f"{lrs[best]:.0e}")
+report.glue("ctl_below", n_below)
+report.glue("n_seeds", n_seeds)
+if run.profile == "quick":  # the prose describes the quick profile's edition
+    assert base.min() > 0.95 and n_below >= 2 and control.mean() < 0.95
+    residual_worst = test_loss[deep[0], ("residual", "default")].max()
+    assert control.min() > residual_worst + 0.3  # far behind the residual stacks
+
+# %% [markdown]
+# With $\epsilon = 10^{-20}$, at rate {glue:text}`ctl_lr`, the same stacks reach
+# {glue:text}`ctl_mean` (seeds {glue:text}`ctl_range`; {glue:text}`ctl_below` of
+# {glue:text}`n_seeds` below 0.95), against {glue:text}`deep_plain_default` with the
+# default $\epsilon$. Only $\epsilon$ changed, in the same float32 arithmetic and from
+# the same nearly constant start: it was Adam's $\epsilon$, meeting gradients of
+# {glue:text}`grad_first`, that held the lower layers, and with them the stack, where
+# they started. A stack that starts out nearly constant can still learn once its lower
+# layers move. A tiny $\epsilon$ is a diagnostic here, not a recipe: the stacks still
+# end far behind the residual ones.
+#
+# The three residual arms without the norm take the initialisation's three differences
+# apart. With He's full-size branches the residual stack ends at
 # {glue:text}`deep_residual_he`, worse than predicting the average and worse than the
 # plain He stack, in every seed: its stream grows as $2^{L/2}$ (the table of output
 # standard deviations above), and {glue:text}`train_steps` steps of Adam, at rates up
-# to $3 \cdot 10^{-2}$, do not undo that. The Add & Norm stack with He initialisation
-# keeps its stream at standard deviation 1 and still reaches only
-# {glue:text}`deep_res_ln_he`, behind the default-initialised Add & Norm stack in every
-# seed (the plain He stack: {glue:text}`deep_plain_he`). Under He initialisation each
-# LayerNorm divides its sum by about $\sqrt 2$, and the skip path with it: over $L$
-# layers the skip term shrinks as $2^{-L/2}$ (section 1's table), so this stack starts
-# out much like a plain one. What trains well here is the skip connection *together
-# with* branches that start small, as PyTorch's default makes them, with or without
-# the norm; exercise 4 asks how small a branch should start.
+# to $3 \cdot 10^{-2}$, do not undo that. Scaled by $\alpha$ to the default's size,
+# with He's normal weights and zero biases kept, the same branches reach
+# {glue:text}`deep_residual_he_a`, against {glue:text}`deep_residual` with the default:
+# the scale alone closes {glue:text}`gap_closed` % of the gap between the two. Here the
+# branch's starting scale, not the biases or the weights' distribution, is most of
+# what separates He's residual stack from the default's.
+#
+# The Add & Norm stack with He initialisation keeps its stream at standard deviation 1
+# and still reaches only {glue:text}`deep_res_ln_he`, behind the default-initialised
+# Add & Norm stack in every seed (the plain He stack: {glue:text}`deep_plain_he`).
+# Under He initialisation each LayerNorm divides its sum by about $\sqrt 2$, and the
+# skip path with it: over $L$ layers the skip term shrinks as $2^{-L/2}$ (section 1's
+# table), so this stack starts out much like a plain one. What trained well here is
+# the skip connection *together with* branches that start small, without the norm
+# (PyTorch's default, or He's scaled by $\alpha$) and with it (the default; the scaled
+# arm was trained without the norm only); exercise 4 asks how small a branch should
+# start.
 #
 # He et al. {cite}`he2016deep` saw deeper plain networks train to a *higher training
 # error* than shallower ones, and called it degradation. This experiment measures
 # something narrower: after a fixed, short budget of {glue:text}`train_steps` steps,
-# every arm is behind its own 2-layer version, in every seed (asserted). The two with
-# small branches lose least: the residual stack goes from
-# {glue:text}`shallow_residual` to {glue:text}`deep_residual`, the Add & Norm stack
-# from {glue:text}`shallow_res_ln` to {glue:text}`deep_res_ln`, while the plain He
-# stack goes from {glue:text}`shallow_plain_he` to {glue:text}`deep_plain_he`. That
+# every arm is behind its own 2-layer version, in every seed (asserted). The three with
+# small branches lose least, less than half what any other arm loses: the residual
+# stack goes from {glue:text}`shallow_residual` to {glue:text}`deep_residual`, the Add
+# & Norm stack from {glue:text}`shallow_res_ln` to {glue:text}`deep_res_ln`, the scaled
+# He stack from {glue:text}`shallow_residual_he_a` to {glue:text}`deep_residual_he_a`,
+# while the plain He stack goes from {glue:text}`shallow_plain_he` to
+# {glue:text}`deep_plain_he`. That
 # fits deep stacks that train more slowly as well as ones that train to a worse end
 # point; a run this short cannot tell the two apart.
 
@@ -968,10 +1096,13 @@ print("evaluation == no dropout:        ", torch.equal(noisy(x), clean(x)))
 # The other arrangement, **pre-norm**, normalises the input of each sublayer instead,
 # $x + F(\mathrm{LayerNorm}(x))$, so that the skip path runs from the block's input to
 # its output untouched; the package builds it with `norm_first=True`, and Exercise 2
-# below asks you to write it. Post-norm is the fragile one in deep stacks: at
-# initialisation the gradients of its parameters near the output are large, so it
-# needs a learning-rate warm-up to train well, and pre-norm can do without one
-# {cite}`xiong2020layer`. Chapter 6 measures both.
+# below asks you to write it. Xiong et al. {cite}`xiong2020layer` found post-norm the
+# fragile one in deep transformer stacks (attention and feed-forward sublayers, trained
+# with Adam): at initialisation the gradients of its parameters near the output are
+# large, so it needs a learning-rate warm-up to train well, and pre-norm can do without
+# one. Section 1's Add & Norm stacks, feed-forward sublayers only, trained without
+# warm-up; they do not test that finding. Chapter 6 measures both arrangements in full
+# blocks.
 #
 # ## 5. Stacking blocks
 #
@@ -1168,12 +1299,20 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 #   Norm, reached {glue:text}`deep_residual` and {glue:text}`deep_res_ln`, the plain He
 #   stack {glue:text}`deep_plain_he`. With He's large branches, at this short budget,
 #   the residual stack reached {glue:text}`deep_residual_he`, worse than the plain one,
-#   and the Add & Norm stack {glue:text}`deep_res_ln_he`. A residual connection does not
-#   control the scale: each residual layer adds its branch's variance, which small
+#   and the Add & Norm stack {glue:text}`deep_res_ln_he`; He's branches scaled down to
+#   the default's size reached {glue:text}`deep_residual_he_a`, so the branch's scale,
+#   not the biases or the weights' distribution, made most of that difference. A
+#   residual connection does not control the scale: each residual layer adds its
+#   branch's variance, which small
 #   branches keep small; a LayerNorm after the sum takes the scale back, but under He
 #   initialisation it shrinks the skip path with it. Whether a longer run closes these
 #   gaps, a run this short cannot say. Every stack, residual or not, was behind its own
 #   2-layer version after the same steps.
+# - The default plain stack learned nothing because of Adam's $\epsilon$ =
+#   {glue:text}`adam_eps`: its lowest layers' gradients, about {glue:text}`grad_first`,
+#   get steps of about lr·|g|/ε, so they stay where they started, and the input's share
+#   of what reaches the top is {glue:text}`share64`. With $\epsilon = 10^{-20}$ the same
+#   stacks reached {glue:text}`ctl_mean`.
 # - LayerNorm standardises each token over its features (biased variance, learnable
 #   $\gamma$ and $\beta$). BatchNorm standardises each feature over the batch, which ties
 #   one sentence's output to the others and needs running averages for evaluation.

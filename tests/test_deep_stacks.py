@@ -65,6 +65,31 @@ def test_train_stacks_learns_a_linear_teacher():
     assert loss.shape == (2,) and (loss < 0.2).all()  # 1.0: predicting the mean
 
 
+def test_train_stacks_passes_eps_to_adam(monkeypatch):
+    # a plain default stack of 16: layer 1's gradient is ~1e-12, far below Adam's
+    # default ε = 1e-8. Adam's first step is lr·g/(|g| + ε): about lr·|g|/ε with the
+    # default, lr·sign(g) with ε = 1e-20. One step, then read layer 1's W1 back.
+    make, trained = deep_stacks.make_stacks, []
+
+    def keep(*args, **kwargs):  # make_stacks, keeping the tensors train_stacks trains
+        trained.append(make(*args, **kwargs))
+        return trained[-1]
+
+    monkeypatch.setattr(deep_stacks, "make_stacks", keep)
+    gen = torch.Generator().manual_seed(0)
+    train_x, test_x = torch.randn(1, 32, 8, generator=gen), torch.randn(16, 8)
+    moved = {}
+    for eps in (1e-8, 1e-20):
+        deep_stacks.train_stacks(16, "plain", None, 1e-3, [0], torch.tanh, train_x,
+                                 [test_x], eps=eps)  # fmt: skip
+        start = make(16, 8, None, [0])[0][0, 0]  # layer 1's W1, at init
+        moved[eps] = (trained[-1][0][0, 0] - start).abs().detach()
+    assert moved[1e-8].max() < 1e-2 * 1e-3  # frozen: under 1 % of lr
+    steps = moved[1e-20][moved[1e-20] > 0]  # entries with a gradient (ReLU alive)
+    assert steps.numel() > 0.3 * moved[1e-20].numel()
+    torch.testing.assert_close(steps, torch.full_like(steps, 1e-3))  # lr·sign(g)
+
+
 def test_teacher_task_is_seeded_and_shaped():
     teacher, train_x, dev_x, test_x = deep_stacks.teacher_task(4, steps=3, n_eval=10)
     again = deep_stacks.teacher_task(4, steps=3, n_eval=10)

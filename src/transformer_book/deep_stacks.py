@@ -172,11 +172,16 @@ def train_stacks(
     teacher: Callable[[Tensor], Tensor],
     train_x: Tensor,
     eval_x: Sequence[Tensor],
+    eps: float = 1e-8,
 ) -> list[Tensor]:
     """Train one stack plus a linear read-out per seed with Adam, one step per batch
     of ``train_x``, to match ``teacher``; return the loss on each of ``eval_x`` as a
     fraction of the target's variance. Shapes: train_x (steps, N, d), eval_x[i]
-    (M, d) -> [(S,), ...]; the device is train_x's."""
+    (M, d) -> [(S,), ...]; the device is train_x's.
+
+    ``eps`` is Adam's ε (Kingma and Ba, 2015), added to the root of each parameter's
+    running second moment: a gradient far below it gets a step of about lr·|g|/ε
+    instead of about lr. 1e-8 is PyTorch's default."""
     d, device = train_x.shape[-1], train_x.device
     W = make_stacks(depth, d, init, seeds, device=device)
     heads = [nn.Linear(d, d) for _ in seeds]  # default init
@@ -187,7 +192,7 @@ def train_stacks(
     def predict(x: Tensor) -> Tensor:
         return stack_forward(x, W, arch) @ head[0] + head[1]  # (S, N, d)
 
-    optimiser = torch.optim.Adam([*W, *head], lr=lr)
+    optimiser = torch.optim.Adam([*W, *head], lr=lr, eps=eps)
     for x in train_x:
         # one loss per stack, summed: each stack's weights get its own loss's gradient
         loss = (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)).sum()
