@@ -29,7 +29,8 @@
 # - train a token classifier that tags every word of a query with its slot (slot filling),
 #   choosing what needs choosing on a development split and scoring the test split once;
 # - explain why token accuracy flatters a tagger, and score it by spans (precision,
-#   recall, F1) against the all-"O" baseline;
+#   recall, F1) against the all-"O" baseline and a lookup table that reads each word
+#   alone;
 # - decode the most likely tag sequence that obeys the BIO rules (Viterbi);
 # - classify whole sentences (the query's intent) from a prepended [CLS] vector or from
 #   the average of the contextual vectors, and compare the two over several seeds.
@@ -59,6 +60,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from transformer_book import (
+    baselines,
     batching,
     bio,
     checks,
@@ -196,7 +198,9 @@ for previous in (None, "from", "to"):
 # `positions="relative"` for it; `positions="learned"` would add BERT-style absolute
 # vectors instead. This choice follows from the argument above, not from data: the
 # chapter never trains the slot model with `positions="learned"`, so it does not know
-# how much the relative bias gains over it on ATIS.
+# how much the relative bias gains over it on ATIS. What reading the neighbours gains
+# over the word alone, though, it does measure: section 6 builds a lookup table that
+# tags each word by itself, and section 9 scores it beside the model.
 #
 # ## 4. A token classifier: one block and a linear layer per token
 #
@@ -436,11 +440,33 @@ report.glue(
 # Most words are outside every slot, so a "model" that answers `O` for every word already
 # scores well. Any accuracy has to be read against that majority baseline. We score on
 # dev, the split this chapter's choices look at; the test split waits for section 9.
+#
+# The all-`O` baseline reads no word at all. A stronger one reads each word, but only
+# the word: tag it with the tag it has most often in the training data
+# (`baselines.majority_class` of its training tags), and tag a word that training never
+# shows `O`. This lookup table is section 3's "the word alone" as a tagger: no model, no
+# training, and every *boston* gets the same tag, wherever it stands. Whatever the model
+# scores above it, the model owes to reading the other words of the query.
 
 # %%
 all_o = [["O"] * len(s) for s in dev.sentences]
 baseline = metrics.token_accuracy(dev.tags, all_o)
 print(f"dev token accuracy of the all-'O' baseline: {baseline:.4f}")
+seen_tags = defaultdict(list)  # word -> every tag it gets in train
+for sent, tags in zip(train.sentences, train.tags):
+    for word, tag in zip(sent, tags):
+        seen_tags[word].append(tag)
+word_tag = {word: baselines.majority_class(tags) for word, tags in seen_tags.items()}
+
+
+def lookup_tags(sentences):
+    """Each word's most frequent training tag; "O" for a word never seen in training."""
+    return [[word_tag.get(word, "O") for word in sent] for sent in sentences]
+
+
+dev_lookup = lookup_tags(dev.sentences)
+lookup_acc = metrics.token_accuracy(dev.tags, dev_lookup)
+print(f"dev token accuracy of the lookup table:     {lookup_acc:.4f}")
 
 # %% tags=["nbval-ignore-output"]
 dev_pred = tags_for(slot_model, dev.sentences)
@@ -449,6 +475,7 @@ acc_slots = metrics.token_accuracy(dev.tags, dev_pred, ignore="O")
 print(f"dev token accuracy, model:                  {acc:.4f}")
 print(f"model, only the tokens whose gold tag != O: {acc_slots:.4f}")
 assert acc > 0.9 and acc_slots < acc, "the O words lift the model's accuracy"
+assert acc > lookup_acc + 0.05, "the model beats the word-by-word lookup"
 
 # %% [markdown]
 # ## 7. Scoring by spans
@@ -472,16 +499,26 @@ gold += ["B-toloc.city_name", "I-toloc.city_name", "O", "B-depart_date.day_name"
 for kind, start, end in metrics.bio_spans(gold):
     print(f"{kind:<24} words {start}:{end}  {' '.join(example[start:end])}")
 print("all-'O' baseline on dev:", metrics.span_scores(dev.tags, all_o))
+lookup_dev = metrics.span_scores(dev.tags, dev_lookup)
+print("lookup table on dev:   ", lookup_dev)
+report.glue("lookup_dev_f1", lookup_dev.f1, "{:.3f}")
 
 # %% tags=["nbval-ignore-output"]
 dev_spans = metrics.span_scores(dev.tags, dev_pred)
 print("model on dev:", dev_spans)
+report.glue("model_dev_f1", dev_spans.f1, "{:.3f}")
 assert dev_spans.f1 < acc, "span F1 is the stricter score"
+assert dev_spans.f1 > lookup_dev.f1 + 0.15, "the model beats the lookup table by far"
 
 # %% [markdown]
-# Two dev queries show the gap between the two scores. First, the all-`O` baseline on the
-# first dev query with at least three slots: most of its words are right, yet not one slot
-# is found.
+# By spans the all-`O` baseline scores nothing, and the lookup table, which reads each
+# word alone, reaches a span F1 of {glue:text}`lookup_dev_f1` on dev; the model, which
+# also reads the rest of the query, {glue:text}`model_dev_f1`. Section 9 scores both on
+# the test split and looks at where the difference comes from.
+#
+# Two dev queries show the gap between token accuracy and span F1. First, the all-`O`
+# baseline on the first dev query with at least three slots: most of its words are right,
+# yet not one slot is found.
 
 
 # %%
@@ -589,8 +626,9 @@ assert abs(viterbi_f1 - dev_spans.f1) < 0.05  # a repair of the tags, not a new 
 # the length and the tail were set beforehand, and section 5's dev curve shows that more
 # steps at the full rate would buy little. This is the final report: the model
 # with the decoding dev chose ({glue:text}`decoding`), scored once on the test split,
-# against the stated target (span F1 of at least 0.90 in the quick profile, 0.95 in the full one).
-# Nothing after this cell changes the slot model.
+# against the stated target (span F1 of at least 0.90 in the quick profile, 0.95 in the
+# full one) and against the two baselines of section 6. Nothing after this cell changes
+# the slot model.
 
 # %% tags=["nbval-ignore-output"]
 test_pred = tags_for(slot_model, test.sentences, rules)  # the decoding dev chose
@@ -602,12 +640,79 @@ print("test spans:", slot_scores)
 target = run.pick(quick=0.90, full=0.95)
 assert slot_scores.f1 >= target, f"span F1 {slot_scores.f1:.4f} is below {target}"
 print(f"span F1 {report.glue('slot_f1', slot_scores.f1, '{:.3f}')} >= target {target}")
+test_lookup = lookup_tags(test.sentences)
+lookup_test = metrics.span_scores(test.tags, test_lookup)
+lookup_acc_test = metrics.token_accuracy(test.tags, test_lookup)
+print(f"lookup table: token accuracy {lookup_acc_test:.4f}")
+print("lookup table, test spans:", lookup_test)
+report.glue("lookup_test_f1", lookup_test.f1, "{:.3f}")
+report.glue("lookup_gain", slot_scores.f1 - lookup_test.f1, "{:.3f}")
+assert slot_scores.f1 > lookup_test.f1 + 0.15, "reading the query beats the word alone"
 
 # %% [markdown]
-# What goes wrong? Count the wrongly tagged test words by (gold, predicted) pair, and split
-# them three ways: words where a slot was missed or invented (one side is `O`), words
-# put in a slot of the wrong type (neither side is `O`, and the types differ), and words
-# with the right type but the wrong boundary tag (`B-x` for `I-x`, or the reverse).
+# The model's span F1 of {glue:text}`slot_f1` is {glue:text}`lookup_gain` above the
+# lookup table's {glue:text}`lookup_test_f1`. Where does that gain come from? The lookup
+# table gives each word one tag, the one training shows most often, so it cannot tag
+# both uses of a word that training tags in more than one way, and neither can any other
+# rule that reads a word by itself; the model reads the same word and the rest of the
+# query. So count where each goes wrong: on words that training shows with more than one
+# tag (like *boston* in section 3), on words training never shows, and on the rest.
+
+
+# %% tags=["nbval-ignore-output"]
+def kind_of(word):
+    """Unseen in train, one training tag, or several (the word alone cannot settle)."""
+    if word not in seen_tags:
+        return "unseen in train"
+    return "several training tags" if len(set(seen_tags[word])) > 1 else "one tag"
+
+
+wrong_by_kind = {}  # tagger -> Counter of its wrongly tagged test words, by kind
+for name, pred in (("lookup table", test_lookup), ("model", test_pred)):
+    wrong_by_kind[name] = Counter(
+        kind_of(w)
+        for sent, gs, ps in zip(test.sentences, test.tags, pred)
+        for w, g, p in zip(sent, gs, ps)
+        if g != p
+    )
+n_kind = Counter(kind_of(w) for sent in test.sentences for w in sent)
+kinds = ("several training tags", "unseen in train", "one tag")
+print(f"{'wrongly tagged test words':<26}" + "".join(f"{k:>23}" for k in kinds))
+print(f"{'(test words of the kind)':<26}" + "".join(f"{n_kind[k]:>23}" for k in kinds))
+for name, wrong_words in wrong_by_kind.items():
+    print(f"{name:<26}" + "".join(f"{wrong_words[k]:>23}" for k in kinds))
+lookup_wrong, model_wrong = wrong_by_kind["lookup table"], wrong_by_kind["model"]
+several = "several training tags"
+report.glue("lookup_wrong", f"{sum(lookup_wrong.values()):,}")
+share_several = lookup_wrong[several] / sum(lookup_wrong.values())
+report.glue("lookup_several_share", share_several, "{:.0%}")
+report.glue("lookup_wrong_several", f"{lookup_wrong[several]:,}")
+report.glue("model_wrong_several", f"{model_wrong[several]:,}")
+report.glue("n_several", f"{n_kind[several]:,}")
+report.glue("lookup_wrong_unseen", f"{lookup_wrong['unseen in train']:,}")
+report.glue("model_wrong_unseen", f"{model_wrong['unseen in train']:,}")
+assert share_several > 0.8, "the word alone fails where training tags it several ways"
+assert model_wrong[several] < lookup_wrong[several] / 3, "the context settles them"
+
+# %% [markdown]
+# Of the lookup table's {glue:text}`lookup_wrong` wrongly tagged test words,
+# {glue:text}`lookup_wrong_several` ({glue:text}`lookup_several_share`) are words that
+# training tags in more than one way; of the {glue:text}`n_several` test words of that
+# kind, the model tags {glue:text}`model_wrong_several` wrong. On such a word the model
+# has nothing a per-word rule lacks except the rest of the query, so the difference
+# ({glue:text}`lookup_wrong_several` against {glue:text}`model_wrong_several`) is what
+# reading the context buys, and those words hold nearly all of the lookup table's
+# mistakes. The words never seen in training are a small part of them
+# ({glue:text}`lookup_wrong_unseen` wrong for the lookup table, which can only say `O`,
+# against {glue:text}`model_wrong_unseen` for the model, which tags `<unk>` from its
+# neighbours).
+
+# %% [markdown]
+# What goes wrong for the model? Count its wrongly tagged test words by (gold,
+# predicted) pair, and split them three ways: words where a slot was missed or invented
+# (one side is `O`), words put in a slot of the wrong type (neither side is `O`, and the
+# types differ), and words with the right type but the wrong boundary tag (`B-x` for
+# `I-x`, or the reverse).
 
 # %% tags=["nbval-ignore-output"]
 confusions = Counter(
@@ -624,8 +729,10 @@ print(
 for (g, p), count in confusions.most_common(8):
     print(f"{count:>4}  gold {g:<30} predicted {p}")
 roleless = ("city_name", "airport_name")
-given_role = sum(
-    n for (g, p), n in confusions.items() if g[2:] in roleless and p[2:].endswith(g[2:])
+given_role = sum(  # of the wrong type: a B-/I- swap of the same type is not a role
+    n
+    for (g, p), n in confusions.items()
+    if g[2:] in roleless and p[2:].endswith(g[2:]) and p[2:] != g[2:]
 )
 pct = report.glue("roleless_share", given_role / wrong_type, "{:.0%}")
 print(f"{given_role} of those ({pct}): a role-less city or airport given a role")
@@ -933,17 +1040,22 @@ assert gap < 0.05  # whichever is ahead, the two poolings land within a few poin
 # computed here may change. More seeds, or a larger test split, would narrow the
 # question; they would not guarantee an answer.
 #
-# The learning curves, averaged over the seeds (the band spans the seeds' range):
+# The learning curves, averaged over the seeds (in both panels the band spans the seeds'
+# range):
 
 # %% tags=["hide-input"]
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
 labels = {"cls": "[CLS] pooling", "mean": "mean pooling"}
 dev_curves = {}  # name -> (seeds, points): dev accuracy of every run
-for p in poolings:
+for colour, p in zip(plotting.PALETTE, poolings):  # the colours seed_bands gives them
     runs = [intent_runs[p, s] for s in seeds]
     smoothed = [plotting.trailing_mean(r["losses"]) for r in runs]
-    mean_loss = torch.stack([means for _, means in smoothed]).mean(dim=0)
-    ax_loss.plot(smoothed[0][0], mean_loss, label=labels[p])
+    losses = torch.stack([means for _, means in smoothed])  # (seeds, steps)
+    steps_at = smoothed[0][0]
+    ax_loss.plot(steps_at, losses.mean(dim=0), color=colour, label=labels[p])
+    ax_loss.fill_between(
+        steps_at, losses.amin(0), losses.amax(0), color=colour, alpha=0.2
+    )
     dev_curves[labels[p]] = torch.tensor([list(r["dev"].values()) for r in runs])
 plotting.seed_bands(list(runs[0]["dev"]), dev_curves, ax_dev, xlabel="training step",
                     ylabel="accuracy", title="Intent: dev accuracy")  # fmt: skip
@@ -951,6 +1063,7 @@ for ax in (ax_loss, ax_dev):
     ax.axvline(intent_steps, color="gray", linestyle=":", label="learning rate / 10")
 ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per query")
 ax_loss.set_title("Intent: training loss (mean of 20 steps)")
+ax_loss.legend()
 ax_dev.legend()
 plt.show()
 
@@ -1132,8 +1245,10 @@ checks.check_bio_spans(spans)
 # ### Exercise 2: span F1 of a corpus
 #
 # Write `span_f1(gold, pred)` for two lists of tagged sentences: count the correct,
-# predicted and gold spans over the whole corpus, then return $F_1$ (0 when nothing is
-# predicted and nothing is gold). You may use `metrics.bio_spans`.
+# predicted and gold spans over the whole corpus, then return $F_1$. $F_1$ is 0 when no
+# span is correct, also when nothing is predicted (there $P = 0/0$). The equal form
+# $F_1 = 2|\hat S \cap S| / (|\hat S| + |S|)$ needs a special case only when there is no
+# span at all, predicted or gold: return 0 then. You may use `metrics.bio_spans`.
 
 
 # %%
@@ -1233,5 +1348,4 @@ checks.check_max_pool(max_pool)
 # - `transformer_book.metrics`: `token_accuracy`, `accuracy`, `bio_spans`, `span_scores`,
 #   `span_scores_by_type` (conlleval-style spans).
 # - `transformer_book.diagrams.classifiers`: the two diagrams of this chapter.
-# - `transformer_book.checks`: `check_bio_spans`, `check_span_f1`, `check_mean_pool`,
-#   `check_max_pool`.
+# - `transformer_book.checks`: `check_bio_spans`, `check_span_f1`, `check_max_pool`.

@@ -1,6 +1,8 @@
 """Token accuracy, BIO spans and span-level scores on hand-made cases; the chapter 05
 metric exercises."""
 
+import statistics
+
 import pytest
 
 from transformer_book import checks, metrics
@@ -190,3 +192,53 @@ def test_check_span_f1_explains_mistakes():
 
     with pytest.raises(checks.ExerciseError):
         checks.check_span_f1(counts_o)
+
+
+def _pr_f1(guard):
+    """Span F1 as P = c/|pred|, R = c/|gold|, 2PR/(P + R), with the given guard."""
+
+    def span_f1(gold, pred):
+        g = {(n, *s) for n, tags in enumerate(gold) for s in metrics.bio_spans(tags)}
+        p = {(n, *s) for n, tags in enumerate(pred) for s in metrics.bio_spans(tags)}
+        c = len(g & p)
+        if guard(c, len(p), len(g)):
+            return 0.0
+        precision, recall = c / len(p), c / len(g)
+        return 2 * precision * recall / (precision + recall)
+
+    return span_f1
+
+
+def test_check_span_f1_names_a_division_by_zero(capsys):
+    # the guard the old text asked for (nothing predicted and nothing gold) is not
+    # enough: all-O predictions give P = 0/0, and the check must say so, not crash
+    only_both_empty = _pr_f1(lambda c, n_pred, n_gold: n_pred == n_gold == 0)
+    with pytest.raises(checks.ExerciseError, match="nothing is predicted") as err:
+        checks.check_span_f1(only_both_empty)
+    assert "divided by zero" in str(err.value)
+
+    # nothing predicted guarded, but P + R = 0 when spans are predicted and none is right
+    no_pred = _pr_f1(lambda c, n_pred, n_gold: n_pred == 0 or n_gold == 0)
+    with pytest.raises(checks.ExerciseError, match="none is correct"):
+        checks.check_span_f1(no_pred)
+
+    def per_sentence(gold, pred):  # divides inside a sentence with no predicted span
+        return statistics.mean(
+            _pr_f1(lambda *a: False)([g], [p]) for g, p in zip(gold, pred)
+        )
+
+    with pytest.raises(checks.ExerciseError, match="whole corpus first"):
+        checks.check_span_f1(per_sentence)
+
+    # the P/R form with the guard the exercise states now (0 when no span is correct)
+    checks.check_span_f1(_pr_f1(lambda c, n_pred, n_gold: c == 0))
+    assert capsys.readouterr().out.count("Correct:") == 1
+
+
+def test_check_span_f1_wants_zero_without_spans():
+    def one_when_empty(gold, pred):  # F1 = 1 when there is no span on either side
+        f1 = metrics.span_scores(gold, pred)
+        return 1.0 if f1.n_pred == f1.n_gold == 0 else f1.f1
+
+    with pytest.raises(checks.ExerciseError, match="no span at all"):
+        checks.check_span_f1(one_when_empty)

@@ -63,11 +63,31 @@ def _f1(n_correct: int, n_pred: int, n_gold: int) -> float:
     return 2 * n_correct / (n_pred + n_gold) if n_pred + n_gold else 0.0
 
 
+def _call_f1(fn: Callable, gold: list, pred: list, case: str) -> float:
+    """Call the reader's span F1 on one case; a division by zero is named, not raised."""
+    try:
+        got = call(fn, gold, pred)
+    except ZeroDivisionError:
+        raise ExerciseError(
+            f"Your function divided by zero {case}. F1 is 0 whenever no span is "
+            "correct, also when nothing is predicted (P = 0/0 there); the equal form "
+            "F1 = 2 * correct / (predicted + gold) needs a special case only when there "
+            "is no span at all: return 0 then."
+        ) from None
+    try:
+        return float(got)
+    except (TypeError, ValueError):
+        raise ExerciseError(
+            f"Return one number, the F1; got {type(got).__name__}."
+        ) from None
+
+
 def check_span_f1(
     fn: Callable[[Sequence[Sequence[str]], Sequence[Sequence[str]]], float],
 ) -> str:
     """``fn(gold, pred)`` must return the span-level (micro) F1 of a corpus of BIO-tagged
-    sentences."""
+    sentences; 0 when no span is correct (nothing predicted, nothing found, or no span
+    on either side)."""
     gold = [
         ["O", "B-from", "I-from", "O", "B-to"],
         ["B-time", "O", "O"],
@@ -81,20 +101,34 @@ def check_span_f1(
         ["B-date", "O", "B-time", "O"],
     ]
     expected = metrics.span_scores(gold, pred).f1
-    got = call(fn, gold, pred)
-    try:
-        got = float(got)
-    except (TypeError, ValueError):
-        raise ExerciseError(
-            f"Return one number, the F1; got {type(got).__name__}."
-        ) from None
+    got = _call_f1(
+        fn,
+        gold,
+        pred,
+        "on a corpus where one sentence has no predicted span and another no gold "
+        "span (count the spans of the whole corpus first, then divide once)",
+    )
     if abs(got - expected) < 1e-6:
         all_o = [["O"] * len(sentence) for sentence in gold]
-        if abs(float(call(fn, gold, all_o))) > 1e-6:
-            raise ExerciseError(
-                "Predicting 'O' everywhere must give F1 = 0, since it finds no span. "
-                "Are you scoring O tokens?"
-            )
+        # each span moved one word to the right: predicted and gold, none correct
+        shifted = [["O", *sentence[:-1]] for sentence in gold]
+        o_tokens = "it finds no correct span. Are you scoring O tokens?"
+        empty_cases = [
+            (gold, all_o, "nothing is predicted (all 'O')", o_tokens),
+            (gold, shifted, "spans are predicted but none is correct", o_tokens),
+            (
+                all_o,
+                all_o,
+                "there is no span at all, predicted or gold",
+                "the exercise asks for 0 there, as metrics.span_scores gives.",
+            ),
+        ]
+        for g, p, case, why in empty_cases:
+            value = _call_f1(fn, g, p, f"when {case}")
+            if abs(value) > 1e-6:
+                raise ExerciseError(
+                    f"When {case}, F1 must be 0; you returned {value:.4f}: {why}"
+                )
         return passed(
             f"F1 = {expected:.4f}: a span counts only with its exact sentence, "
             "type, start and end; O tokens count for nothing."
