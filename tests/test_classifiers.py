@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from transformer_book import bio, checks, classifiers, masks
+from transformer_book import bio, checks, classifiers
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
@@ -185,48 +185,6 @@ def test_training_step_ignores_padding_targets():
 
 
 # --- the exercise check -------------------------------------------------------------------
-
-
-def test_check_mean_pool(capsys):
-    def reference(h, lengths):
-        keep = torch.arange(h.shape[1]) < lengths[:, None]
-        return masks.masked_mean(h, keep)
-
-    checks.check_mean_pool(reference)
-    assert "Correct:" in capsys.readouterr().out
-    with pytest.raises(checks.ExerciseError, match="padding included"):
-        checks.check_mean_pool(lambda h, lengths: h.mean(dim=1))
-
-    def divides_by_t(h, lengths):
-        keep = torch.arange(h.shape[1]) < lengths[:, None]
-        return (h * keep[..., None]).sum(1) / h.shape[1]
-
-    with pytest.raises(checks.ExerciseError, match="divided by T"):
-        checks.check_mean_pool(divides_by_t)
-    with pytest.raises(checks.ExerciseError, match="summed the padding"):
-        checks.check_mean_pool(lambda h, lengths: h.sum(1) / lengths[:, None])
-
-
-def test_check_mean_pool_catches_the_off_by_one_mask_of_exercise_3():
-    def keeps_one_more(h, lengths):  # the colleague's version in the notebook
-        keep = torch.arange(h.shape[1]) <= lengths[:, None]
-        return (h * keep[..., None]).sum(dim=1) / lengths[:, None]
-
-    with pytest.raises(checks.ExerciseError, match=r"one position too many.*length"):
-        checks.check_mean_pool(keeps_one_more)
-
-    def keeps_one_more_right_count(h, lengths):
-        keep = torch.arange(h.shape[1]) <= lengths[:, None]
-        return (h * keep[..., None]).sum(dim=1) / keep.sum(dim=1, keepdim=True)
-
-    with pytest.raises(checks.ExerciseError, match="one position too many"):
-        checks.check_mean_pool(keeps_one_more_right_count)
-
-    def stub(h, lengths):
-        raise NotImplementedError
-
-    with pytest.raises(checks.ExerciseError, match="not written yet"):
-        checks.check_mean_pool(stub)
 
 
 # --- BIO-constrained decoding ----------------------------------------------------------------
