@@ -208,6 +208,26 @@ def test_fused_adamw_takes_the_same_steps():
     torch.testing.assert_close(model.weight, ref.weight)
 
 
+def test_unfused_adamw_is_the_multi_tensor_one_with_the_loops_steps(monkeypatch):
+    made = []
+    adamw = torch.optim.AdamW
+
+    def recording(*args, **kwargs):
+        made.append(kwargs)
+        return adamw(*args, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "AdamW", recording)
+    model, history = _fit(steps=50)
+    assert made[-1]["foreach"] is True and not made[-1]["fused"]
+    # the per-tensor loop (torch's CPU default) takes the very same steps
+    monkeypatch.setattr(
+        torch.optim, "AdamW", lambda *a, **k: adamw(*a, **{**k, "foreach": False})
+    )
+    loop, loop_history = _fit(steps=50)
+    assert history == loop_history
+    assert torch.equal(model.weight, loop.weight)
+
+
 def test_compiled_model_takes_the_same_steps(monkeypatch):
     if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
         # the simulated other CPU: ATen's kernels are forced to plain code, while

@@ -231,7 +231,8 @@ def train(
     bfloat16 (the weights, gradients and optimiser stay fp32); ``"fp16"`` does the same in
     float16 with a gradient scaler (float16's narrow range underflows small gradients
     otherwise; Micikevicius et al., 2018). ``fused``: AdamW's fused kernel (None: on CUDA
-    only). ``compile=True`` runs the model through ``torch.compile`` (the first steps
+    only); unfused, AdamW runs its multi-tensor (``foreach``) implementation on every
+    device. ``compile=True`` runs the model through ``torch.compile`` (the first steps
     then pay for compilation).
 
     ``lr_scales``: parameter-name prefix -> multiple of the learning rate (those
@@ -261,7 +262,11 @@ def train(
     if fused is None:
         fused = device.type == "cuda"
     groups = _param_groups(model, weight_decay, decay_vectors, lr_scales)
-    opt = torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused or None)
+    # not fused: the multi-tensor (foreach) AdamW, also on a CPU (torch's CPU default is
+    # a Python loop over the tensors): the same numbers, fewer, larger operations
+    opt = torch.optim.AdamW(
+        groups, lr=lr, betas=betas, fused=fused or None, foreach=None if fused else True
+    )
     autocast = torch.autocast(
         device.type,
         dtype=torch.bfloat16 if precision == "bf16" else torch.float16,
