@@ -19,7 +19,8 @@ vocabulary and the card with :func:`transformer_book.checkpoints.save` to
   unigram baseline on the same masked pieces, "always is-next" on the same pairs;
 - ``t5`` (:func:`transformer_book.train.run_t5`): span corruption on ATIS's training
   queries, scored on fixed windows of its test queries; the most frequent word, the
-  unigram and the left bigram on the same hidden words.
+  unigram and the left bigram (add-one, and add-k with k chosen on its dev queries)
+  on the same hidden words.
 
 :data:`FINE_TUNED` holds the other kind: a pre-trained model's top layers trained for a
 task, of which only the trained part is stored (``checkpoints.save(stored=...)``).
@@ -86,7 +87,7 @@ SHIPPED: dict[str, tuple[object, str]] = {
     ),
     # chapter 10's pre-trained T5: span corruption on ATIS's training queries
     "atis-t5": (
-        train.T5_RECIPES["atis-small"],
+        train.T5_RECIPES["atis-scaled"],
         "a small T5 pre-trained with span corruption on ATIS's queries (chapter 10)",
     ),
 }
@@ -248,8 +249,9 @@ def heldout_metrics(name: str, model) -> dict:
         )  # fmt: skip
     atis = pretraining_data.atis_words(itos)
     return pretraining_data.t5_scores(
-        model, atis, pretraining_data.t5_heldout(atis, config.window)
-    )
+        model, atis, pretraining_data.t5_heldout(atis, config.window),
+        pretraining_data.t5_bigram_k(atis, config.window)[0],
+    )  # fmt: skip
 
 
 def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
