@@ -14,7 +14,9 @@ spread beside it.
                                       [--init pretrained|scratch] [--out FILE] [--add]
 
 (``--add``: more rates or seeds, added to the committed result; its ``commands`` lists
-every command that contributed runs.)
+every command that contributed runs. After the checkpoint is retrained with the same
+shape, ``--add`` keeps the committed scratch runs, which never read its weights, and
+drops the pre-trained ones, which must be run again.)
 
 writes benchmarks/results/ch10_intents.json (1 thread, CPU; about a minute a run).
 """
@@ -104,10 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     commands = []
     if args.add:  # more runs beside the committed ones (same recipe and checkpoint)
         old = json.loads(args.out.read_text())
-        if (old["steps"], old["batch_size"], old["checkpoint_sha256"]) != (
-            STEPS, BATCH, card["sha256"]
+        if (old["steps"], old["batch_size"], old.get("model_config")) != (
+            STEPS, BATCH, card["model"]["config"]
         ):  # fmt: skip
-            parser.error(f"--add needs the recipe and checkpoint of {args.out}")
+            parser.error(f"--add needs the recipe and model shape of {args.out}")
+        if old["checkpoint_sha256"] != card["sha256"]:  # retrained: same shape
+            old["runs"] = [r for r in old["runs"] if r.get("init") == "scratch"]
+            old["commands"] = [c for c in old.get("commands", [old["command"]])
+                               if "--init scratch" in c]  # fmt: skip
         for r in old["runs"]:  # JSON keys are strings: the update numbers again
             r.setdefault("init", "pretrained")  # runs from before the scratch arm
             r["dev"], r["test"] = (
@@ -128,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     result = dict(
         what="T5 writes ATIS intents as words: exact match per seed (chapter 10, §9)",
-        checkpoint_sha256=card["sha256"], steps=STEPS, batch_size=BATCH,
+        checkpoint_sha256=card["sha256"], model_config=card["model"]["config"],
+        steps=STEPS, batch_size=BATCH,
         seeds=sorted({r["seed"] for r in runs}), checks=list(CHECKS), runs=runs,
         **by_init.get("pretrained", {}), by_init=by_init, majority_test=majority,
         commonest=" ".join(atis.words.decode(commonest[:-1])),
