@@ -34,11 +34,12 @@
 #   FLOPs, the bytes of weights, optimizer state and KV cache;
 # - build T5 from the book's blocks, check it against Hugging Face's, and pre-train a
 #   small one with span corruption;
-# - measure, on a T5 the book pre-trained for longer, whether span corruption has taught
+# - measure, on a T5 the book pre-trained for longer, that span corruption has taught
 #   it more than one word of left context gives (a left bigram whose smoothing is chosen
-#   on dev, a control with the wrong context: at this budget it has not), and fine-tune
-#   it to write an ATIS query's intent, beside a head on its encoder, the same head on an
-#   untrained encoder, and the same model trained from scratch;
+#   on dev, a control with the wrong context), say why AdamW needs T5's weights to step
+#   in proportion to their scales to get there, and fine-tune it to write an ATIS
+#   query's intent, beside a head on its encoder, the same head on an untrained
+#   encoder, and the same model trained from scratch;
 # - tokenize into bytes as ByT5 does, and measure what that does to sequence length.
 
 # %% tags=["remove-cell"]
@@ -115,7 +116,7 @@ profile = "auto"  # "auto": quick on every device; "full" by name
 run = runtime.setup(device, profile, seed=0, cpu_threads=1)  # tiny models: 1 thread
 print(run)
 # section 7: a run of seconds with the trainer's T5 recipe (full: the checkpoint's own)
-live_recipe = train.T5_RECIPES[run.pick("tiny", "atis-small")]
+live_recipe = train.T5_RECIPES[run.pick("tiny", "atis-scaled")]
 live_seeds = run.pick((0,), (0, 1, 2))
 # section 8: the T5 the book pre-trained once (scripts/train_checkpoints.py)
 checkpoint = "atis-t5"
@@ -817,7 +818,7 @@ report.glue("live_verdict", "It has learned the format and little more than the 
 # ## 8. The book's T5: a larger recipe, trained longer
 #
 # A model that fills gaps from their context needs more training than a chapter can
-# wait for. The book pre-trained one once, with the trainer's `atis-small` recipe
+# wait for. The book pre-trained one once, with the trainer's `atis-scaled` recipe
 # (`python -m transformer_book.train t5`, run by `scripts/train_checkpoints.py`), and
 # ships it as a checkpoint: `checkpoints.load` checks the weights against the
 # checkpoint's card and rebuilds the model (chapter 9 loads a GPT the same way). The
@@ -844,9 +845,16 @@ longer = windows_seen / (live_recipe.steps * live_recipe.batch_size)
 names = {"d_model": "width", "n_layers": "layers per stack", "n_heads": "heads",
          "d_ff": "feed-forward width", "batch_size": "batch", "steps": "steps",
          "lr": "learning rate", "dropout": "dropout", "window": "window",
-         "bias_lr_scale": "bias-table multiple"}  # fmt: skip
+         "bias_lr_scale": "bias-table multiple",
+         "scale_steps": "steps scaled per tensor"}  # fmt: skip
+
+
+def show(v):  # a setting as the text says it
+    return ("on" if v else "off") if isinstance(v, bool) else f"{v:g}"
+
+
 differs = [
-    f"{name} {getattr(live_recipe, k):g} → {recipe[k]:g}"
+    f"{name} {show(getattr(live_recipe, k))} → {show(recipe[k])}"
     for k, name in names.items()
     if getattr(live_recipe, k) != recipe[k]
 ]
@@ -861,6 +869,60 @@ report.glue("ck_steps", f"{recipe['steps']:,}")
 # %% [markdown]
 # It is {glue:text}`ck_compare` ({glue:text}`ck_steps` steps), for
 # {glue:text}`ck_minutes` CPU-minutes.
+#
+# **Steps in proportion to each weight.** One of those settings matters more than size
+# or length. T5's initialisation (section 5) draws each weight tensor at its own scale:
+# the shared embedding, which is also the output layer, with standard deviation 1,
+# $W_Q$ with $1/\sqrt{d \, d_k}$, most other matrices with $1/\sqrt{d}$. T5 was trained
+# with Adafactor (Shazeer and Stern, 2018), whose step for a tensor is proportional to
+# that tensor's own scale, so initialisation and optimiser fit together. The book trains
+# with AdamW, which moves every weight by about the learning rate per step, whatever its
+# size. The cell counts one step at the recipe's peak rate as a fraction of each
+# tensor's initial scale (its root mean square), with equal steps and with the
+# multiples of `pretraining.init_lr_scales`, each tensor's initial scale over
+# $1/\sqrt{d}$.
+
+# %%
+peak = recipe["lr"]
+fresh = t5.T5(model.config)  # the initial scales, drawn as section 5 draws them
+multiple = pretraining.init_lr_scales(fresh)
+tensors = {"embedding (the output layer too)": "tok_emb.weight",
+           "W_Q": "encoder.layers.0.attn.q_proj.weight",
+           "W_K, W_V, W_O, up-projection": "encoder.layers.0.attn.k_proj.weight",
+           "down-projection": "encoder.layers.0.ff.down_proj.weight",
+           "norm gain": "encoder.layers.0.norm1.weight"}  # fmt: skip
+step_share = {}  # label: (initial scale, equal step / scale, scaled step / scale)
+for label, name in tensors.items():
+    scale = fresh.get_parameter(name).detach().pow(2).mean().sqrt().item()
+    m = multiple.get(name, 1.0)
+    step_share[label] = (scale, peak / scale, peak * m / scale)
+print(f"{'':>32} {'scale':>6} {'equal step':>11} {'scaled step':>12}  (per scale)")
+for label, (scale, equal, scaled) in step_share.items():
+    print(f"{label:>32} {scale:6.3f} {equal:11.4f} {scaled:12.4f}")
+scaled_steps = [scaled for _, _, scaled in step_share.values()]
+assert max(scaled_steps) < 1.05 * min(scaled_steps)  # the same share for every tensor
+assert recipe["scale_steps"] and recipe["bias_lr_scale"] == live_recipe.bias_lr_scale
+q_share = step_share["W_Q"][1]
+emb_share = step_share["embedding (the output layer too)"][1]
+report.glue("step_q", 100 * q_share, "{:.0f}")
+report.glue("step_emb", 100 * emb_share, "{:.1f}")
+report.glue("step_ratio", q_share / emb_share, "{:.0f}")
+report.glue("step_scaled", 100 * scaled_steps[0], "{:.1f}")
+
+# %% [markdown]
+# Equal steps are {glue:text}`step_q` % of $W_Q$'s scale per update and
+# {glue:text}`step_emb` % of the embedding's, {glue:text}`step_ratio` times less:
+# $W_Q$ races while the embedding, and with it the output layer, crawls. Scaled, every
+# step is {glue:text}`step_scaled` % of its tensor, as with Adafactor; the
+# relative-bias tables keep their own multiple (section 7). The recipe's
+# `scale_steps` turns the multiples on. The book's first checkpoint was this recipe
+# with equal steps (the trainer's `atis-small`): it ended behind the dev-tuned left
+# bigram on these test words. Short runs scored on dev found it underfit rather than
+# overfit (it was behind the bigram on its own training windows too), found no bug
+# (the T5 gives Hugging Face's logits, section 5), and found it barely reading the
+# words beside a gap; with the steps scaled, the same model, data and number of updates
+# give the checkpoint scored below.
+#
 # Scored on the same held-out words, beside the same baselines, and once more with a
 # control: every window's targets behind *another* window's inputs (same shapes, same
 # targets, the wrong context). Teacher-forced, the decoder also sees the target's
@@ -882,17 +944,20 @@ table = {  # name: accuracy and nats here, then on the card (None: not on it)
     unigram_row: (*rows[unigram_row], held["most_frequent_accuracy"],
                   held["unigram_nats"]),
     bigram_row: (*rows[bigram_row], held["bigram_accuracy"], held["bigram_nats"]),
-    tuned_row: (*rows[tuned_row], None, None),
+    tuned_row: (*rows[tuned_row], held["tuned_bigram_accuracy"],
+                held["tuned_bigram_nats"]),
 }  # fmt: skip
 print(f"{'':>34} {'accuracy':>8} {'nats':>5}   card: {'accuracy':>8} {'nats':>5}")
 for name, (acc, nats, card_acc, card_nats) in table.items():
     on_card = "" if card_acc is None else f"{card_acc:8.3f} {card_nats:5.2f}"
     print(f"{name:>34} {acc:8.3f} {nats:5.2f}         {on_card}")
-# the lesson, with its margins (another CPU moves these numbers by thousandths): below
-# the add-one bigram, well above the bigram whose smoothing was chosen on dev
+assert held["tuned_bigram_k"] == bigram_k  # the card's bigram: the k chosen on dev
+# the lesson, with its margin (another CPU moves these numbers by thousandths): well
+# below the bigram whose smoothing was chosen on dev, and so below add-one's
+margin = 0.2  # nats per hidden word
 ck_acc, ck_nats = table["the book's T5"][:2]
-assert base["bigram_nats"] - 0.2 > ck_nats > tuned_nats + 0.2
-assert ck_acc < tuned_acc - 0.03
+assert ck_nats < tuned_nats - margin < base["bigram_nats"]
+assert ck_acc > tuned_acc + 0.03
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 other_acc, other_nats = table["  behind another window's inputs"][:2]
@@ -903,18 +968,18 @@ own_lower = sum(
 )
 report.glue("ck_acc", 100 * ck_acc, "{:.1f}")
 report.glue("ck_nats", ck_nats, "{:.2f}")
-acc_gain = 100 * (ck_acc - base["bigram_accuracy"])
-report.glue("ck_acc_vs", f"{acc_gain:.0f} points more than" if acc_gain >= 0
-            else f"{-acc_gain:.0f} points fewer than")  # fmt: skip
-report.glue("ck_nats_gain", base["bigram_nats"] - ck_nats, "{:.2f}")
-report.glue("ck_nats_behind", ck_nats - tuned_nats, "{:.2f}")
-report.glue("ck_acc_behind", 100 * (tuned_acc - ck_acc), "{:.0f}")
+report.glue("ck_nats_gain", tuned_nats - ck_nats, "{:.2f}")
+report.glue("ck_acc_gain", 100 * (ck_acc - tuned_acc), "{:.0f}")
+report.glue("ck_margin", margin)
 report.glue("other_acc", 100 * other_acc, "{:.1f}")
 report.glue("other_nats", other_nats, "{:.2f}")
 report.glue("own_lower", f"{int(own_lower)} of {len(per_batch)}")
 # and only with its own inputs: far worse behind another window's, in every batch
 assert other_nats > ck_nats + 0.5 and own_lower == len(per_batch)
-assert other_nats < base["unigram_nats"]  # yet, behind the wrong inputs, not nothing
+# behind the wrong inputs: worse than the word frequencies in nats (misled), yet more
+# right guesses than the most frequent word (the earlier target words, the format)
+assert other_nats > base["unigram_nats"]
+assert other_acc > base["most_frequent_accuracy"] + 0.03
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
@@ -933,28 +998,23 @@ plt.show()
 # %% [markdown]
 # The book's T5 pays {glue:text}`ck_nats` nats per hidden word and its top guess is
 # right for {glue:text}`ck_acc` % of them. The left bigram with its smoothing chosen on
-# dev pays {glue:text}`tuned_nats` nats, {glue:text}`ck_nats_behind` fewer, and guesses
-# {glue:text}`tuned_acc` %, {glue:text}`ck_acc_behind` points more (both asserted with
-# a margin). **At this budget the checkpoint has not learned more than one word of left
-# context gives**: it reads both sides of a gap and the rest of the window, and turns
-# all of it into worse predictions than a table of which word follows which. It does
-# beat the add-one bigram ({glue:text}`bigram_nats` nats), by {glue:text}`ck_nats_gain`;
-# an earlier version of this page took that margin as its lesson, but add-one is a
-# smoothing far too strong for this table (section 7's dev grid), and the margin
-# measures the smoothing, not the model.
+# dev pays {glue:text}`tuned_nats` nats and guesses {glue:text}`tuned_acc` %: **the
+# checkpoint has learned more than one word of left context gives**, by
+# {glue:text}`ck_nats_gain` nats per hidden word and {glue:text}`ck_acc_gain` points
+# of accuracy (asserted: at least {glue:text}`ck_margin` nats and 3 points). The
+# word frequencies cost {glue:text}`unigram_nats` nats, the add-one bigram
+# {glue:text}`bigram_nats`; a baseline's smoothing is chosen on dev, or the margin
+# over it measures the smoothing, not the model.
 #
-# What the checkpoint has learned is to use its inputs. Behind another window's inputs
-# it guesses {glue:text}`other_acc` % at {glue:text}`other_nats` nats, and its own
-# inputs cost less in {glue:text}`own_lower` batches of held-out windows: much of what
-# it knows about a gap comes from the text around it. Not all: behind the wrong inputs
-# it still beats the unigram ({glue:text}`unigram_nats` nats), from what the earlier
-# target words and the format tell it, and wrong inputs also mislead it, so the gap
-# between the two rows overstates what the right inputs add. And this is one
-# pre-training run of a small model for {glue:text}`ck_minutes` CPU-minutes: in section
-# 7's sweep the seeds of one multiple spread over several tenths of a nat, so another
-# seed of this recipe could land elsewhere; one seed does not say whether any would
-# close the gap to the bigram. The training curves above count every
-# target token, sentinels and the end token included, which cost little once the
+# What it knows about a gap comes largely from the text around it. Behind another
+# window's inputs it guesses {glue:text}`other_acc` % at {glue:text}`other_nats` nats,
+# and its own inputs cost less in {glue:text}`own_lower` batches of held-out windows.
+# Those nats are worse than the word frequencies': it trusts its inputs, and wrong ones
+# mislead it, so the gap between the two rows overstates what the right inputs add. It
+# still guesses more words than always writing the most frequent one
+# ({glue:text}`top_acc` %), from what the earlier target words and the format tell it. This is one pre-training run of a small model
+# for {glue:text}`ck_minutes` CPU-minutes, one seed. The training curves above count
+# every target token, sentinels and the end token included, which cost little once the
 # format is learned; the checkpoint's curve is also measured on training windows, each
 # span-corrupted afresh but from a text its {glue:text}`ck_steps` steps read many times
 # over. Both push it below the held-out cross-entropy of the hidden words; these cells
@@ -1025,17 +1085,25 @@ for key, logp in (("t5", own_logp), ("bigram", bigram_logp), ("other", other_log
     for g, where in (("", city_gap), ("_named", city_gap & named),
                      ("_unnamed", city_gap & ~named)):  # fmt: skip
         report.glue(f"city_{key}{g}_nats", nats(logp, where), "{:.2f}")
-reads_cities = nats(own_logp, city_gap) < nats(bigram_logp, city_gap)
-copies = nats(own_logp, city_gap & named) < nats(own_logp, city_gap & ~named) - 0.1
-report.glue("city_verdict", "In nats, too, T5 is ahead of the bigram on the city "
-            "gaps." if reads_cities else "In nats, too, T5 is behind the bigram on the "
-            "city gaps: on average it gives the right city less probability than the "
-            "bigram, which reads only the word before the gap.")  # fmt: skip
-report.glue("copy_verdict", "it does better where the window names the city" if copies
-            else "a city named in the window costs it no less than one that is not: at "
-            "this size and budget it has not learned to copy it")  # fmt: skip
+reads_cities = nats(own_logp, city_gap) < nats(bigram_logp, city_gap) - 0.3
+cost_named = -own_logp[city_gap & named].double()  # nats per gap, the city named
+cost_unnamed = -own_logp[city_gap & ~named].double()  # and not
+copy_gain = (cost_unnamed.mean() - cost_named.mean()).item()
+copy_se = (cost_named.var() / len(cost_named)
+           + cost_unnamed.var() / len(cost_unnamed)).sqrt().item()  # fmt: skip
+copies = copy_gain > 2 * copy_se  # named cities cheaper, beyond the noise
+report.glue("city_verdict", "In nats, too, T5 is well ahead of the bigram on the "
+            "city gaps." if reads_cities else "In nats T5 is not clearly ahead of "
+            "the bigram on the city gaps, which reads only the word before the "
+            "gap.")  # fmt: skip
+cheaper = f"a named city costs it {copy_gain:.2f} nats less"
+report.glue("copy_verdict", f"{cheaper}, more than twice the standard error of that "
+            f"difference ({copy_se:.2f}): it draws on the rest of the window" if copies
+            else f"{cheaper}, within twice the standard error of that difference "
+            f"({copy_se:.2f}): that it copies a city the window names, these gaps "
+            "do not show")  # fmt: skip
 assert named[city_gap].float().mean() > 0.3  # "often": the window names the city
-assert not reads_cities and not copies  # what the text says, with the numbers above
+assert reads_cities and not copies  # what the text says, with the numbers above
 
 # %% [markdown]
 # The left bigram fills {glue:text}`city_bigram` % of the {glue:text}`n_city_gaps`
@@ -1206,6 +1274,7 @@ rising = [  # dev accuracy at the chosen rate still rising at the last length tr
     for m in (bench["by_init"]["pretrained"], scratch)
 ]
 assert all(rising) and bench["chosen"] == scratch["chosen"] == bench["checks"][-1]
+assert min(seeds_test) > max(scratch["test_at_chosen"])  # what the text says
 pre_above = min(seeds_test) > max(scratch["test_at_chosen"])
 pre_below = max(seeds_test) < min(scratch["test_at_chosen"])
 report.glue("scratch_verdict", {
@@ -1227,18 +1296,18 @@ report.glue("scratch_summary", {
 # {glue:text}`bench_intent_acc` % of the test queries; its worst seed is
 # {glue:text}`bench_intent_margin` points above the majority class (asserted above 5).
 # The same recipe from weights drawn anew reaches {glue:text}`scratch_acc` %:
-# {glue:text}`scratch_verdict`. This is a statement about a short fine-tune, not about
-# pre-training: the rate was chosen on dev, the number of updates was not quite (an
+# {glue:text}`scratch_verdict`. This is a statement about a short fine-tune: the rate
+# was chosen on dev, the number of updates was not quite (an
 # earlier draft's 150 updates of 32 missed this page's test assertion and 300 of 16
 # replaced them, a choice made by looking at the test split), and 300 is the longest
 # length the sweep tried while dev accuracy was still rising in both arms (asserted).
-# Why the pre-trained arm starts behind, these cells do not measure. Two readings fit:
-# this T5 was pre-trained on ATIS's own training queries, the very text the intent
-# task trains on, so pre-training brought no text the task lacks, only another
-# objective that the fine-tune must first undo; and section 8 found that this
-# pre-training had not taught it more than a bigram's worth of context. T5's own
-# pre-training read a corpus of hundreds of gigabytes {cite}`raffel2020t5`; chapter 12
-# measures a gain from pre-training with an encoder pre-trained on a large corpus.
+# This T5 was pre-trained on ATIS's own training queries, the very text the intent
+# task trains on: what it brings is not text the task lacks but what span corruption
+# made of that text. With the book's first checkpoint, the one that ended behind the
+# bigram (section 8), the same sweep had put every seed from scratch ahead of every
+# pre-trained one. T5's own pre-training read a corpus of hundreds of gigabytes
+# {cite}`raffel2020t5`; chapter 12 measures a gain from pre-training with an encoder
+# pre-trained on a large corpus.
 #
 # How good is that? The other way to use a pre-trained encoder is chapter 5's and
 # chapter 12's: a new linear head on its output. Fitted on the frozen encoder's mean
@@ -1250,14 +1319,21 @@ report.glue("scratch_summary", {
 # %% tags=["nbval-ignore-output"]
 labels = data.load_atis("train").intents
 classes = sorted(set(labels))
-feats = {split: text_to_text.encoder_features(model, intents[split][0])
-         for split in ("train", "test")}  # fmt: skip
 test_labels = data.load_atis("test").intents
 torch.manual_seed(0)
 untrained = t5.T5(model.config).to(run.device)  # the same shape, weights drawn anew
 probe_accs = {}
+
+
+def features(encoder_of, sources):  # the same features, batched by length
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    with torch.no_grad():  # features only: no graph to keep for a backward pass
+        f = text_to_text.encoder_features(encoder_of, [sources[i] for i in order])
+    return f[torch.tensor(order).argsort()]  # (N, d_model), in the sources' order
+
+
 for name, encoder_of in (("the checkpoint's", model), ("an untrained", untrained)):
-    feats = {split: text_to_text.encoder_features(encoder_of, intents[split][0])
+    feats = {split: features(encoder_of, intents[split][0])
              for split in ("train", "test")}  # fmt: skip
     head = nn.Linear(feats["train"].shape[1], len(classes))
     probe.fit_head(head, feats["train"], [classes.index(c) for c in labels])
@@ -1284,10 +1360,17 @@ report.glue(
     "probe_tie",
     "within two test queries of the seeds' range: a tie at this size, not a ranking"
     if tie
-    else "outside the seeds' range",
+    else "below the worst seed's"
+    if probe_acc < min(seeds_test)
+    else "above the best seed's",
 )
-report.glue("untrained_vs", "above" if untrained_acc > probe_acc else "below")
-assert tie and untrained_acc > probe_acc  # what the text says
+behind = round((probe_acc - untrained_acc) * n_test)  # test queries
+report.glue("untrained_vs", "level with" if behind == 0 else
+            f"{abs(behind)} test quer{'y' if abs(behind) == 1 else 'ies'} "
+            f"{'below' if behind > 0 else 'above'}")  # fmt: skip
+# what the text says: writing beats the head on every seed; the untrained encoder's
+# head within two queries of the pre-trained one's, or above it
+assert probe_acc < min(seeds_test) and behind <= 2
 
 # %% [markdown]
 # A head on the frozen encoder gets {glue:text}`probe_acc` % (one fit); writing the
@@ -1297,12 +1380,14 @@ assert tie and untrained_acc > probe_acc  # what the text says
 # whole model, decoder included; the head trains {glue:text}`probe_weights` weights and
 # leaves the encoder alone. The same head on an encoder of the same shape with weights
 # drawn anew, never trained, gets {glue:text}`untrained_acc` %, {glue:text}`untrained_vs`
-# the pre-trained encoder (one draw, one fit): the features span corruption gave this
-# encoder are no better for the intents than random ones, as the model trained from
-# scratch above already suggested. The reference for this task is chapter 5's
-# classifier, an encoder trained on the intents themselves (its test accuracy is
-# printed there). Text to text is one format for every task; on this one, at this
-# size, writing the intent and a head on the frozen encoder come out even.
+# the pre-trained encoder (one draw, one fit): for a linear head the features span
+# corruption gave this encoder are no better for the intents than random ones, beyond
+# a query or two. What pre-training gave is a start for fine-tuning the whole model,
+# not features a linear head can read off the frozen encoder's mean vector. The
+# reference for this task is chapter 5's classifier, an encoder trained on the intents
+# themselves (its test accuracy is printed there). Text to text is one format for
+# every task; on this one, at this size, writing the intent beats a head on the frozen
+# encoder.
 
 # %% [markdown]
 # ## 10. ByT5: bytes as the vocabulary
@@ -1412,13 +1497,17 @@ for name, V in (("T5-small, 32,128 ids", 32128), ("ByT5 vocabulary, 384 ids", 38
 #   chosen on dev {glue:text}`tuned_nats`, add-one {glue:text}`bigram_nats`).
 # - The book's T5, a larger model trained longer ({glue:text}`ck_minutes` CPU-minutes),
 #   guesses {glue:text}`ck_acc` % of the hidden words at {glue:text}`ck_nats` nats; the
-#   dev-tuned left bigram guesses {glue:text}`tuned_acc` % at {glue:text}`tuned_nats`.
-#   At this budget the checkpoint has not learned more than one word of left context
-#   gives. It does use its inputs (behind another window's it falls to
-#   {glue:text}`other_nats` nats), but not to fill a city gap after "from" or "to"
-#   ({glue:text}`city_t5_nats` nats, the bigram {glue:text}`city_bigram_nats`), nor to
-#   copy a city the window names. Beating the add-one bigram says only that add-one
-#   smooths too much: choose a baseline's smoothing on dev.
+#   dev-tuned left bigram guesses {glue:text}`tuned_acc` % at {glue:text}`tuned_nats`,
+#   the word frequencies cost {glue:text}`unigram_nats`. It has learned more than one
+#   word of left context gives, from its inputs (behind another window's it falls to
+#   {glue:text}`other_nats` nats); on the city gaps after "from" or "to" it pays
+#   {glue:text}`city_t5_nats` nats, the bigram {glue:text}`city_bigram_nats`. Choose a
+#   baseline's smoothing on dev: add-one smooths far too much.
+# - It got there because its weights step in proportion to their initial scales, as
+#   with Adafactor, T5's optimiser: with AdamW's equal steps $W_Q$ moves
+#   {glue:text}`step_q` % of its scale per update and the embedding
+#   {glue:text}`step_emb` %, and the book's first checkpoint, trained so, ended behind
+#   the bigram.
 # - With the relative-bias tables learning at the common rate, the small recipe's seeds
 #   end together ({glue:text}`scale_one` dev nats); at {glue:text}`scale_chosen`× the
 #   rate (chosen on dev), {glue:text}`scale_below` seeds end more than
@@ -1428,7 +1517,7 @@ for name, V in (("T5-small, 32,128 ids", 32128), ("ByT5 vocabulary, 384 ids", 38
 #   {glue:text}`bench_intent_acc` % of the test queries over
 #   {glue:text}`bench_intent_seeds` seeds (always "{glue:text}`intent_commonest`":
 #   {glue:text}`intent_majority` %; a linear head on its frozen encoder
-#   {glue:text}`probe_acc` %, a tie; on an untrained encoder {glue:text}`untrained_acc` %). From scratch, the same recipe reaches
+#   {glue:text}`probe_acc` %, on an untrained encoder {glue:text}`untrained_acc` %). From scratch, the same recipe reaches
 #   {glue:text}`scratch_acc` %: {glue:text}`scratch_summary`.
 # - ByT5 reads UTF-8 bytes: 259 ids cover every script; English sentences grow
 #   {glue:text}`byte_ratio` times longer than in word pieces.

@@ -5,7 +5,7 @@
     python -m transformer_book.train gpt --config my_run.json --out runs/a --resume
     torchrun --nproc_per_node=4 -m transformer_book.train gpt --out runs/ddp
     python -m transformer_book.train bert --recipe sst-small --out runs/bert
-    python -m transformer_book.train t5 --recipe atis-small --steps 300 --out runs/t5
+    python -m transformer_book.train t5 --recipe atis-scaled --steps 300 --out runs/t5
 
 Each family has its data, its config class and its named recipes (:data:`FAMILIES`);
 a run is a recipe, then a JSON file (``--config``), then single options
