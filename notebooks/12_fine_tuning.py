@@ -142,7 +142,7 @@ clock = {"1. one encoder": time.process_time()}  # CPU-s at each section's start
 # run of the pre-trained MiniLM here, all but the token embeddings: section 2 says
 # why).
 
-# %% tags=["hide-input"] mystnb={"image": {"alt": "Three copies of one pre-trained encoder, each fine-tuned with its head. Left: a sentence, a single output layer W reads h0, the [CLS] vector, and gives P(positive). Middle: the query 'to burbank', which the WordPiece vocabulary cuts into bu ##rba ##nk; W reads every piece, and only the first piece of each word carries a label (O for 'to', B-toloc for 'bu'), the other two pieces are ignored. Right: a question and a context as segments A and B ('what city ?' and 'to denver', denver a single token); W scores every context token as a start and an end of the answer."}}
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Three copies of one pre-trained encoder, each fine-tuned with its head. Left: a sentence; h0, the [CLS] vector, goes through BERT's pooler (a dense layer and tanh) and then a single output layer W, which gives P(positive). Middle: the query 'to burbank', which the WordPiece vocabulary cuts into bu ##rba ##nk; W reads every piece, and only the first piece of each word carries a label (O for 'to', B-toloc for 'bu'), the other two pieces are ignored. Right: a question and a context as segments A and B ('what city ?' and 'to denver', denver a single token); W scores every context token as a start and an end of the answer."}}
 ft_diagrams.three_heads()
 plt.show()
 
@@ -773,23 +773,14 @@ atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
 queries = [" ".join(q) for q in atis_train.sentences[:300]]
 probes = [" ".join(q) for q in atis_test.sentences[:200]]
 ref_intents, probe_intents = atis_train.intents[:300], atis_test.intents[:200]
-intent_names = sorted(set(ref_intents))
 top_intent = Counter(ref_intents).most_common(1)[0][0]
 
 
 def intent_accuracy(encoder):
     """ATIS intent accuracy from mean-pooled sentence embeddings: (1-NN, linear probe
     fitted on the reference queries' embeddings)."""
-    a, b = (bert.sentence_embeddings(encoder, tok, x) for x in (queries, probes))
-    nearest = (b @ a.T).argmax(1).tolist()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        head = probe.linear_probe(a, [intent_names.index(i) for i in ref_intents])
-    with torch.no_grad():
-        linear = [intent_names[i] for i in head(b).argmax(-1).tolist()]
-    return (
-        metrics.accuracy(probe_intents, [ref_intents[i] for i in nearest]),
-        metrics.accuracy(probe_intents, linear),
+    return probe.embedding_accuracy(
+        encoder, tok, (queries, ref_intents), (probes, probe_intents)
     )
 
 

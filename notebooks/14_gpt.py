@@ -408,8 +408,11 @@ report.glue("nano_seeds", len(nano_row["losses"]))
 # difference is what that change does *given the ones before it*, not on its own. Each
 # comparison below gives the difference of the means and, in words from
 # `report.compare_seeds`, what the seeds show: "lower for every seed" only when every
-# seed of the rung lies below every seed of the rung before it, "higher for every seed"
-# the other way round, "the seeds overlap: no ranking" otherwise.
+# seed of the rung lies below every seed of the rung before it *and* Welch's $t$-test
+# at the 5 % level puts the gap beyond the seeds' spread (chapter 4 explains why
+# separate ranges alone are not enough: two identical recipes of three seeds each
+# fall apart that way one time in ten), "higher for every seed" the other way round,
+# "no ranking" otherwise.
 #
 # - The schedule (`nanogpt-short` → `schedule`): {glue:text}`step_schedule`. With only
 #   800 steps, nanoGPT's peak learning rate of $10^{-3}$ stops far short of 1.88; ten
