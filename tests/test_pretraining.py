@@ -158,25 +158,40 @@ def test_pretrain_t5_learns_and_is_reproducible():
         pretraining.SpanPretrainConfig(bias_lr_scale=0)
 
 
+def _t5_moved(stop_at: int, **recipe) -> dict[str, float]:
+    """How far each of a tiny T5's tensors moved (largest entry) in ``stop_at`` steps
+    of :func:`pretraining.pretrain_t5` with ``recipe``'s changes to the config."""
+    stream = torch.arange(200).remainder(20) + 2
+    config = pretraining.SpanPretrainConfig(
+        **{**dict(n_layers=1, window=16, batch_size=8, steps=20, dropout=0.0), **recipe}
+    )
+    model_config = config.t5_config(26, pad_id=0, eos_id=1)
+    torch.manual_seed(config.seed)
+    start = {k: v.clone() for k, v in t5.T5(model_config).state_dict().items()}
+    model, _ = pretraining.pretrain_t5(
+        stream, model_config, [22, 23, 24, 25], config, stop_at=stop_at
+    )
+    end = model.state_dict()
+    return {k: (end[k] - start[k]).abs().max().item() for k in end}
+
+
 def test_pretrain_t5_moves_the_bias_tables_at_their_own_rate():
     """``bias_lr_scale`` reaches the optimiser: over the same few steps the relative-bias
     tables travel about that many times farther, the other weights about as far."""
-    stream = torch.arange(200).remainder(20) + 2
-    moved = {}
-    for scale in (1.0, 30.0):
-        config = pretraining.SpanPretrainConfig(
-            d_model=32, n_layers=1, n_heads=2, d_ff=64, window=16, batch_size=8,
-            steps=20, dropout=0.0, bias_lr_scale=scale,
-        )  # fmt: skip
-        model_config = config.t5_config(26, pad_id=0, eos_id=1)
-        torch.manual_seed(config.seed)
-        start = {k: v.clone() for k, v in t5.T5(model_config).state_dict().items()}
-        model, _ = pretraining.pretrain_t5(
-            stream, model_config, [22, 23, 24, 25], config, stop_at=3
-        )
-        end = model.state_dict()
-        moved[scale] = {k: (end[k] - start[k]).abs().max().item() for k in end}
+    small = dict(d_model=32, n_heads=2, d_ff=64)
+    moved = {scale: _t5_moved(3, bias_lr_scale=scale, **small) for scale in (1.0, 30.0)}
     bias = "encoder_bias.embedding.weight"
     assert moved[30.0][bias] > 10 * moved[1.0][bias]
     ff = "encoder.layers.0.ff.up_proj.weight"
     assert moved[30.0][ff] < 2 * moved[1.0][ff]
+
+
+def test_pretrain_t5_scale_steps_reaches_the_optimiser():
+    """AdamW's first step moves every weight by about the step size: with scale_steps
+    the embedding's is sqrt(d_model) times a key projection's, W_Q's 1/sqrt(d_k)."""
+    wide = dict(d_model=64, n_heads=4, d_ff=256)
+    moved = {on: _t5_moved(1, scale_steps=on, **wide) for on in (False, True)}
+    k, q = "encoder.layers.0.attn.k_proj.weight", "encoder.layers.0.attn.q_proj.weight"
+    assert moved[True]["tok_emb.weight"] / moved[True][k] == pytest.approx(8, rel=0.05)
+    assert moved[True][q] / moved[True][k] == pytest.approx(0.25, rel=0.05)
+    assert moved[False][q] / moved[False][k] == pytest.approx(1, rel=0.05)
