@@ -1325,15 +1325,8 @@ untrained = t5.T5(model.config).to(run.device)  # the same shape, weights drawn 
 probe_accs = {}
 
 
-def features(encoder_of, sources):  # the same features, batched by length
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    with torch.no_grad():  # features only: no graph to keep for a backward pass
-        f = text_to_text.encoder_features(encoder_of, [sources[i] for i in order])
-    return f[torch.tensor(order).argsort()]  # (N, d_model), in the sources' order
-
-
 for name, encoder_of in (("the checkpoint's", model), ("an untrained", untrained)):
-    feats = {split: features(encoder_of, intents[split][0])
+    feats = {split: text_to_text.encoder_features(encoder_of, intents[split][0])
              for split in ("train", "test")}  # fmt: skip
     head = nn.Linear(feats["train"].shape[1], len(classes))
     probe.fit_head(head, feats["train"], [classes.index(c) for c in labels])

@@ -82,9 +82,10 @@ def test_intent_pairs_end_in_the_end_token():
 
 
 def test_encoder_features_are_the_mean_over_each_sources_tokens(model):
-    sources = [[2, 3, EOS], [4, 5, 6, 7, EOS]]
+    # longest first, batches of 2: encoded sorted by length, returned in this order
+    sources = [[4, 5, 6, 7, EOS], [2, 3, EOS], [6, 2, 3, 4, 5, 6, EOS]]
     feats = text_to_text.encoder_features(model, sources, batch_size=2)
-    assert feats.shape == (2, 32)
+    assert feats.shape == (3, 32) and not feats.requires_grad
     for row, s in zip(feats, sources):  # alone, unpadded: the plain mean
         memory, _ = model.encode(torch.tensor([s]))  # (1, S, d)
         torch.testing.assert_close(row, memory[0].mean(0))

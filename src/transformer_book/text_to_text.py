@@ -111,21 +111,24 @@ def fine_tune(
 
 
 @torch.no_grad()
+@torch.no_grad()
 def encoder_features(
     model: t5.T5, sources: Sequence[Sequence[int]], batch_size: int = 256
 ) -> torch.Tensor:
     """The mean of the encoder's output vectors over each source's tokens, in eval mode
-    (restored after): frozen features for a linear head, the baseline that gives the
-    encoder a new head instead of letting the decoder write. Shapes: N sources -> (N,
-    d_model), on the CPU."""
+    (restored after) and without gradients: frozen features for a linear head, the
+    baseline that gives the encoder a new head instead of letting the decoder write.
+    Sources are encoded in batches of similar length (less padding), the rows returned
+    in the sources' order. Shapes: N sources -> (N, d_model), on the CPU."""
     was_training, device = model.training, model.tok_emb.weight.device
     model.eval()
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out = []
-    for i in range(0, len(sources), batch_size):
+    for i in range(0, len(order), batch_size):
         src, _ = batching.pad_sequences(
-            sources[i : i + batch_size], model.config.pad_id
+            [sources[j] for j in order[i : i + batch_size]], model.config.pad_id
         )
         memory, mask = model.encode(src.to(device))  # (b, S, d), (b, 1, 1, S)
         out.append(masks.masked_mean(memory, mask[:, 0, 0]).cpu())  # (b, d)
     model.train(was_training)
-    return torch.cat(out)
+    return torch.cat(out)[torch.tensor(order).argsort()]  # (N, d), the sources' order
