@@ -42,6 +42,7 @@ from transformer_book import (  # noqa: E402
     benchmark,
     bert,
     data,
+    few_labels,
     finetune,
     metrics,
     probe,
@@ -49,20 +50,6 @@ from transformer_book import (  # noqa: E402
 )
 
 FACTOR, SEED, N_REF, N_PROBES = 10, 0, 300, 200
-
-
-def chosen(few: dict, arm: str) -> tuple[str, float]:
-    """The head and rate the sweep chose for ``arm``: the head whose run of the select
-    seed at its chosen rate scored best on the selection split (as chapter 12 reads
-    it)."""
-
-    def selection(head: str) -> float:
-        lr = few["chosen"][f"{arm}/{head}"]["lr"]
-        runs = few["selection_runs"][f"{arm}/{head}"]
-        return next(r for r in runs if r["lr"] == lr)["selection_accuracy"]
-
-    head = max(("cls", "mean"), key=selection)
-    return head, few["chosen"][f"{arm}/{head}"]["lr"]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -89,8 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
     probe_intents = atis_test.intents[: args.n_probes]
     intents = ((queries, ref_intents), (probes, probe_intents))
     top_intent = Counter(ref_intents).most_common(1)[0][0]
-    pre_head, pre_lr = chosen(few, "pre-trained")
-    scratch_head, scratch_lr = chosen(few, "scratch")
+    pre_head, pre_lr = few_labels.chosen_head(few, "pre-trained")
+    scratch_head, scratch_lr = few_labels.chosen_head(few, "scratch")
     runs = {}
     for name, arm, head, lr in (
         ("chosen rate", "pre-trained", pre_head, pre_lr),

@@ -70,6 +70,7 @@ from transformer_book import (
     bert_heads,
     checks,
     data,
+    few_labels,
     finetune,
     metrics,
     plotting,
@@ -313,91 +314,35 @@ plt.show()
 # `benchmarks/ch12_few_labels.py` ran each at the peak rates {glue:text}`sweep_lrs`
 # (seed {glue:text}`select_seed`), chose the rate of the best selection accuracy, then
 # ran {glue:text}`n_seeds` seeds at it; this page does not re-run the sweep and reads
-# its result:
+# its result (`few_labels` reads a sweep: `chosen_head` takes each arm's head with the
+# better selection accuracy, `compare_heads` sets the two heads against each other):
 
 # %%
 for key, runs in few["selection_runs"].items():
     accs = {f"{r['lr']:g}": round(r["selection_accuracy"], 3) for r in runs}
     print(f"{key:<17} selection accuracy by peak rate {accs}",
           f"-> {few['chosen'][key]['lr']:g}")  # fmt: skip
-
-
-def chosen_run(key, result=few):  # the sweep's run of seed select_seed, chosen rate
-    lr = result["chosen"][key]["lr"]
-    return next(r for r in result["selection_runs"][key] if r["lr"] == lr)
-
-
-heads = {
-    arm: max(
-        ("cls", "mean"), key=lambda h: chosen_run(f"{arm}/{h}")["selection_accuracy"]
-    )
-    for arm in ("pre-trained", "scratch")
-}
+heads = {arm: few_labels.chosen_head(few, arm)[0] for arm in ("pre-trained", "scratch")}
 print("head chosen on the selection split:", heads)
+# the head choice rests on seed select_seed: the other seeds, both heads, both splits
+head_words = few_labels.compare_heads(few, heads["pre-trained"])
+print(f"pre-trained, {heads['pre-trained']} head against the other:", head_words)
 
 # %% tags=["hide-input"]
 report.glue("batch", s["batch_size"])
-report.glue("epochs", s["epochs"])
+for name in ("epochs", "select_seed"):
+    report.glue(name, s[name])
 report.glue("n_steps", n_steps)
 report.glue("sweep_lrs", ", ".join(f"{lr:g}" for lr in s["lrs"]))
-report.glue("select_seed", s["select_seed"])
 report.glue("n_seeds", len(s["seeds"]))
 for arm in ("pre-trained", "scratch"):
     short = arm.split("-")[0]  # "pre" or "scratch"
     report.glue(f"{short}_head", "[CLS]" if heads[arm] == "cls" else "mean")
     report.glue(f"{short}_lr", few["chosen"][f"{arm}/{heads[arm]}"]["lr"], "{:g}")
-
-
-def grid_edge(result, key):
-    """Where the chosen rate of `key` sits in the sweep's grid, in words."""
-    lrs = sorted(r["lr"] for r in result["selection_runs"][key])
-    acc = {r["lr"]: r["selection_accuracy"] for r in result["selection_runs"][key]}
-    falls = all(acc[a] > acc[b] for a, b in zip(lrs, lrs[1:]))
-    rises = all(acc[a] < acc[b] for a, b in zip(lrs, lrs[1:]))
-    lr = result["chosen"][key]["lr"]
-    if lr == lrs[0]:
-        return "the smallest rate tried" + (
-            ", and the selection accuracy falls at every step up the grid: the best "
-            "rate may lie below it"
-            if falls
-            else ""
-        )
-    if lr == lrs[-1]:
-        return "the largest rate tried" + (
-            ", and the selection accuracy rises at every step up the grid: the best "
-            "rate may lie above it"
-            if rises
-            else ""
-        )
-    return "inside the grid"
-
-
-pre_key = f"pre-trained/{heads['pre-trained']}"
-report.glue("pre_edge", grid_edge(few, pre_key))
-# the head choice rests on seed select_seed: the other seeds, both heads, both splits.
-# Paired by seed: the same seed gives both heads the same pre-trained start, batches
-# and dropout draws (finetune.fine_tune_classifier), so a paired t-test
-head_runs = {h: few["final_runs"][f"pre-trained/{h}"] for h in ("cls", "mean")}
-assert [r["seed"] for r in head_runs["cls"]] == [r["seed"] for r in head_runs["mean"]]
-other_h = "mean" if heads["pre-trained"] == "cls" else "cls"
-head_words = {}
-for split in ("selection", "dev"):
-    head_words[split] = report.compare_seeds(
-        [r[f"{split}_accuracy"] for r in head_runs[other_h]],
-        [r[f"{split}_accuracy"] for r in head_runs[heads["pre-trained"]]],
-        pairs=True,
-    )  # fmt: skip
-    print(f"pre-trained, {heads['pre-trained']} head against {other_h}, {split}:",
-          head_words[split])  # fmt: skip
-head_tie = all(w.endswith("no ranking") for w in head_words.values())
-report.glue("head_noise", (
-    "neither split ranks the two heads ("
-    + "; ".join(f"{k}: {w.removesuffix(': no ranking')}" for k, w in head_words.items())
-    + "): the choice of head is within seed noise, a tie that seed "
-    + str(s["select_seed"]) + " broke"
-) if head_tie else (
-    f"selection: {head_words['selection']}; dev: {head_words['dev']}"
-))  # fmt: skip
+report.glue(
+    "pre_edge", few_labels.grid_edge(few, f"pre-trained/{heads['pre-trained']}")
+)
+report.glue("head_noise", few_labels.head_noise(head_words, s["select_seed"]))
 
 # %% [markdown]
 # Seed {glue:text}`select_seed`'s runs chose the {glue:text}`pre_head` head for the
@@ -442,43 +387,23 @@ def fine_tune_arm(arm, seed, lr=None, epochs=s["epochs"]):
 # %% tags=["nbval-ignore-output"]
 live, live_pred, live_acc = {}, {}, {}
 for arm in live_arms:
-    start = time.process_time()
     for seed in live_seeds:
         ft, pred = fine_tune_arm(arm, seed, epochs=live_epochs)
         live[arm, seed], live_pred[arm, seed] = ft, pred
         live_acc.setdefault(arm, []).append(metrics.accuracy(dev_live[1], pred))
     live_steps = len(live[arm, live_seeds[0]].losses)
-    per_step = (time.process_time() - start) / (len(live_seeds) * live_steps)
-    accs = [f"{a:.3f}" for a in live_acc[arm]]
     print(f"{arm:>11}, {heads[arm]:>4} head, {live_steps} updates, seeds {live_seeds}:",
-          "dev accuracy", accs, f"({per_step:.2f} CPU-s per update, the",
-          f"{len(dev_live[0])} dev predictions included)")  # fmt: skip
+          "dev accuracy", [f"{a:.3f}" for a in live_acc[arm]])  # fmt: skip
 live_majority = baselines.majority_accuracy(train_labels, dev_live[1])
 print(f"majority class on the same {len(dev_live[0])} sentences: {live_majority:.3f}")
 assert min(live_acc["pre-trained"]) > live_majority + 0.1
 if "scratch" in live_arms:  # each seed's pre-trained run above its scratch run
     assert all(p > q for p, q in zip(live_acc["pre-trained"], live_acc["scratch"]))
-as_sweep = (
-    f"{live_steps} updates, as in the sweep" if live_epochs == s["epochs"]
-    else f"{live_steps} updates ({live_epochs} epochs; the sweep trains {s['epochs']})"
-)  # fmt: skip
-report.glue("live_plan", (
-    f"seed {live_seeds[0]} of the pre-trained arm only, {as_sweep} (the full profile "
-    "runs every seed of both arms)"
-    if live_arms == ["pre-trained"] else
-    f"every seed of both arms ({', '.join(map(str, live_seeds))}), {as_sweep}"
-))  # fmt: skip
-live_story = (
-    f"Seed {live_seeds[0]} of the pre-trained arm scored "
-    f"{live_acc['pre-trained'][0]:.3f} on those sentences, against {live_majority:.3f} "
-    "for the majority class there (asserted more than 0.1 above it)"
+live_words = few_labels.live_words(
+    live_acc, live_majority, live_seeds, live_steps, live_epochs, s["epochs"]
 )
-if "scratch" in live_arms:
-    live_story += (
-        f", and {live_acc['scratch'][0]:.3f} from scratch (every seed's pre-trained "
-        "run above its scratch run, asserted)"
-    )
-report.glue("live_story", live_story)
+for name, text in live_words.items():
+    report.glue(name, text)
 
 # %% [markdown]
 # ### The comparison
@@ -491,152 +416,43 @@ report.glue("live_story", live_story)
 # class on the same sentences. The claim of this section is asserted in the cell: the
 # pre-trained encoder, with the head the selection split chose, is higher for every
 # seed than the same architecture from scratch, with its own chosen head (Welch's test:
-# the two arms start from different weights).
+# the two arms start from different weights). `few_labels.comparison_words` words the
+# other comparisons the prose below reads (the probe, the other head, the majority).
 
 # %% tags=["nbval-ignore-output"]
-arm_name = {
-    "pre-trained": "MiniLM pre-trained",
-    "scratch": "same architecture, scratch",
-}
-rows = {
-    "majority class": [few["majority"]["dev_accuracy"]],
-    f"linear probe, frozen MiniLM ({kind})": [few["probe"]["dev_accuracy"]],
-}
-for key, runs in few["final_runs"].items():
-    arm, pooling = key.split("/")
-    rows[f"{arm_name[arm]}, {pooling} head"] = [r["dev_accuracy"] for r in runs]
+rows = few_labels.dev_table(few, kind)  # row -> dev accuracy of each seed
 for row, accs in rows.items():
     if len(accs) == 1:  # no seed to vary: its spread over draws was not measured
         print(f"{row:<40} {accs[0]:.3f}  (one run, not repeated)")
     else:
         print(f"{row:<40} {report.mean_spread(accs)}  ({len(accs)} seeds)")
-dev = {a: rows[f"{arm_name[a]}, {heads[a]} head"] for a in heads}  # the chosen heads
-
-
-def t_words(a, b, test="Welch's test"):
-    """mean(a) - mean(b) in standard errors (Welch's, report.welch), beside what the
-    t-test at 95 % needs with these seeds."""
-    diff, se, df = report.welch(a, b)
-    need = report.t_quantile(0.975, max(df, 1.0))
-    if se == 0:
-        return f"no spread at all: {test} cannot be run"
-    return (
-        f"{diff / se:.1f} standard errors of the difference, where {test} needs "
-        f"{need:.1f}"
-    )
-
-
+dev = {a: [r["dev_accuracy"] for r in few["final_runs"][f"{a}/{heads[a]}"]]
+       for a in heads}  # fmt: skip
 gain = statistics.mean(dev["pre-trained"]) - statistics.mean(dev["scratch"])
 gain_words = report.compare_seeds(dev["scratch"], dev["pre-trained"])  # Welch's
-print(f"pre-training pays {gain:+.3f}: {t_words(dev['pre-trained'], dev['scratch'])};",
-      gain_words)  # fmt: skip
+gain_t = few_labels.t_words(dev["pre-trained"], dev["scratch"])
+print(f"pre-training pays {gain:+.3f}: {gain_t};", gain_words)
 assert gain_words == "higher for every seed"
-# the probe is one deterministic fit: a fixed number, so a one-sample t-test
-probe_dev = few["probe"]["dev_accuracy"]
-probe_gap = statistics.mean(dev["pre-trained"]) - probe_dev
-probe_fixed = [probe_dev] * len(dev["pre-trained"])
-probe_words = report.compare_seeds(probe_fixed, dev["pre-trained"])
-probe_t = t_words(dev["pre-trained"], probe_fixed, "the one-sample t-test")
-print(f"fine-tuned minus probe {probe_gap:+.3f}: {probe_t}; {probe_words}")
 majority_dev = few["majority"]["dev_accuracy"]
 pre_vs_majority = report.compare_seeds([majority_dev] * len(dev["pre-trained"]),
                                        dev["pre-trained"])  # fmt: skip
 print("pre-trained against the majority class:", pre_vs_majority)
 assert pre_vs_majority == "higher for every seed"
+words = few_labels.comparison_words(few, heads)  # the verdicts the prose reads
+print("against the probe:", words["probe_verdict"])
 
 # %% tags=["hide-input"]
-VERDICT_WORDS = {  # compare_seeds's answers, with the side compared against named
-    "higher for every seed": "above {} for every seed, beyond the seeds' spread",
-    "lower for every seed": "below {} for every seed, beyond the seeds' spread",
-    "every seed on one side, within the seeds' spread: no ranking":
-        "every seed on one side of {}, but within the seeds' spread: no ranking",
-    "the seeds overlap: no ranking": "the seeds overlap {}: no ranking",
-}  # fmt: skip
-
-
-def beside(words, other):
-    """A compare_seeds verdict (the seeds against `other`) that names `other`."""
-    return VERDICT_WORDS[words].format(other) if words in VERDICT_WORDS else words
-
-
-def one_run_against(value, seeds, arm):
-    """One run (one seed) against an arm's seeds, the run taken as a fixed number (a
-    one-sample t-test, report.compare_seeds)."""
-    words = report.compare_seeds([value] * len(seeds), seeds)
-    side = "below" if value < statistics.mean(seeds) else "above"
-    if words in ("higher for every seed", "lower for every seed"):
-        return f"{side} every seed of {arm}, beyond their spread"
-    if words.startswith("every seed on one side"):
-        return f"{side} every seed of {arm}, but within their spread: no ranking"
-    return f"inside the range of {arm}'s seeds: no ranking"
-
-
-for arm in heads:
-    report.glue(f"{arm.split('-')[0]}_dev", report.mean_spread(dev[arm]))
+for name, text in words.items():
+    report.glue(name, text)
 report.glue("n_dev", s["n_dev"])
-report.glue("gain", gain, "{:.3f}")
-report.glue("gain_t", t_words(dev["pre-trained"], dev["scratch"]))
-report.glue("probe_dev", probe_dev, "{:.3f}")
-other = {a: "mean" if heads[a] == "cls" else "cls" for a in heads}
-other_pre = rows[f"{arm_name['pre-trained']}, {other['pre-trained']} head"]
-report.glue("pre_other_head", "[CLS]" if other["pre-trained"] == "cls" else "mean")
-report.glue("pre_other_dev", report.mean_spread(other_pre))
-other_words = {
-    h: report.compare_seeds(rows[f"{arm_name['scratch']}, {h} head"], other_pre)
-    for h in ("cls", "mean")
-}  # Welch's: the arms start from different weights
-report.glue("other_vs_scratch", (
-    "above each scratch head for every seed, beyond the seeds' spread"
-    if all(w == "higher for every seed" for w in other_words.values())
-    else "; ".join(f"against the scratch {h} head: {w}" for h, w in other_words.items())
-))  # fmt: skip
-if probe_words == "higher for every seed":
-    probe_verdict = (
-        f"fine-tuning the encoder adds {probe_gap:.3f} to it, every seed above it "
-        f"({probe_t}): training the encoder pays beyond reading it"
-    )
-elif probe_words == "lower for every seed":
-    probe_verdict = (
-        f"the fine-tuned arm stays {-probe_gap:.3f} below it, every seed ({probe_t}): "
-        "with this few labels, the convex fit wins"
-    )
-else:
-    probe_verdict = (
-        f"the fine-tuned arm's mean lies {probe_gap:+.3f} from it ("
-        f"{beside(probe_words, 'the probe')}; {probe_t}): with this few labels, most "
-        "of what fine-tuning buys is already in the frozen vectors"
-    )
-report.glue("probe_verdict", probe_verdict)
-report.glue("stands", "above the majority class" + (
-    " and above the probe" if probe_words == "higher for every seed"
-    else " (against the probe: no ranking)"
-))  # fmt: skip
-# the scratch control: how many of its runs give the majority's answer to every
-# sentence, and the pre-trained arm against the majority, which needs no control
-scratch_all = [r for k, runs in few["final_runs"].items() if k.startswith("scratch/")
-               for r in runs]  # fmt: skip
-n_const = sum(math.isclose(r["dev_accuracy"], majority_dev) for r in scratch_all)
-print(f"scratch runs at exactly the majority's dev accuracy: {n_const} of",
-      len(scratch_all))  # fmt: skip
-report.glue("n_scratch_const", n_const)
-report.glue("n_scratch_runs", len(scratch_all))
-report.glue("pre_minus_majority", statistics.mean(dev["pre-trained"]) - majority_dev,
-            "{:.3f}")  # fmt: skip
-scratch_vs = report.compare_seeds([majority_dev] * len(dev["scratch"]), dev["scratch"])
-report.glue("scratch_vs_majority", beside(scratch_vs, "the majority"))
+assert (
+    words["longer_verdict"].startswith("below") and "beyond" in words["longer_verdict"]
+)
 dev_words = [w for t in dev_texts for w in t.lower().split()]
 seen = {w for t in train_texts for w in t.lower().split()}
 report.glue("unseen_share", sum(w not in seen for w in dev_words) / len(dev_words),
             "{:.0%}")  # fmt: skip
 report.glue("n_trained", (n_minilm - n_tok) / 1e6, "{:.0f} million")
-longer = few["longer"]
-report.glue("longer_epochs", longer["epochs"])
-report.glue("longer_head", "[CLS]" if longer["pooling"] == "cls" else "mean")
-report.glue("longer_dev", longer["dev_accuracy"], "{:.3f}")
-longer_verdict = one_run_against(longer["dev_accuracy"], dev["pre-trained"],
-                                 "the pre-trained arm")  # fmt: skip
-assert longer_verdict.startswith("below") and "beyond" in longer_verdict  # no rescue
-report.glue("longer_verdict", longer_verdict)
 
 # %% [markdown]
 # Pre-trained, with the {glue:text}`pre_head` head: {glue:text}`pre_dev` on the dev
@@ -684,7 +500,8 @@ report.glue("longer_verdict", longer_verdict)
 # pre-trained for minutes on SST-2's own phrases, with its own 4,000-piece
 # vocabulary): the same phrases, selection split, dev sentences, rates, seeds, heads
 # and recipe (`--encoder sst-bert`; the cell checks that the settings match), each
-# head again chosen on the selection split:
+# head again chosen on the selection split (`few_labels.pretraining_verdict` words the
+# gain):
 
 # %%
 same = ("n_labels", "n_select", "min_words", "select_min_words", "ngram", "seed",
@@ -692,11 +509,7 @@ same = ("n_labels", "n_select", "min_words", "select_min_words", "ngram", "seed"
         "n_dev")  # fmt: skip
 assert all(few_sst["settings"][k] == s[k] for k in same)
 assert few_sst["majority"] == few["majority"]  # the same phrases, the same dev
-sst_heads = {
-    arm: max(("cls", "mean"), key=lambda h: chosen_run(f"{arm}/{h}", few_sst)[
-        "selection_accuracy"])
-    for arm in heads
-}  # fmt: skip
+sst_heads = {arm: few_labels.chosen_head(few_sst, arm)[0] for arm in heads}
 sst_dev = {
     a: [r["dev_accuracy"] for r in few_sst["final_runs"][f"{a}/{sst_heads[a]}"]]
     for a in heads
@@ -708,39 +521,23 @@ for a in heads:
 sst_longer = few_sst["longer"]
 print(f"sst-bert scratch, {sst_longer['pooling']} head, {sst_longer['epochs']} epochs:",
       f"dev {sst_longer['dev_accuracy']:.3f} (one seed)")  # fmt: skip
-if "dev_accuracy" in few_sst["probe"]:
-    print(f"linear probe, frozen sst-bert ({few_sst['probe']['pooling']}):",
-          f"dev {few_sst['probe']['dev_accuracy']:.3f}")  # fmt: skip
 print(f"majority class: dev {majority_dev:.3f}")
-sst_gain = statistics.mean(sst_dev["pre-trained"]) - statistics.mean(sst_dev["scratch"])
-sst_seeds = report.compare_seeds(sst_dev["scratch"], sst_dev["pre-trained"])  # Welch's
-sst_t = t_words(sst_dev["pre-trained"], sst_dev["scratch"])
-print(f"pre-training pays {sst_gain:+.3f}: {sst_t}; {sst_seeds}")
+sst_verdict = few_labels.pretraining_verdict(sst_dev["pre-trained"], sst_dev["scratch"])
+print(sst_verdict)
 
 # %% tags=["hide-input"]
 for arm in heads:
     short = arm.split("-")[0]
     report.glue(f"sst_{short}_head", "[CLS]" if sst_heads[arm] == "cls" else "mean")
     report.glue(f"sst_{short}_dev", report.mean_spread(sst_dev[arm]))
-if sst_seeds == "higher for every seed":
-    sst_verdict = (f"pre-training pays {sst_gain:.3f}, higher for every seed "
-                   f"({sst_t})")  # fmt: skip
-elif sst_seeds.startswith("every seed on one side") and sst_gain > 0:
-    sst_verdict = (
-        f"these seeds do not rank the arms: every pre-trained seed lies above every "
-        f"scratch seed, but the gain, {sst_gain:.3f}, is {sst_t}, within the seeds' "
-        "spread"
-    )
-else:
-    sst_verdict = (f"no clear gain from pre-training ({sst_gain:+.3f}; "
-                   f"{sst_seeds}; {sst_t})")  # fmt: skip
 report.glue("sst_verdict", sst_verdict)
-report.glue("sst_edge", grid_edge(few_sst, f"pre-trained/{sst_heads['pre-trained']}"))
+sst_key = f"pre-trained/{sst_heads['pre-trained']}"
+report.glue("sst_edge", few_labels.grid_edge(few_sst, sst_key))
 report.glue("sst_longer", (
     f"the scratch {sst_longer['pooling']} head trained for {sst_longer['epochs']} "
     f"epochs (one seed) scores {sst_longer['dev_accuracy']:.3f}, "
-    + one_run_against(sst_longer["dev_accuracy"], sst_dev["pre-trained"],
-                      "the pre-trained arm")
+    + few_labels.one_run_against(sst_longer["dev_accuracy"], sst_dev["pre-trained"],
+                                 "the pre-trained arm")
 ))  # fmt: skip
 
 # %% [markdown]
@@ -770,36 +567,30 @@ report.glue("sst_longer", (
 # %% tags=["nbval-ignore-output"]
 pre_lr = few["chosen"][f"pre-trained/{heads['pre-trained']}"]["lr"]
 atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
-queries = [" ".join(q) for q in atis_train.sentences[:300]]
-probes = [" ".join(q) for q in atis_test.sentences[:200]]
-ref_intents, probe_intents = atis_train.intents[:300], atis_test.intents[:200]
+intents = (  # (texts, intents) of 300 reference queries and of 200 test queries
+    ([" ".join(q) for q in atis_train.sentences[:300]], atis_train.intents[:300]),
+    ([" ".join(q) for q in atis_test.sentences[:200]], atis_test.intents[:200]),
+)
+(queries, ref_intents), (probes, probe_intents) = intents
 top_intent = Counter(ref_intents).most_common(1)[0][0]
-
-
-def intent_accuracy(encoder):
-    """ATIS intent accuracy from mean-pooled sentence embeddings: (1-NN, linear probe
-    fitted on the reference queries' embeddings)."""
-    return probe.embedding_accuracy(
-        encoder, tok, (queries, ref_intents), (probes, probe_intents)
-    )
 
 
 def measured(ft, pred, lr):
     """What this section reads from one run of the pre-trained arm: its curves, its
-    dev predictions, its drift and its ATIS intent readings."""
-    r = {"lr": lr, "steps": len(ft.losses), "losses": ft.losses,
-         "grad_norms": ft.grad_norms,
-         "dev_accuracy": metrics.accuracy(dev_live[1], pred),
-         "dev_top_share": Counter(pred).most_common(1)[0][1] / len(pred)}  # fmt: skip
-    knn, lin = intent_accuracy(ft.model.encoder)
-    drift = training_diagnostics.weight_drift(ft.model.encoder, minilm)
-    return {**r, "drift": drift, "intent_1nn": knn, "intent_probe": lin}
+    dev predictions, its drift and its ATIS intent readings (1-NN, linear probe)."""
+    knn, lin = probe.embedding_accuracy(ft.model.encoder, tok, *intents)
+    return {"lr": lr, "steps": len(ft.losses), "losses": ft.losses,
+            "grad_norms": ft.grad_norms,
+            "dev_accuracy": metrics.accuracy(dev_live[1], pred),
+            "dev_top_share": Counter(pred).most_common(1)[0][1] / len(pred),
+            "drift": training_diagnostics.weight_drift(ft.model.encoder, minilm),
+            "intent_1nn": knn, "intent_probe": lin}  # fmt: skip
 
 
 seed0 = live_seeds[0]
 if large_live:  # the full profile: run here, on every dev sentence
     wild, wild_pred = fine_tune_arm("pre-trained", seed0, big_factor * pre_lr)
-    knn, lin = intent_accuracy(minilm)
+    knn, lin = probe.embedding_accuracy(minilm, tok, *intents)
     scratch_lr = few["chosen"]["scratch/" + heads["scratch"]]["lr"]
     large = {
         "settings": {"seed": seed0, "factor": big_factor, "n_dev": len(dev_live[0])},
@@ -819,21 +610,21 @@ else:  # the quick profile: the same runs, committed by benchmarks/ch12_large_ra
     assert all(ls[k] == s[k] for k in ("n_labels", "batch_size", "max_len", "eval_len"))
     assert (ls["n_ref"], ls["n_probes"]) == (len(queries), len(probes))
     assert large["top_intent"] == top_intent
-r_ok, r_big = large["runs"]["chosen rate"], large["runs"]["large rate"]
+r_ok, r_big, before = (
+    large["runs"]["chosen rate"],
+    large["runs"]["large rate"],
+    large["before"],
+)
 assert math.isclose(r_ok["lr"], pre_lr)
 assert math.isclose(r_big["lr"], big_factor * pre_lr)
 assert r_big["steps"] == r_ok["steps"] == n_steps  # as many updates as the sweep's
 intent_majority = metrics.accuracy(probe_intents, [top_intent] * len(probes))
-forget = {
-    name: (r["drift"], r["intent_1nn"], r["intent_probe"])
-    for name, r in (("pre-trained", {"drift": 0.0, **large["before"]}),
-                    (f"lr {pre_lr:g}", r_ok), (f"lr {big_factor * pre_lr:g}", r_big))
-}  # fmt: skip
 print(f"majority intent ({top_intent}) of the {len(queries)} reference queries:",
       f"{intent_majority:.3f} of {len(probes)} test queries")  # fmt: skip
-for rate, (drift, knn, lin) in forget.items():
-    print(f"{rate:>12}: weight drift {drift:.3f}, ATIS intent 1-NN {knn:.3f},",
-          f"linear probe {lin:.3f}")  # fmt: skip
+for rate, r in (("pre-trained", {"drift": 0.0, **before}), (f"lr {pre_lr:g}", r_ok),
+                (f"lr {big_factor * pre_lr:g}", r_big)):  # fmt: skip
+    print(f"{rate:>12}: weight drift {r['drift']:.3f}, ATIS intent 1-NN",
+          f"{r['intent_1nn']:.3f}, linear probe {r['intent_probe']:.3f}")  # fmt: skip
 print(f"dev accuracy at lr {big_factor * pre_lr:g}: {r_big['dev_accuracy']:.3f}",
       f"({large['settings']['n_dev']} sentences)")  # fmt: skip
 assert r_big["drift"] > r_ok["drift"]
@@ -851,31 +642,18 @@ report.glue("large_where", (
 # stays far above $\ln 2$ (the loss of a classifier that always answers 50/50) is
 # **divergence**. A loss that comes back to about $\ln 2$ while the model gives
 # (nearly) the same answer to every sentence is a **collapse to a constant**: the
-# output stopped carrying information about the input. The cell decides from the
-# numbers: the loss of the last quarter of the updates, its peak, and the share of the
+# output stopped carrying information about the input. `few_labels.failure_kind`
+# decides from the numbers: the loss of the last quarter of the updates, its peak, and the share of the
 # dev sentences given the most common answer:
 
 # %% tags=["nbval-ignore-output"]
 same = r_big["dev_top_share"]  # the most common answer's share of the dev sentences
-runs_seen = {"chosen rate": r_ok, "large rate": r_big}
-tails = {
-    k: statistics.mean(r["losses"][-len(r["losses"]) // 4 :])
-    for k, r in runs_seen.items()
-}
+tails = {k: statistics.mean(r["losses"][-len(r["losses"]) // 4 :])
+         for k, r in (("chosen rate", r_ok), ("large rate", r_big))}  # fmt: skip
 peak = max(r_big["losses"])
 print({k: round(v, 3) for k, v in tails.items()}, f"ln 2 = {math.log(2):.3f}")
 print(f"large rate: peak loss {peak:.2f}; most common answer on {same:.0%} of dev")
-tail = tails["large rate"]
-if not math.isfinite(tail) or tail > 2 * math.log(2):
-    verdict = "divergence: the loss blew up and stayed above twice ln 2"
-elif same > 0.95 and tail > math.log(2) - 0.1:
-    verdict = "a collapse to a constant: the loss went back to about ln 2 and the "
-    verdict += "model gives the same answer to almost every sentence"
-elif tail < math.log(2) - 0.1:
-    verdict = "neither divergence nor a collapse: the loss came down, to a worse model"
-else:
-    verdict = "neither divergence nor a collapse: the loss stays near ln 2, but the "
-    verdict += "answers still vary with the sentence"
+verdict = few_labels.failure_kind(tails["large rate"], same)
 print(verdict)
 assert tails["chosen rate"] < tails["large rate"]  # the same updates, less learned
 # the sweep ran this rate for the same updates too (seed select_seed, each head, all
@@ -890,43 +668,29 @@ for h, r in sweep_big.items():
         print(f"sweep, {h} head at lr {r['lr']:g}, {r['steps']} updates: selection",
               f"{r['selection_accuracy']:.3f}, dev {r['dev_accuracy']:.3f}",
               f"(majority {majority_dev:.3f})")  # fmt: skip
-(d_ok, *k_ok), (d_big, *k_big) = (
-    forget[f"lr {r:g}"] for r in (pre_lr, big_factor * pre_lr)
-)
-k0_knn, k0 = forget["pre-trained"][1:]  # before fine-tuning: 1-NN, linear probe
-k_ok, k_big = k_ok[1], k_big[1]  # the linear probe's, after each rate
-noise = 2 * (k0 * (1 - k0) / len(probes)) ** 0.5  # about 2 standard errors
-for glue_name, value in dict(noise=noise, k0=k0, k_ok=k_ok, k_big=k_big,
-                             k0_knn=k0_knn,
-                             intent_majority=intent_majority).items():  # fmt: skip
+for glue_name, value in dict(
+    k0=before["intent_probe"], k_ok=r_ok["intent_probe"], k_big=r_big["intent_probe"],
+    k0_knn=before["intent_1nn"], intent_majority=intent_majority, d_ok=r_ok["drift"],
+    d_big=r_big["drift"], wild_acc=r_big["dev_accuracy"],
+    tail_big=tails["large rate"], tail_ok=tails["chosen rate"],
+).items():  # fmt: skip
     report.glue(glue_name, value, "{:.3f}")
+readings = few_labels.forgetting_words(  # can the readings show forgetting?
+    before["intent_1nn"], before["intent_probe"],
+    {"ok": r_ok["intent_probe"], "big": r_big["intent_probe"]},
+    intent_majority, len(probes),
+)  # fmt: skip
+for glue_name, text in readings.items():
+    report.glue(glue_name, text)
 report.glue("n_ref", len(queries))
 report.glue("top_intent", top_intent.removeprefix("atis_"))
-report.glue("knn_floor", (
-    "no better than always answering it" if k0_knn <= intent_majority + noise
-    else "above it by more than the noise"
+r = sweep_big[heads["pre-trained"]]
+report.glue("sweep_big", "the sweep did not run this rate" if r is None else (
+    f"the sweep's own run of this rate and head, with the same {r['steps']} "
+    f"updates (seed {r['seed']}), scored {r['dev_accuracy']:.3f} on all "
+    f"{s['n_dev']} dev sentences ({r['selection_accuracy']:.3f} on the selection "
+    f"split), against {majority_dev:.3f} for the majority"
 ))  # fmt: skip
-report.glue("probe_room", (
-    "it stands above the majority by more than the noise, so a loss of more than "
-    f"about {noise:.2f} would show; a smaller one would not"
-    if k0 > intent_majority + noise
-    else "it does not stand above the majority by more than the noise either, so "
-    "neither reading can show forgetting"
-))  # fmt: skip
-if sweep_big[heads["pre-trained"]] is not None:
-    r = sweep_big[heads["pre-trained"]]
-    report.glue("sweep_big", (
-        f"the sweep's own run of this rate and head, with the same {r['steps']} "
-        f"updates (seed {r['seed']}), scored {r['dev_accuracy']:.3f} on all "
-        f"{s['n_dev']} dev sentences ({r['selection_accuracy']:.3f} on the selection "
-        f"split), against {majority_dev:.3f} for the majority"
-    ))  # fmt: skip
-else:
-    report.glue("sweep_big", "the sweep did not run this rate")
-for glue_name, value in dict(d_ok=d_ok, d_big=d_big, wild_acc=r_big["dev_accuracy"],
-                             tail_big=tails["large rate"],
-                             tail_ok=tails["chosen rate"]).items():  # fmt: skip
-    report.glue(glue_name, value, "{:.3f}")
 report.glue("peak", peak, "{:.2f}")
 report.glue("same", same, "{:.0%}")
 report.glue("verdict", verdict)
@@ -935,18 +699,6 @@ report.glue("big_steps", r_big["steps"])
 report.glue("big_seed", large["settings"]["seed"])
 report.glue("n_big_dev", large["settings"]["n_dev"])
 report.glue("n_probes", len(probes))
-
-
-def knn_words(k):  # the linear probe after fine-tuning, against its score before
-    if k < k0 - noise:
-        return "below the score before by more than the noise"
-    if k > k0 + noise:
-        return "above the score before by more than the noise"
-    return "within the noise of the score before"
-
-
-report.glue("knn_ok", knn_words(k_ok))
-report.glue("knn_big", knn_words(k_big))
 
 # %% [markdown]
 # The verdict: {glue:text}`verdict` (last quarter of the updates
@@ -963,7 +715,8 @@ report.glue("knn_big", knn_words(k_big))
 # ({glue:text}`top_intent`) scores {glue:text}`intent_majority`: the 1-NN reading is
 # {glue:text}`knn_floor`, so it cannot show forgetting. The linear probe on the same
 # embeddings scores {glue:text}`k0` (noise about ±{glue:text}`noise`, two standard
-# errors over the test queries): {glue:text}`probe_room`. After the chosen rate it
+# errors over the test queries; `few_labels.forgetting_words`):
+# {glue:text}`probe_room`. After the chosen rate it
 # scores {glue:text}`k_ok` ({glue:text}`knn_ok`), after the large one
 # {glue:text}`k_big` ({glue:text}`knn_big`). One seed each. The curves of the two
 # rates, beside the scratch arm's run of the same seed at its own chosen rate:
@@ -1006,18 +759,11 @@ clock["3.-4. tokens, spans"] = time.process_time()
 tag_names = sorted({t for tags in atis_train.tags for t in tags})
 tag_ids = {t: i for i, t in enumerate(tag_names)}
 test_tags = atis_test.tags[:atis_test_queries]  # the quick profile: the first 300
-tag_ex = {
-    "train": tagging.tagging_examples(
-        tok,
-        atis_train.sentences[:train_queries],
-        atis_train.tags[:train_queries],
-        tag_ids,
-        eval_len,
-    ),
-    "test": tagging.tagging_examples(
-        tok, atis_test.sentences[: len(test_tags)], test_tags, tag_ids, eval_len
-    ),
-}
+tag_ex = {  # split -> one TaggingExample per query
+    split: tagging.tagging_examples(tok, d.sentences[:n], d.tags[:n], tag_ids, eval_len)
+    for split, d, n in (("train", atis_train, train_queries),
+                        ("test", atis_test, atis_test_queries))
+}  # fmt: skip
 ex = next(e for e in tag_ex["train"] if len(e) - 2 > e.n_words)  # a word in pieces
 for i, label in zip(ex.encoding.ids, ex.labels):
     print(f"{tok.itos[i]:>12}  {tag_names[label] if label >= 0 else '(ignored)'}")
@@ -1038,10 +784,8 @@ probe.fit_head(tagger.classifier, x_tok, y_tok)
 tagger = tagger.to(run.device)
 probe_tags = finetune.predict_tags(tagger, tok, tag_ex["test"], tag_names)
 probe_slots = metrics.span_scores(test_tags, probe_tags)
-print(
-    f"{len(tag_names)} tags; probe fitted on the {len(y_tok):,} first pieces", end=" "
-)
-print(f"of {tag_pool} queries")
+print(f"{len(tag_names)} tags; probe fitted on the {len(y_tok):,} first pieces of",
+      f"{tag_pool} queries")  # fmt: skip
 head_tag = sum(p.numel() for p in tagger.classifier.parameters())
 d_in = tagger.classifier.in_features
 print(f"head: {len(tag_names)} x ({d_in} + 1) = {head_tag:,} weights and biases")
@@ -1191,29 +935,22 @@ sweep_text = (
     f"questions (those of the first {qs['dev_queries']} dev queries): F1 "
     + "; ".join(f"{x['f1']:.3f} at {x['lr']:g}" for x in qa_sweep["scores"])
 )
+chosen = qa_lr == qa_sweep["chosen_lr"]  # not in the full profile: BERT's rate
 same_run = (qa_steps, train_queries) == (qs["steps"], qs["train_queries"])
-if qa_lr == qa_sweep["chosen_lr"] and same_run:
-    qa_lr_story = (
-        f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
-        f"page reads that committed result and trains the same run ({qa_steps} "
-        f"updates on the questions of {qa_train_text}, seed 0, at the chosen rate); "
-        "only the test questions are new to it."
-    )
-elif qa_lr == qa_sweep["chosen_lr"]:
-    qa_lr_story = (
-        f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
-        f"page reads that committed result and trains {qa_steps} updates, on the "
-        f"questions of {qa_train_text}, at the chosen rate; that the choice holds for "
-        "this run is an assumption this page does not test."
-    )
-else:  # the full profile: BERT's usual rate, not the sweep's choice
-    qa_lr_story = (
-        f"The peak rate {qa_lr:g} is BERT's usual fine-tuning rate, not chosen here: "
-        f"{sweep_text}, and chose {qa_sweep['chosen_lr']:g} for the quick profile's "
-        f"short run. This page trains {qa_steps} updates, on the questions of "
-        f"{qa_train_text}, at {qa_lr:g}."
-    )
-report.glue("qa_lr_story", qa_lr_story)
+trains = f"{qa_steps} updates, on the questions of {qa_train_text}"
+report.glue("qa_lr_story", (
+    f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
+    "page reads that committed result and trains " + (
+        f"the same run ({qa_steps} updates on the questions of {qa_train_text}, "
+        "seed 0, at the chosen rate); only the test questions are new to it."
+        if same_run else
+        f"{trains}, at the chosen rate; that the choice holds for this run is an "
+        "assumption this page does not test."
+    ) if chosen else
+    f"The peak rate {qa_lr:g} is BERT's usual fine-tuning rate, not chosen here: "
+    f"{sweep_text}, and chose {qa_sweep['chosen_lr']:g} for the quick profile's "
+    f"short run. This page trains {trains}, at {qa_lr:g}."
+))  # fmt: skip
 
 # %% [markdown]
 # The reader's exact match is {glue:text}`qa_em` and its F1 {glue:text}`qa_f1`; the
@@ -1322,35 +1059,25 @@ marks = list(clock.items())
 for (section, t0), (_, t1) in zip(marks, marks[1:]):
     print(f"{section:<14} {t1 - t0:6.1f} CPU-s")
 chapter_cpu = clock["end"]
-live_updates = sum(len(r.losses) for r in live.values())
-big_updates = r_big["steps"] if large_live else 0  # the quick profile reads its run
-n_updates = live_updates + big_updates + atis_steps + qa_steps
-print(f"{chapter_cpu:.0f} CPU-s in all; {n_updates} updates of MiniLM")
+updates = {  # updates of MiniLM by where they were made
+    "of the live few-label " + ("arm" if len(live_arms) == 1 else "arms"): sum(
+        len(r.losses) for r in live.values()
+    ),
+    "at the too-large rate": r_big["steps"] if large_live else 0,  # quick: read
+    "on ATIS tags": atis_steps,
+    "on ATIS questions": qa_steps,
+}
+print(f"{chapter_cpu:.0f} CPU-s in all; {sum(updates.values())} updates of MiniLM")
 report.glue("chapter_cpu", chapter_cpu, "{:.0f}")
-report.glue("n_updates", n_updates)
-sweep_runs = [r for runs in few["selection_runs"].values() for r in runs] + [
-    r for runs in few["final_runs"].values() for r in runs
-    if r["seed"] != s["select_seed"]  # that seed's run is a selection run
-] + [few["longer"]]  # fmt: skip
-report.glue("sweep_cpu_minutes", sum(r["cpu_seconds"] for r in sweep_runs) / 60,
-            "{:.0f}")  # fmt: skip
-report.glue("updates_what", ", ".join(
-    f"{n} {what}" for n, what in (
-        (live_updates, "of the live few-label " + ("arm" if len(live_arms) == 1
-                                                   else "arms")),
-        (big_updates, "at the too-large rate"), (atis_steps, "on ATIS tags"),
-        (qa_steps, "on ATIS questions"),
-    ) if n
+report.glue("n_updates", sum(updates.values()))
+report.glue("updates_what", ", ".join(f"{n} {w}" for w, n in updates.items() if n))
+report.glue("sweep_cpu_minutes", few_labels.sweep_cpu_seconds(few) / 60, "{:.0f}")
+large_cpu = sum(r.get("cpu_seconds", 0) for r in large["runs"].values())
+report.glue("large_cpu", "" if large_live else (
+    f"; the too-large rate's runs, with the chosen rate's and the scratch arm's "
+    f"beside them, come from `benchmarks/ch12_large_rate.py` (about "
+    f"{large_cpu / 60:.0f} CPU-minutes, committed)"
 ))  # fmt: skip
-if not large_live:
-    large_cpu = sum(r["cpu_seconds"] for r in large["runs"].values())
-    report.glue("large_cpu", (
-        f"; the too-large rate's runs, with the chosen rate's and the scratch arm's "
-        f"beside them, come from `benchmarks/ch12_large_rate.py` (about "
-        f"{large_cpu / 60:.0f} CPU-minutes, committed)"
-    ))  # fmt: skip
-else:
-    report.glue("large_cpu", "")
 report.glue("probe_cut", "" if probe_here else (
     "; the linear probe is the sweep's fit, not fitted again"
 ))  # fmt: skip
@@ -1384,6 +1111,11 @@ report.glue("probe_cut", "" if probe_here else (
 #   `classification_batches`, `tagging_batches`,
 #   `qa_batches` (texts of similar length together), `classification_loss`,
 #   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`.
+# - `transformer_book.few_labels`: the committed few-label sweep read back
+#   (`chosen_head`, `grid_edge`, `compare_heads`, `dev_table`, `sweep_cpu_seconds`) and
+#   its comparisons in words (`t_words`, `beside`, `one_run_against`,
+#   `comparison_words`, `live_words`, `pretraining_verdict`); the too-large rate's
+#   `failure_kind` and `forgetting_words`.
 # - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
 #   `linear_probe` (probes, and heads fitted before fine-tuning).
 # - `transformer_book.data`: `few_labels` (a few labelled texts and a selection split
