@@ -51,16 +51,13 @@ if "google.colab" in sys.modules:
 
 # %%
 import copy
-import dataclasses
-import math
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import torch
 
 from transformer_book import (
-    baselines,
     batching,
     bio,
     checks,
@@ -171,23 +168,13 @@ print(words.decode(ids[0]))
 # ## 3. A slot depends on its neighbours
 #
 # The same word can fill different slots. Here is how *boston* is tagged in the training
-# data, overall and right after *from* or *to*:
-
+# data, overall and right after *from* or *to* (`bio.tag_counts` counts them):
 
 # %%
-def tags_of(word, previous=None):
-    """Counter of the tags `word` gets in train (only after `previous`, if given)."""
-    return Counter(
-        tags[t]
-        for sent, tags in zip(train.sentences, train.tags)
-        for t in range(len(sent))
-        if sent[t] == word and (previous is None or (t > 0 and sent[t - 1] == previous))
-    )
-
-
 for previous in (None, "from", "to"):
     where = "anywhere" if previous is None else "after " + previous
-    print(f"{where:>10}:", tags_of("boston", previous).most_common(3))
+    counts = bio.tag_counts(train.sentences, train.tags, "boston", previous)
+    print(f"{where:>10}:", counts.most_common(3))
 
 # %% [markdown]
 # The word alone leaves the slot open; the word on its left nearly settles it. So the
@@ -218,16 +205,10 @@ diagrams.classifiers.token_classification()
 plt.show()
 
 # %%
+sizes = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=1, dropout=dropout,
+             positions="relative")  # fmt: skip
 slot_cfg = classifiers.ClassifierConfig(
-    vocab_size=len(words),
-    n_classes=len(tag_vocab),
-    d_model=d_model,
-    n_heads=n_heads,
-    d_ff=d_ff,
-    n_layers=1,
-    dropout=dropout,
-    pad_id=words.pad_id,
-    positions="relative",
+    len(words), len(tag_vocab), pad_id=words.pad_id, **sizes
 )
 slot_model = classifiers.WordTagger(slot_cfg).to(run.device)
 print(slot_cfg)
@@ -266,14 +247,14 @@ print("same scores alone and padded:", alone.shape)
 # batches and serves the batches in random order.
 
 # %%
-train_ids, train_lengths = words.encode_batch(train.sentences)  # (N, T_max), (N,)
-train_tags, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)  # (N, T_max)
-grouped = batching.LengthBatches(train_lengths, batch_size, seed=0)
+# the training split encoded once: atis.ids (N, T_max), atis.lengths (N,)
+atis = classifiers.SlotIntentFeatures(train, words, tag_vocab, intent_vocab)
+grouped = batching.LengthBatches(atis.lengths, batch_size, seed=0)
 shuffled = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
 share = {"shuffled": shuffled.split(batch_size), "grouped by length": list(grouped)}
 print(f"{len(grouped)} batches per epoch; <pad> fills")
 for how, index_batches in share.items():  # the share of the positions that are <pad>
-    pad = batching.padding_share(train_lengths, index_batches)
+    pad = batching.padding_share(atis.lengths, index_batches)
     print(f"  {pad:.0%} of the positions if {how}")
 
 # %% [markdown]
@@ -286,18 +267,11 @@ for how, index_batches in share.items():  # the share of the positions that are 
 # often than frequent ones.) `batching.PaddedBatches` turns the index batches into
 # `(x, y)` batches, each cut to its longest query, and applies the word dropout to every
 # `x`; `training.train` goes through it again and again, as many batches as it needs.
-
+# `atis.batches` builds them (y: the tags (b, T) for the slots, one intent (b,) for the
+# intents).
 
 # %%
-def batches(targets, seed):
-    """(x, y) training batches grouped by length, with word dropout on x."""
-    drop = lambda x, gen: words.word_dropout(x, p_unk, generator=gen)  # noqa: E731
-    return batching.PaddedBatches(
-        train_ids, train_lengths, targets, batch_size, seed, augment=drop
-    )  # y: tags (b, T) for the slots, one class (b,) for the intents
-
-
-x, y = next(iter(batches(train_tags, seed=0)))
+x, y = next(iter(atis.batches("tags", batch_size, seed=0, p_unk=p_unk)))
 n_words = int((x != words.pad_id).sum())
 print(x.shape, y.shape, f"{int((x == words.unk_id).sum())} of {n_words} words -> <unk>")
 
@@ -312,26 +286,22 @@ print(x.shape, y.shape, f"{int((x == words.unk_id).sum())} of {n_words} words ->
 # loss is `classifiers.token_loss`, the cross-entropy above: `F.cross_entropy` over the
 # `(b·T, C)` scores with `ignore_index=-100`. `classifiers.predict_tags` predicts in
 # batches of similar length (`batching.sorted_batches`, in a fixed order) and puts each
-# sentence's tags back in its place; `tags_for` turns the ids into tag names.
-
-
-# %%
-def tags_for(model, sentences, rules=None):
-    """Tags of every sentence: word by word, or the best valid sequence under rules."""
-    ids, lengths = words.encode_batch(sentences)  # (N, T_max), unknown words -> <unk>
-    rows = classifiers.predict_tags(model, ids, lengths, rules)
-    return [tag_vocab.decode(row) for row in rows]
+# sentence's tags back in its place; `atis.tags_for` turns the ids into tag names.
 
 
 # %%
 def dev_span_f1(model):
-    return metrics.span_scores(dev.tags, tags_for(model, dev.sentences)).f1
+    return metrics.span_scores(dev.tags, atis.tags_for(model, dev.sentences)).f1
+
+
+def batches(seed):  # the slots' training batches
+    return atis.batches("tags", batch_size, seed, p_unk)
 
 
 cooldown = slot_steps // 5  # then a fifth more steps, at lr / 10
 slot_init = copy.deepcopy(slot_model.state_dict())  # for the control of the tail
 slot_history, slot_dev = classifiers.fit(
-    slot_model, batches(train_tags, run.seed), classifiers.token_loss,
+    slot_model, batches(run.seed), classifiers.token_loss,
     slot_steps + cooldown, dev_span_f1, eval_every, lr, warmup=50, cooldown=cooldown,
 )  # fmt: skip
 epochs = len(slot_history) * batch_size / len(train)
@@ -377,11 +347,7 @@ at_full_rate = [slot_dev[s] for s in sorted(slot_dev) if s <= slot_steps]
 untrained = classifiers.WordTagger(slot_cfg).to(run.device)
 untrained.load_state_dict(slot_init)  # the weights at step 0
 half = slot_steps // 2  # a step with a dev score: a multiple of eval_every
-dev_at = {
-    0: dev_span_f1(untrained),
-    half: slot_dev[half],
-    slot_steps: slot_dev[slot_steps],
-}
+dev_at = {0: dev_span_f1(untrained)} | {s: slot_dev[s] for s in (half, slot_steps)}
 gains = dev_at[half] - dev_at[0], dev_at[slot_steps] - dev_at[half]
 before, after = statistics.mean(at_full_rate[-3:]), slot_dev[len(slot_history)]
 first = report.glue("gain_first", gains[0], "{:+.3f}")
@@ -403,7 +369,7 @@ control = classifiers.WordTagger(slot_cfg).to(run.device)
 control.load_state_dict(slot_init)
 total = slot_steps + cooldown
 _, control_dev = classifiers.fit(
-    control, batches(train_tags, run.seed), classifiers.token_loss, total,
+    control, batches(run.seed), classifiers.token_loss, total,
     dev_span_f1, total, lr, warmup=50,
 )  # fmt: skip
 no_tail = control_dev[total]
@@ -415,15 +381,7 @@ report.glue("dev_no_tail", no_tail, "{:.3f}")
 print(f"dev span F1 after {total} steps: with the tail {after:.3f}, "
       f"all at the full rate {no_tail:.3f}")  # fmt: skip
 print(f"range of the last three full-rate scores: {jitter:.3f}")
-report.glue(
-    "tail_verdict",
-    "ahead of the control by more than that range: modest evidence (one run of each) "
-    "for the tail, which costs nothing over the same number of steps"
-    if after - no_tail > jitter
-    else "not ahead of the control by more than that range, so one run of each does "
-    "not credit the tail with a gain; we keep it as a cheap default, not as a "
-    "measured gain",
-)
+report.glue("tail_verdict", classifiers.cooldown_verdict(after, no_tail, jitter))
 
 # %% [markdown]
 # The control ends at {glue:text}`dev_no_tail`: the run with the tail is
@@ -444,32 +402,22 @@ report.glue(
 # The all-`O` baseline reads no word at all. A stronger one reads each word, but only
 # the word: tag it with the tag it has most often in the training data
 # (`baselines.majority_class` of its training tags), and tag a word that training never
-# shows `O`. This lookup table is section 3's "the word alone" as a tagger: no model, no
-# training, and every *boston* gets the same tag, wherever it stands. Whatever the model
-# scores above it, the model owes to reading the other words of the query.
+# shows `O` (`classifiers.LookupTagger`). This lookup table is section 3's "the word
+# alone" as a tagger: no model, no training, and every *boston* gets the same tag,
+# wherever it stands. Whatever the model scores above it, the model owes to reading the
+# other words of the query.
 
 # %%
 all_o = [["O"] * len(s) for s in dev.sentences]
 baseline = metrics.token_accuracy(dev.tags, all_o)
 print(f"dev token accuracy of the all-'O' baseline: {baseline:.4f}")
-seen_tags = defaultdict(list)  # word -> every tag it gets in train
-for sent, tags in zip(train.sentences, train.tags):
-    for word, tag in zip(sent, tags):
-        seen_tags[word].append(tag)
-word_tag = {word: baselines.majority_class(tags) for word, tags in seen_tags.items()}
-
-
-def lookup_tags(sentences):
-    """Each word's most frequent training tag; "O" for a word never seen in training."""
-    return [[word_tag.get(word, "O") for word in sent] for sent in sentences]
-
-
+lookup_tags = classifiers.LookupTagger(train.sentences, train.tags)
 dev_lookup = lookup_tags(dev.sentences)
 lookup_acc = metrics.token_accuracy(dev.tags, dev_lookup)
 print(f"dev token accuracy of the lookup table:     {lookup_acc:.4f}")
 
 # %% tags=["nbval-ignore-output"]
-dev_pred = tags_for(slot_model, dev.sentences)
+dev_pred = atis.tags_for(slot_model, dev.sentences)
 acc = metrics.token_accuracy(dev.tags, dev_pred)
 acc_slots = metrics.token_accuracy(dev.tags, dev_pred, ignore="O")
 print(f"dev token accuracy, model:                  {acc:.4f}")
@@ -541,11 +489,8 @@ compare(three_slots, all_o)
 # span wrong: a single wrong tag is enough to lose a slot.
 
 # %% tags=["nbval-ignore-output"]
-wrong = [
-    n
-    for n in range(len(dev))
-    if set(metrics.bio_spans(dev.tags[n])) != set(metrics.bio_spans(dev_pred[n]))
-]
+spans_of = metrics.bio_spans  # the spans of one query, left to right
+wrong = [n for n in range(len(dev)) if spans_of(dev.tags[n]) != spans_of(dev_pred[n])]
 n = max(wrong, key=lambda n: (metrics.token_accuracy([dev.tags[n]], [dev_pred[n]]), -n))
 compare(n, dev_pred)
 n_wrong_tags = sum(g != p for g, p in zip(dev.tags[n], dev_pred[n]))
@@ -558,22 +503,11 @@ assert n_wrong_tags == 1, "one wrong tag, and a slot is lost"
 # `I-toloc.city_name` after `O` or after `B-fromloc.city_name`: the continuation of a slot
 # that was never opened. `conlleval` reads such a stray `I-` as the start of a new span,
 # which is then almost surely wrong, and the span it broke off is lost as well. How often
-# does it happen on dev?
-
-
-# %%
-def stray_inside(tags):
-    """Positions of I-x tags that do not continue a B-x or I-x."""
-    return [
-        t
-        for t, tag in enumerate(tags)
-        if tag.startswith("I-") and (t == 0 or tags[t - 1][2:] != tag[2:])
-    ]
-
+# does it happen on dev? (`bio.stray_inside` finds them.)
 
 # %% tags=["nbval-ignore-output"]
-n_stray = sum(len(stray_inside(tags)) for tags in dev_pred)
-n_queries = sum(bool(stray_inside(tags)) for tags in dev_pred)
+n_stray = sum(len(bio.stray_inside(tags)) for tags in dev_pred)
+n_queries = sum(bool(bio.stray_inside(tags)) for tags in dev_pred)
 print(f"{n_stray} stray I- tags in {n_queries} of {len(dev)} dev queries")
 assert n_stray > 0
 
@@ -591,7 +525,7 @@ assert n_stray > 0
 # previous tags $i$ of $\delta_{t-1}(i)$, kept with its arg-max as the back-pointer),
 # over the log-softmax of the model's scores; `bio.bio_transitions` gives it
 # the rules, which tags may start a query and which pairs may follow each other.
-# `classifiers.predict_tags` runs it when `tags_for` passes those rules on (below).
+# `classifiers.predict_tags` runs it when `atis.tags_for` passes those rules on (below).
 
 # %%
 may_start, may_follow = bio.bio_transitions(tag_vocab.itos)  # (C,), (C, C) bool
@@ -605,10 +539,10 @@ print(
 # Which decoding to use is a choice, so dev decides:
 
 # %% tags=["nbval-ignore-output"]
-dev_bio = tags_for(slot_model, dev.sentences, (may_start, may_follow))
+dev_bio = atis.tags_for(slot_model, dev.sentences, (may_start, may_follow))
 viterbi_f1 = metrics.span_scores(dev.tags, dev_bio).f1
 print(f"dev span F1: word by word {dev_spans.f1:.4f}, BIO Viterbi {viterbi_f1:.4f}")
-n_left = sum(len(stray_inside(tags)) for tags in dev_bio)
+n_left = sum(len(bio.stray_inside(tags)) for tags in dev_bio)
 print("stray I- tags left:", n_left)
 assert n_left == 0  # Viterbi obeys the BIO rules by construction
 print("dev queries whose tags changed:", sum(a != b for a, b in zip(dev_pred, dev_bio)))
@@ -631,7 +565,7 @@ assert abs(viterbi_f1 - dev_spans.f1) < 0.05  # a repair of the tags, not a new 
 # the slot model.
 
 # %% tags=["nbval-ignore-output"]
-test_pred = tags_for(slot_model, test.sentences, rules)  # the decoding dev chose
+test_pred = atis.tags_for(slot_model, test.sentences, rules)  # the decoding dev chose
 test_o = [["O"] * len(s) for s in test.sentences]
 slot_scores = metrics.span_scores(test.tags, test_pred)
 print(f"test token accuracy {metrics.token_accuracy(test.tags, test_pred):.4f}", end="")
@@ -656,41 +590,31 @@ assert slot_scores.f1 > lookup_test.f1 + 0.15, "reading the query beats the word
 # both uses of a word that training tags in more than one way, and neither can any other
 # rule that reads a word by itself; the model reads the same word and the rest of the
 # query. So count where each goes wrong: on words that training shows with more than one
-# tag (like *boston* in section 3), on words training never shows, and on the rest.
-
+# tag (like *boston* in section 3), on words training never shows, and on the rest
+# (`LookupTagger.kind_of` and `errors_by_kind`).
 
 # %% tags=["nbval-ignore-output"]
-def kind_of(word):
-    """Unseen in train, one training tag, or several (the word alone cannot settle)."""
-    if word not in seen_tags:
-        return "unseen in train"
-    return "several training tags" if len(set(seen_tags[word])) > 1 else "one tag"
-
-
-wrong_by_kind = {}  # tagger -> Counter of its wrongly tagged test words, by kind
-for name, pred in (("lookup table", test_lookup), ("model", test_pred)):
-    wrong_by_kind[name] = Counter(
-        kind_of(w)
-        for sent, gs, ps in zip(test.sentences, test.tags, pred)
-        for w, g, p in zip(sent, gs, ps)
-        if g != p
-    )
-n_kind = Counter(kind_of(w) for sent in test.sentences for w in sent)
+wrong_by_kind = {  # tagger -> Counter of its wrongly tagged test words, by kind
+    name: lookup_tags.errors_by_kind(test.sentences, test.tags, pred)
+    for name, pred in (("lookup table", test_lookup), ("model", test_pred))
+}
+n_kind = Counter(lookup_tags.kind_of(w) for sent in test.sentences for w in sent)
 kinds = ("several training tags", "unseen in train", "one tag")
 print(f"{'wrongly tagged test words':<26}" + "".join(f"{k:>23}" for k in kinds))
 print(f"{'(test words of the kind)':<26}" + "".join(f"{n_kind[k]:>23}" for k in kinds))
 for name, wrong_words in wrong_by_kind.items():
     print(f"{name:<26}" + "".join(f"{wrong_words[k]:>23}" for k in kinds))
 lookup_wrong, model_wrong = wrong_by_kind["lookup table"], wrong_by_kind["model"]
-several = "several training tags"
-report.glue("lookup_wrong", f"{sum(lookup_wrong.values()):,}")
+several, unseen = "several training tags", "unseen in train"
 share_several = lookup_wrong[several] / sum(lookup_wrong.values())
 report.glue("lookup_several_share", share_several, "{:.0%}")
-report.glue("lookup_wrong_several", f"{lookup_wrong[several]:,}")
-report.glue("model_wrong_several", f"{model_wrong[several]:,}")
-report.glue("n_several", f"{n_kind[several]:,}")
-report.glue("lookup_wrong_unseen", f"{lookup_wrong['unseen in train']:,}")
-report.glue("model_wrong_unseen", f"{model_wrong['unseen in train']:,}")
+counts = dict(lookup_wrong=sum(lookup_wrong.values()), n_several=n_kind[several],
+              lookup_wrong_several=lookup_wrong[several],
+              model_wrong_several=model_wrong[several],
+              lookup_wrong_unseen=lookup_wrong[unseen],
+              model_wrong_unseen=model_wrong[unseen])  # fmt: skip
+for key, count in counts.items():
+    report.glue(key, f"{count:,}")
 assert share_several > 0.8, "the word alone fails where training tags it several ways"
 assert model_wrong[several] < lookup_wrong[several] / 3, "the context settles them"
 
@@ -712,28 +636,18 @@ assert model_wrong[several] < lookup_wrong[several] / 3, "the context settles th
 # predicted) pair, and split them three ways: words where a slot was missed or invented
 # (one side is `O`), words put in a slot of the wrong type (neither side is `O`, and the
 # types differ), and words with the right type but the wrong boundary tag (`B-x` for
-# `I-x`, or the reverse).
+# `I-x`, or the reverse; `metrics.confusion_kinds`).
 
 # %% tags=["nbval-ignore-output"]
-confusions = Counter(
-    (g, p) for gs, ps in zip(test.tags, test_pred) for g, p in zip(gs, ps) if g != p
-)
-n_wrong = sum(confusions.values())
-in_slots = {(g, p): n for (g, p), n in confusions.items() if g != "O" and p != "O"}
-wrong_type = sum(n for (g, p), n in in_slots.items() if g[2:] != p[2:])
-boundary = sum(in_slots.values()) - wrong_type  # same type, B- and I- swapped
-print(
-    f"{n_wrong} wrongly tagged words: {n_wrong - sum(in_slots.values())} slots missed "
-    f"or invented, {wrong_type} of the wrong type, {boundary} B-/I- of the right type"
-)
+confusions = metrics.tag_confusions(test.tags, test_pred)  # (gold, predicted) -> count
+n_wrong, kinds = sum(confusions.values()), metrics.confusion_kinds(confusions)
+wrong_type = kinds["wrong type"]
+print(f"{n_wrong} wrongly tagged words: {kinds['missed or invented']} slots missed or "
+      f"invented, {wrong_type} of the wrong type, {kinds['boundary']} B-/I- of the "
+      "right type")  # fmt: skip
 for (g, p), count in confusions.most_common(8):
     print(f"{count:>4}  gold {g:<30} predicted {p}")
-roleless = ("city_name", "airport_name")
-given_role = sum(  # of the wrong type: a B-/I- swap of the same type is not a role
-    n
-    for (g, p), n in confusions.items()
-    if g[2:] in roleless and p[2:].endswith(g[2:]) and p[2:] != g[2:]
-)
+given_role = metrics.role_added(confusions, ("city_name", "airport_name"))
 pct = report.glue("roleless_share", given_role / wrong_type, "{:.0%}")
 print(f"{given_role} of those ({pct}): a role-less city or airport given a role")
 assert wrong_type > n_wrong / 2, "most mistakes keep the slot, with the wrong type"
@@ -747,20 +661,18 @@ assert given_role > 0.2 * wrong_type
 # queries that contain them show:
 
 # %%
-roleless_queries = [
-    n
-    for n, tags in enumerate(test.tags)
-    if {"B-city_name", "B-airport_name"} & set(tags)
-]
+roleless = {"B-city_name", "B-airport_name"}
+roleless_queries = [n for n, tags in enumerate(test.tags) if roleless & set(tags)]
 intents_of = Counter(test.intents[n] for n in roleless_queries)
 print(len(roleless_queries), "test queries with a role-less city or airport:")
 print(intents_of.most_common(4))
 
 # %% tags=["nbval-ignore-output"]
+to_city = "B-toloc.city_name"
 given_a_role = [
     n
     for n in roleless_queries
-    if "B-toloc.city_name" in test_pred[n] and "B-toloc.city_name" not in test.tags[n]
+    if to_city in test_pred[n] and to_city not in test.tags[n]
 ]
 n_given = len(given_a_role)
 print(f"in {n_given} of them the model tagged a toloc. city the annotators did not")
@@ -773,12 +685,7 @@ print("e.g.:", " ".join(test.sentences[given_a_role[0]]))
 # hardly ever shows it. How the city names of the training split are tagged:
 
 # %%
-city_roles = Counter(
-    t[2:].split(".")[0] if "." in t else "no role"
-    for tags in train.tags
-    for t in tags
-    if t.startswith("B-") and t.endswith("city_name")
-)
+city_roles = metrics.slot_roles(train.tags, "city_name")
 n_cities = sum(city_roles.values())
 for role, n in city_roles.most_common():
     print(f"{role:<8} {n:>5} of {n_cities} ({n / n_cities:.1%})")
@@ -798,23 +705,17 @@ frequent = sorted(by_type, key=lambda t: -by_type[t].n_gold)[:12]
 for t in frequent:
     print(f"{t:<28} {by_type[t]}")
 rare = [t for t in by_type if by_type[t].n_gold < 20]
-counts = ("n_gold", "n_pred", "n_correct")
-pooled = [sum(getattr(by_type[t], k) for t in rare) for k in counts]
-rare_total = metrics.SpanScores(*pooled)
+rare_total = metrics.pooled_span_scores([by_type[t] for t in rare])
 print(f"{len(rare)} types with < 20 test spans, pooled: {rare_total}")
 assert rare_total.f1 < slot_scores.f1 < min(by_type[t].f1 for t in frequent[:2])
 top2 = sum(by_type[t].n_gold for t in frequent[:2]) / slot_scores.n_gold
-print(
-    f"the two most frequent types hold {report.glue('top2_share', top2, '{:.0%}')} "
-    "of the gold spans"
-)
+top2_text = report.glue("top2_share", top2, "{:.0%}")
+print(f"the two most frequent types hold {top2_text} of the gold spans")
 # a few thousandths decide some of these (a type near the overall F1): quoted only
 n_above = sum(by_type[t].f1 > slot_scores.f1 for t in frequent)
-print(
-    report.glue("above_overall", f"{n_above}"),
-    "of the 12 most frequent types score "
-    f"above the overall span F1 {slot_scores.f1:.4f}",
-)
+n_above = report.glue("above_overall", f"{n_above}")
+print(f"{n_above} of the 12 most frequent types score above the overall span F1 "
+      f"{slot_scores.f1:.4f}")  # fmt: skip
 weakest, *others = sorted(frequent, key=lambda t: by_type[t].f1)
 print(f"weakest of the 12 most frequent: {weakest} (F1 {by_type[weakest].f1:.2f})")
 assert weakest == "city_name" and by_type[weakest].f1 < by_type[others[0]].f1 - 0.1
@@ -889,32 +790,22 @@ for name, split in (("dev", dev), ("test", test)):
     print(f"{name:>4}: majority {majority[name]:.4f}, ceiling {ceiling[name]:.4f}")
 
 # %%
-train_intent_ids = torch.tensor([intent_vocab[x] for x in train.intents])  # (N,)
 poolings = ("cls", "mean")
 
 
-def intents_for(model, sentences):
-    """The predicted intent of every sentence (classifiers.predict_classes)."""
-    ids, lengths = words.encode_batch(sentences)
-    return intent_vocab.decode(classifiers.predict_classes(model, ids, lengths))
+def dev_accuracy(model):  # atis.intents_for: classifiers.predict_classes, as names
+    return metrics.accuracy(dev.intents, atis.intents_for(model, dev.sentences))
 
 
-def dev_accuracy(model):
-    return metrics.accuracy(dev.intents, intents_for(model, dev.sentences))
-
-
-# %%
 def train_intent_model(pooling, seed):
     """One run: the model, its training losses and its dev accuracy {step: accuracy}."""
     # the same encoder weights at the start for both poolings; the [CLS] vector is drawn
     # after them and before the head, so the heads' initial weights differ
     runtime.seed_everything(seed)
-    cfg = dataclasses.replace(slot_cfg, n_classes=len(intent_vocab), pooling=pooling)
-    model = classifiers.SentenceClassifier(cfg).to(run.device)
-    stream, tail = batches(train_intent_ids, seed), intent_steps // 5
-    losses, dev_curve = classifiers.fit(
-        model, stream, classifiers.sentence_loss, intent_steps + tail, dev_accuracy,
-        eval_every, lr, warmup=50, cooldown=tail,
+    model, losses, dev_curve = atis.train_model(  # classifiers.fit, with the tail
+        "intents", intent_steps, lr, batch_size=batch_size, seed=seed, p_unk=p_unk,
+        warmup=50, device=run.device, score=dev_accuracy, every=eval_every,
+        pooling=pooling, **sizes,
     )  # fmt: skip
     return {"model": model, "losses": losses, "dev": dev_curve}
 
@@ -932,7 +823,7 @@ for p in poolings:
     runs = [intent_runs[p, s] for s in seeds]
     accuracy[p, "dev"] = [r["dev"][max(r["dev"])] for r in runs]
     accuracy[p, "test"] = [
-        metrics.accuracy(test.intents, intents_for(r["model"], test.sentences))
+        metrics.accuracy(test.intents, atis.intents_for(r["model"], test.sentences))
         for r in runs
     ]
     for name in ("dev", "test"):
@@ -964,67 +855,30 @@ report.glue("seed_spread", f"up to {points:.1f} points")
 # \mathrm{acc}_\text{mean}$ removes what the seed does to both. The rule, computed in
 # the next cell, is chapter 4's paired $t$-test (`report.compare_seeds(..., pairs=True)`):
 # a ranking only when every $\Delta_s$ has the same sign and their mean exceeds
-# $t \cdot \mathrm{SE}$, $t = 4.30$ for three seeds.
-
+# $t \cdot \mathrm{SE}$, $t = 4.30$ for three seeds. `classifiers.pooling_verdict` and
+# `classifiers.pooling_conclusion` put the outcome in words.
 
 # %% tags=["nbval-ignore-output"]
-def verdict(name):
-    """A ranking only where the seeds support it (report.compare_seeds, paired)."""
-    cls, mean = accuracy["cls", name], accuracy["mean", name]
-    words = report.compare_seeds(mean, cls, pairs=True)  # how [CLS] compares
-    passes = "higher for every seed, and the paired t-test passes"
-    if words == "higher for every seed":
-        return f"[CLS] pooling is ahead: {passes}"
-    if words == "lower for every seed":
-        return f"mean pooling is ahead: {passes}"
-    return words  # no ranking, in the words that say why
-
-
-t_crit = report.t_quantile(0.975, len(seeds) - 1)
-differences = {}  # split -> the per-seed differences, their mean / SE, in words
 for name in ("dev", "test"):
-    diffs, mean_diff, se = report.paired(accuracy["cls", name], accuracy["mean", name])
-    t_stat = mean_diff / se if se > 0 else math.inf
-    differences[name] = (
-        "[CLS] minus mean, seed by seed: " + ", ".join(f"{d:+.3f}" for d in diffs)
-        + f"; mean {mean_diff:+.3f}, {abs(t_stat):.1f} standard errors against "
-        f"{t_crit:.2f}"
-    )  # fmt: skip
-    print(f"{name}: {differences[name]}")
-    print(f"{name}: {report.glue(name + '_verdict', verdict(name))}")
-test_means = [statistics.mean(accuracy[p, "test"]) for p in poolings]
-gap = abs(test_means[0] - test_means[1])
-gap_text = report.glue("test_gap", gap, "{:.3f}")
-spans_text = " and ".join(f"{r:.3f}" for r in test_ranges)
-ranges_text = report.glue("test_ranges", spans_text)
-print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges_text}")
+    cls, mean = accuracy["cls", name], accuracy["mean", name]
+    differences = classifiers.paired_differences(cls, mean)
+    print(f"{name}: {differences}")
+    verdict = classifiers.pooling_verdict(cls, mean)
+    print(f"{name}: {report.glue(name + '_verdict', verdict)}")
+    if name == "dev":
+        report.glue("dev_edge", differences)
 # A few thousandths decide these comparisons, and another CPU rounds differently: the
 # prose below quotes what this run computed rather than asserting one outcome.
-if gap < min(test_ranges):
-    gap_vs_seeds = "smaller than the spread of either pooling's seeds"
-elif gap < max(test_ranges):
-    gap_vs_seeds = "smaller than the spread of one pooling's seeds, not the other's"
-else:
-    gap_vs_seeds = "larger than the spread of either pooling's seeds"
-report.glue("gap_vs_seeds", gap_vs_seeds)
-n = len(seeds)
-if verdict("test").endswith("no ranking"):
-    moves = "more than" if gap < min(test_ranges) else "about as much as"
-    conclusion = f"{n} seeds cannot tell the two poolings apart: the seed alone moves "
-    conclusion += f"the accuracy {moves} the choice of pooling"
-    selective = "did not make [CLS] pooling measurably more accurate here"
-else:
-    queries = round(gap * len(test))
-    conclusion = f"the ranking holds for these {n} seeds, by {queries} of the "
-    conclusion += f"{len(test)} test queries"
-    cls_ahead = verdict("test").startswith("[CLS]")
-    selective = "put [CLS] pooling ahead on test here, by that small margin"
-    if not cls_ahead:
-        selective = "did not make [CLS] pooling more accurate here: mean pooling led"
-print(f"on test, {report.glue('pooling_conclusion', conclusion)}")
-report.glue("selective_reading", selective)
-report.glue("dev_edge", differences["dev"])
-assert gap < 0.05  # whichever is ahead, the two poolings land within a few points
+found = classifiers.pooling_conclusion(cls, mean, len(test))  # the loop ends on test
+gap_text = report.glue("test_gap", found["gap"], "{:.3f}")
+ranges = report.glue("test_ranges", " and ".join(f"{r:.3f}" for r in found["ranges"]))
+print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges}")
+report.glue("gap_vs_seeds", found["gap_vs_seeds"])
+report.glue("selective_reading", found["selective"])
+print(f"on test, {report.glue('pooling_conclusion', found['conclusion'])}")
+assert (
+    found["gap"] < 0.05
+)  # whichever is ahead, the two poolings land within a few points
 
 # %% [markdown]
 # On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
@@ -1046,25 +900,21 @@ assert gap < 0.05  # whichever is ahead, the two poolings land within a few poin
 # %% tags=["hide-input"]
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
 labels = {"cls": "[CLS] pooling", "mean": "mean pooling"}
-dev_curves = {}  # name -> (seeds, points): dev accuracy of every run
-for colour, p in zip(plotting.PALETTE, poolings):  # the colours seed_bands gives them
+loss_curves, dev_curves = {}, {}  # name -> (seeds, points): every run's curve
+for p in poolings:
     runs = [intent_runs[p, s] for s in seeds]
     smoothed = [plotting.trailing_mean(r["losses"]) for r in runs]
-    losses = torch.stack([means for _, means in smoothed])  # (seeds, steps)
-    steps_at = smoothed[0][0]
-    ax_loss.plot(steps_at, losses.mean(dim=0), color=colour, label=labels[p])
-    ax_loss.fill_between(
-        steps_at, losses.amin(0), losses.amax(0), color=colour, alpha=0.2
-    )
+    loss_curves[labels[p]] = torch.stack([means for _, means in smoothed])
     dev_curves[labels[p]] = torch.tensor([list(r["dev"].values()) for r in runs])
+plotting.seed_bands(smoothed[0][0], loss_curves, ax_loss, xlabel="training step",
+                    ylabel="cross-entropy per query",
+                    title="Intent: training loss (mean of 20 steps)")  # fmt: skip
 plotting.seed_bands(list(runs[0]["dev"]), dev_curves, ax_dev, xlabel="training step",
                     ylabel="accuracy", title="Intent: dev accuracy")  # fmt: skip
 for ax in (ax_loss, ax_dev):
     ax.axvline(intent_steps, color="gray", linestyle=":", label="learning rate / 10")
-ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per query")
-ax_loss.set_title("Intent: training loss (mean of 20 steps)")
-ax_loss.legend()
-ax_dev.legend()
+    ax.legend()
+ax_loss.set_yscale("log")
 plt.show()
 
 # %% [markdown]
@@ -1081,7 +931,7 @@ with torch.no_grad():
     # (1, H, 1 + T, 1 + T): [CLS] is position 0
     weights = cls_model.attention_weights(q_ids)
 cls_weights = weights[0, :, 0].mean(dim=0).cpu()  # (1 + T,): the [CLS] row, head mean
-print(" ".join(query), "->", intents_for(cls_model, [query])[0])
+print(" ".join(query), "->", atis.intents_for(cls_model, [query])[0])
 keys = ["[CLS]"] + query
 largest = cls_weights.argsort(descending=True)[:3].tolist()
 top = ", ".join(f"{keys[k]} ({cls_weights[k]:.2f})" for k in largest)
@@ -1095,9 +945,8 @@ plt.axhline(
     1 / len(keys), color="black", linestyle="--", label="an even spread: 1/(T + 1)"
 )
 plt.xticks(range(len(keys)), keys, rotation=60, ha="right")
-plt.xlabel("key (word attended to)")
-plt.ylabel("attention weight")
-plt.title("Where the [CLS] position looks (mean over heads)")
+plt.gca().set(xlabel="key (word attended to)", ylabel="attention weight",
+              title="Where the [CLS] position looks (mean over heads)")  # fmt: skip
 plt.legend()
 plt.show()
 
@@ -1107,79 +956,49 @@ plt.show()
 # $1/T$ of mean pooling), averaged by the kind of its gold slot tag and, for the words
 # that occur at least 30 times, by word. [CLS] sits at position 0 and the block's
 # relative bias depends on the distance, so a share may say where a word sits rather than
-# what it is; the function therefore also divides each word's share by the mean share of
-# all dev words at the same position. It computes all three for one model:
-
-
-# %%
-def read_shares(model):
-    """Mean share per tag kind and per frequent word (1 = an even share), and per tag
-    kind relative to the mean share of the words at the same position."""
-    dev_ids, dev_lengths = words.encode_batch(dev.sentences)  # (N, T_max)
-    with torch.no_grad():
-        w = model.attention_weights(dev_ids.to(run.device))  # (N, H, 1 + T, 1 + T)
-    w = w[:, :, 0, 1:].mean(dim=1).cpu()  # (N, T_max): from [CLS] to each word
-    w = w / w.sum(dim=1, keepdim=True) * dev_lengths[:, None]  # 1 = an even share
-    real = torch.arange(w.shape[1]) < dev_lengths[:, None]  # (N, T_max)
-    at_position = (w * real).sum(dim=0) / real.sum(dim=0)  # (T_max,): mean per position
-    ratio = (w / at_position).tolist()  # (N, T_max): share / its position's mean
-    by_kind, by_word, matched = defaultdict(list), defaultdict(list), defaultdict(list)
-    for n, (sent, tags, row) in enumerate(zip(dev.sentences, dev.tags, w.tolist())):
-        for t, (word, tag, share) in enumerate(zip(sent, tags, row)):
-            city = tag.endswith("city_name")
-            kind = "O" if tag == "O" else "city" if city else "slot"
-            by_kind[kind].append(share)
-            matched[kind].append(ratio[n][t])
-            by_word[word].append(share)
-    mean = {k: statistics.mean(v) for k, v in by_kind.items()}
-    frequent = {x: statistics.mean(v) for x, v in by_word.items() if len(v) >= 30}
-    return mean, frequent, {k: statistics.mean(v) for k, v in matched.items()}
-
-
-# %% [markdown]
-# Each [CLS] model, one per seed, gets its own reading; the table gives the mean over the
-# seeds and the range:
+# what it is; so `classifiers.cls_attention_shares`, which computes all three for one
+# model, also divides each word's share by the mean share of all dev words at the same
+# position. Each [CLS] model, one per seed, gets its own reading; the table gives the
+# mean over the seeds and the range:
 
 # %% tags=["nbval-ignore-output"]
-shares = [read_shares(intent_runs["cls", s]["model"]) for s in seeds]
+shares = [
+    classifiers.cls_attention_shares(
+        intent_runs["cls", s]["model"], words, dev.sentences, dev.tags
+    )
+    for s in seeds
+]  # per seed: (mean per kind, per frequent word, per kind at the same position)
 names = {"O": "outside every slot", "city": "city names", "slot": "other slots"}
-print(f"share of [CLS]'s attention / an even share, mean (min–max), {len(seeds)} seeds")
-for k in names:
-    xs = [by_kind[k] for by_kind, _, _ in shares]
-    text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
-    print(f"{names[k]:<18} {report.glue('share_' + k, text)}")
-# cities against other slots, each seed's model against itself: paired by seed
-per_kind = {k: [by_kind[k] for by_kind, _, _ in shares] for k in names}
-cities = report.compare_seeds(per_kind["slot"], per_kind["city"], pairs=True)
-print(f"city names against other slots: {cities}")
+read, cities = {}, {}  # per table: one share per seed for every kind; the verdict
+tables = {"share_": (0, ""), "matched_": (2, ", relative to the same position's mean")}
+for table, (i, how) in tables.items():
+    print(f"share of [CLS]'s attention / an even share{how}, mean (min–max)")
+    read[table] = {k: [seed_shares[i][k] for seed_shares in shares] for k in names}
+    for k, xs in read[table].items():
+        text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+        print(f"{names[k]:<18} {report.glue(table + k, text)}")
+    # cities against other slots, each seed's model against itself: paired by seed
+    slot, city = read[table]["slot"], read[table]["city"]
+    cities[table] = report.compare_seeds(slot, city, pairs=True)
+    print(f"city names against other slots: {cities[table]}")
 if run.profile == "quick":  # the text describes this edition's quick run
-    assert statistics.mean(per_kind["city"]) < 0.9 and min(per_kind["O"]) > 0.9
-    assert cities == "lower for every seed"  # cities read least, by chapter 4's test
-print("the same, relative to the mean share of the words at the same position:")
-for k in names:
-    xs = [matched[k] for _, _, matched in shares]
-    text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
-    print(f"{names[k]:<18} {report.glue('matched_' + k, text)}")
-at_position = {k: [matched[k] for _, _, matched in shares] for k in names}
-cities = report.compare_seeds(at_position["slot"], at_position["city"], pairs=True)
-print(f"city names against other slots, at the same position: {cities}")
-if run.profile == "quick":  # position does not explain it: at the same position, too
-    assert max(at_position["city"]) < 0.95 and cities == "lower for every seed"
+    shares_now, matched = read["share_"], read["matched_"]
+    assert statistics.mean(shares_now["city"]) < 0.9 and min(shares_now["O"]) > 0.9
+    # cities read least, by chapter 4's test, and at the same position too
+    assert set(cities.values()) == {"lower for every seed"}
+    assert max(matched["city"]) < 0.95  # position does not explain it
 
 # %% [markdown]
 # And the frequent words that *every* seed's model reads more than an even share, most
-# read first, and those that every one reads less, least read first:
+# read first, and those that every one reads less, least read first
+# (`classifiers.read_by_every`):
 
 # %% tags=["nbval-ignore-output"]
 by_words = [by_word for _, by_word, _ in shares]  # the same frequent words, every seed
-mean_share = {x: statistics.mean(d[x] for d in by_words) for x in by_words[0]}
-above = [x for x in mean_share if all(d[x] > 1 for d in by_words)]
-below = [x for x in mean_share if all(d[x] < 1 for d in by_words)]
-most = sorted(above, key=lambda x: -mean_share[x])[:5]
-least = sorted(below, key=lambda x: mean_share[x])[:5]
+most, least = classifiers.read_by_every(by_words, 5)
 print("read more by every model:", report.glue("most_read", ", ".join(most)))
 print("read less by every model:", report.glue("least_read", ", ".join(least)))
-tagged = [(w, t) for s, ts in zip(dev.sentences, dev.tags) for w, t in zip(s, ts)]
+tagged = zip(sum(dev.sentences, []), sum(dev.tags, []))  # (word, tag) of every word
 dev_cities = {w for w, t in tagged if t.endswith("city_name")}
 n_cities = sum(x in dev_cities for x in least)
 are = "is a city name" if n_cities == 1 else "are city names"
@@ -1341,11 +1160,18 @@ checks.check_max_pool(max_pool)
 # - `transformer_book.classifiers`: `ClassifierConfig`, `WordTagger`,
 #   `SentenceClassifier` (`pooling="cls"` or `"mean"`, `positions="learned"` or
 #   `"relative"`), `token_loss`, `sentence_loss`, `mean_token_loss`, `predict_tags`,
-#   `predict_classes`, and `fit` (one training run scored on dev every few steps).
+#   `predict_classes`, and `fit` (one training run scored on dev every few steps);
+#   `SlotIntentFeatures` (a split's vocabularies, encoded queries, batches with word
+#   dropout, trained models and their predictions as names), `LookupTagger` (the
+#   word-by-word baseline), `cls_attention_shares` and `read_by_every` (where [CLS]
+#   reads), and the verdicts `cooldown_verdict`, `pooling_verdict`,
+#   `paired_differences` and `pooling_conclusion`.
 # - `transformer_book.bio`: `bio_transitions` with `bio_viterbi` for decoding valid BIO
-#   sequences.
+#   sequences, `stray_inside` (the tags that break the rules) and `tag_counts`.
 # - `transformer_book.masks.masked_mean`: the mean over the real tokens only.
 # - `transformer_book.metrics`: `token_accuracy`, `accuracy`, `bio_spans`, `span_scores`,
-#   `span_scores_by_type` (conlleval-style spans).
+#   `span_scores_by_type` (conlleval-style spans), `pooled_span_scores`, and
+#   `tag_confusions`, `confusion_kinds`, `role_added` and `slot_roles` for reading a
+#   tagger's mistakes.
 # - `transformer_book.diagrams.classifiers`: the two diagrams of this chapter.
 # - `transformer_book.checks`: `check_bio_spans`, `check_span_f1`, `check_max_pool`.

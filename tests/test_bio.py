@@ -66,3 +66,18 @@ def test_bio_viterbi_keeps_a_valid_argmax():
     assert is_valid([TAGS[k] for k in out])
     with pytest.raises(ValueError, match="start must have shape"):
         bio.bio_viterbi(log_probs, torch.tensor([3]), start[:3], allowed)
+
+
+def test_stray_inside_finds_the_I_tags_that_continue_nothing():
+    tags = ["I-a", "B-a", "I-a", "O", "I-a", "B-b", "I-a", "I-a"]
+    assert bio.stray_inside(tags) == [0, 4, 6]
+    assert bio.stray_inside(["B-a", "I-a", "I-a"]) == []
+
+
+def test_tag_counts_counts_a_word_alone_and_after_a_word():
+    sentences = [["from", "boston", "to", "denver"], ["boston", "fares"]]
+    tags = [["O", "B-from", "O", "B-to"], ["B-city", "O"]]
+    counts = bio.tag_counts(sentences, tags, "boston")
+    assert counts == {"B-from": 1, "B-city": 1}
+    assert bio.tag_counts(sentences, tags, "boston", "from") == {"B-from": 1}
+    assert bio.tag_counts(sentences, tags, "denver", "from") == {}

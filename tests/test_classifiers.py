@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from transformer_book import bio, checks, classifiers
+from transformer_book import batching, bio, checks, classifiers, training
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
@@ -323,3 +323,220 @@ def test_check_max_pool(capsys):
     ):
         with pytest.raises(checks.ExerciseError, match=message):
             checks.check_max_pool(wrong)
+
+
+def test_deep_tagger_is_the_seeded_tagger_with_its_encoder_replaced():
+    from transformer_book.blocks import Encoder
+    from transformer_book.norms import RMSNorm
+
+    torch.manual_seed(3)  # chapter 6's old inline construction, the same draws
+    cfg = ClassifierConfig(
+        30, 7, max_len=64, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0
+    )
+    ref = WordTagger(cfg)
+    ref.body.encoder = Encoder(5, 16, 2, 32, norm_first=True, norm="layer")
+    model = classifiers.deep_tagger(
+        30, 7, 5, True, seed=3, d_model=16, n_heads=2, d_ff=32, pad_id=0
+    )
+    assert len(model.body.encoder.layers) == 5
+    for (name, p), (ref_name, q) in zip(
+        model.state_dict().items(), ref.state_dict().items(), strict=True
+    ):
+        assert name == ref_name
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    ids = torch.randint(1, 30, (2, 6))
+    assert model(ids).shape == (2, 6, 7)
+    rms = classifiers.deep_tagger(
+        30, 7, 2, False, "rms", d_model=16, n_heads=2, d_ff=32
+    )
+    assert isinstance(rms.body.encoder.layers[0].norm1, RMSNorm)
+    other = classifiers.deep_tagger(
+        30, 7, 5, True, seed=4, d_model=16, n_heads=2, d_ff=32
+    )
+    w_other, w = (m.body.encoder.layers[0].ff.up_proj.weight for m in (other, model))
+    assert not torch.equal(w_other, w)  # the seed draws the weights
+
+
+# --- the plumbing chapters 05 and 07 share, each against the chapter's old inline code
+
+
+def tiny_split():
+    from transformer_book.data import SlotIntentSplit
+
+    sentences = [
+        ["flights", "from", "boston", "to", "denver"],
+        ["boston", "fares"],
+        ["cheapest", "fare", "to", "boston", "please"],
+        ["ground", "transport", "in", "denver"],
+    ]
+    tags = [
+        ["O", "O", "B-fromloc.city_name", "O", "B-toloc.city_name"],
+        ["B-city_name", "O"],
+        ["B-cost", "O", "O", "B-toloc.city_name", "O"],
+        ["O", "O", "O", "B-city_name"],
+    ]
+    intents = ["flight", "airfare", "airfare", "ground_service"]
+    return SlotIntentSplit(sentences, tags, intents)
+
+
+def test_slot_intent_features_encode_as_the_chapters_did():
+    from transformer_book.vocab import Vocab
+
+    train = tiny_split()
+    atis = classifiers.SlotIntentFeatures.from_split(train)
+    words = Vocab.from_corpus(train.sentences)
+    tag_vocab = Vocab.from_corpus(train.tags, pad_token=None, unk_token=None)
+    intents = Vocab.from_corpus(
+        [[x] for x in train.intents], pad_token=None, unk_token=None
+    )
+    assert atis.words.itos == words.itos and atis.tags.itos == tag_vocab.itos
+    assert atis.intents.itos == intents.itos
+    ids, lengths = words.encode_batch(train.sentences)
+    tag_ids, _ = tag_vocab.encode_batch(train.tags, pad_value=-100)
+    assert torch.equal(atis.ids, ids) and torch.equal(atis.lengths, lengths)
+    assert torch.equal(atis.tag_ids, tag_ids)
+    assert atis.intent_ids.tolist() == [intents[x] for x in train.intents]
+    # the batches: the chapter's PaddedBatches with word dropout, batch for batch
+    drop = lambda x, gen: words.word_dropout(x, 0.5, generator=gen)  # noqa: E731
+    old = batching.PaddedBatches(ids, lengths, tag_ids, 2, 3, augment=drop)
+    new = atis.batches("tags", 2, seed=3, p_unk=0.5)
+    for (x0, y0), (x1, y1) in zip(list(old) + list(old), list(new) + list(new)):
+        assert torch.equal(x0, x1) and torch.equal(y0, y1)
+    x, y = next(iter(atis.batches("intents", 4, seed=0, p_unk=0.0)))
+    assert y.shape == (4,) and x.shape[0] == 4
+
+
+def test_slot_intent_features_train_and_predict_as_the_chapters_did():
+    train = tiny_split()
+    atis = classifiers.SlotIntentFeatures.from_split(train)
+    sizes = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, positions="relative")
+    torch.manual_seed(0)
+    model, history, scores = atis.train_model(
+        "tags", 5, 1e-2, batch_size=2, seed=1, p_unk=0.1, warmup=1, **sizes
+    )
+    assert len(history) == 6 and scores == {}
+    # the same run written out, as chapter 07 had it
+    torch.manual_seed(0)
+    cfg = ClassifierConfig(len(atis.words), len(atis.tags), pad_id=0, **sizes)
+    batches = atis.batches("tags", 2, 1, 0.1)
+    ref = WordTagger(cfg)
+    old = training.train(ref, batches, classifiers.token_loss, 6, lr=1e-2, warmup=1,
+                         cooldown=1)  # fmt: skip
+    assert old == history
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert torch.equal(a, b)
+    names = atis.tags_for(model, train.sentences)
+    ids, lengths = atis.words.encode_batch(train.sentences)
+    rows = classifiers.predict_tags(model, ids, lengths)
+    assert names == [atis.tags.decode(r) for r in rows]
+    assert [len(n) for n in names] == [len(s) for s in train.sentences]
+    # intents, scored along the way by classifiers.fit
+    torch.manual_seed(0)
+    clf, _, scores = atis.train_model(
+        "intents", 5, 1e-2, batch_size=2, seed=1, p_unk=0.1, score=lambda m: 0.5,
+        every=2, pooling="mean", **sizes,
+    )  # fmt: skip
+    assert isinstance(clf, SentenceClassifier) and clf.cfg.pooling == "mean"
+    assert sorted(scores) == [2, 4, 5, 6]
+    said = atis.intents_for(clf, train.sentences)
+    assert len(said) == 4 and set(said) <= set(train.intents)
+
+
+def test_lookup_tagger_is_the_chapters_table():
+    train = tiny_split()
+    lookup = classifiers.LookupTagger(train.sentences, train.tags)
+    # ties: the first tag seen (denver: toloc, then city_name)
+    expected = [["B-fromloc.city_name", "B-toloc.city_name", "O"]]
+    assert lookup([["boston", "denver", "paris"]]) == expected
+    # ties: the first tag seen (boston: fromloc, city_name, toloc once each)
+    assert lookup.best["boston"] == "B-fromloc.city_name"
+    assert lookup.kind_of("boston") == "several training tags"
+    assert lookup.kind_of("fares") == "one tag"
+    assert lookup.kind_of("paris") == "unseen in train"
+    sentences = [["to", "boston", "paris"]]
+    gold = [["O", "B-toloc.city_name", "B-toloc.city_name"]]
+    errors = lookup.errors_by_kind(sentences, gold, lookup(sentences))
+    assert errors == {"several training tags": 1, "unseen in train": 1}
+
+
+def test_cls_attention_shares_are_the_chapters_reading():
+    import statistics
+    from collections import defaultdict
+
+    train = tiny_split()
+    atis = classifiers.SlotIntentFeatures.from_split(train)
+    torch.manual_seed(0)
+    model = SentenceClassifier(
+        make_config(vocab_size=len(atis.words), positions="relative")
+    ).eval()
+    mean, frequent, matched = classifiers.cls_attention_shares(
+        model, atis.words, train.sentences, train.tags, min_count=2
+    )
+    # the chapter's read_shares, inline
+    ids, lengths = atis.words.encode_batch(train.sentences)
+    with torch.no_grad():
+        w = model.attention_weights(ids)[:, :, 0, 1:].mean(dim=1)
+    w = w / w.sum(dim=1, keepdim=True) * lengths[:, None]
+    real = torch.arange(w.shape[1]) < lengths[:, None]
+    at_position = (w * real).sum(dim=0) / real.sum(dim=0)
+    ratio = (w / at_position).tolist()
+    by_kind, by_word, at_pos = defaultdict(list), defaultdict(list), defaultdict(list)
+    for n, (sent, tags, row) in enumerate(zip(train.sentences, train.tags, w.tolist())):
+        for t, (word, tag, share) in enumerate(zip(sent, tags, row)):
+            kind = (
+                "O" if tag == "O" else "city" if tag.endswith("city_name") else "slot"
+            )
+            by_kind[kind].append(share)
+            at_pos[kind].append(ratio[n][t])
+            by_word[word].append(share)
+    assert mean == {k: statistics.mean(v) for k, v in by_kind.items()}
+    assert matched == {k: statistics.mean(v) for k, v in at_pos.items()}
+    assert frequent == {
+        x: statistics.mean(v) for x, v in by_word.items() if len(v) >= 2
+    }
+    assert set(frequent) == {"boston", "to", "denver"}
+    # every sentence's shares average to 1
+    assert (
+        abs(statistics.mean(by_kind["O"] + by_kind["city"] + by_kind["slot"]) - 1)
+        < 1e-6
+    )
+
+
+def test_read_by_every_keeps_the_words_every_seed_agrees_on():
+    per_seed = [{"a": 1.5, "b": 1.2, "c": 0.5, "d": 0.9, "e": 1.1},
+                {"a": 1.1, "b": 1.4, "c": 0.7, "d": 1.2, "e": 0.8}]  # fmt: skip
+    most, least = classifiers.read_by_every(per_seed, k=5)
+    assert most == ["a", "b"]  # means 1.3 and 1.3: a first, as seen
+    assert least == ["c"]  # d and e cross 1
+    assert classifiers.read_by_every(per_seed, k=1) == (["a"], ["c"])
+
+
+def test_verdicts_follow_the_seeds():
+    from transformer_book import report
+
+    cls, mean = [0.90, 0.91, 0.92], [0.85, 0.86, 0.87]  # 5 points apart on every seed
+    assert classifiers.pooling_verdict(cls, mean).startswith("[CLS] pooling is ahead")
+    assert classifiers.pooling_verdict(mean, cls).startswith("mean pooling is ahead")
+    mixed = [0.86, 0.91, 0.84]
+    assert classifiers.pooling_verdict(mixed, mean) == report.compare_seeds(
+        mean, mixed, pairs=True
+    )
+    text = classifiers.paired_differences(cls, mean)
+    assert text.startswith("[CLS] minus mean, seed by seed: +0.050, +0.050, +0.050")
+    assert text.endswith("against 4.30")
+    found = classifiers.pooling_conclusion(cls, mean, 1000)
+    assert abs(found["gap"] - 0.05) < 1e-9
+    assert found["ranges"] == pytest.approx([0.02, 0.02])
+    assert found["gap_vs_seeds"] == "larger than the spread of either pooling's seeds"
+    assert (
+        found["conclusion"]
+        == "the ranking holds for these 3 seeds, by 50 of the 1000 test queries"
+    )
+    assert found["selective"].startswith("put [CLS] pooling ahead")
+    tied = classifiers.pooling_conclusion(mixed, mean, 1000)
+    assert tied["conclusion"].startswith("3 seeds cannot tell the two poolings apart")
+    assert (
+        tied["selective"] == "did not make [CLS] pooling measurably more accurate here"
+    )
+    assert classifiers.cooldown_verdict(0.95, 0.93, 0.01).startswith("ahead")
+    assert classifiers.cooldown_verdict(0.95, 0.945, 0.01).startswith("not ahead")

@@ -242,3 +242,38 @@ def test_check_span_f1_wants_zero_without_spans():
 
     with pytest.raises(checks.ExerciseError, match="no span at all"):
         checks.check_span_f1(one_when_empty)
+
+
+def test_pooled_span_scores_adds_the_counts():
+    gold = [["B-a", "O", "B-b"], ["B-a", "I-a", "B-c"]]
+    pred = [["B-a", "O", "O"], ["B-a", "B-a", "B-c"]]
+    by_type = metrics.span_scores_by_type(gold, pred)
+    pooled = metrics.pooled_span_scores(list(by_type.values()))
+    assert pooled == metrics.span_scores(gold, pred)
+    assert (pooled.n_gold, pooled.n_pred, pooled.n_correct) == (4, 4, 2)
+
+
+def test_confusions_their_kinds_and_added_roles():
+    gold = [["O", "B-city_name", "B-toloc.city_name", "I-toloc.city_name", "B-date"]]
+    pred = [
+        ["B-date", "B-toloc.city_name", "B-fromloc.city_name", "B-toloc.city_name", "O"]
+    ]
+    confusions = metrics.tag_confusions(gold, pred)
+    assert sum(confusions.values()) == 5
+    assert confusions[("B-city_name", "B-toloc.city_name")] == 1
+    kinds = metrics.confusion_kinds(confusions)
+    # O->date and date->O: missed or invented; city_name->toloc and toloc->fromloc:
+    # wrong type; I-toloc -> B-toloc: boundary
+    assert kinds == {"missed or invented": 2, "wrong type": 2, "boundary": 1}
+    assert metrics.role_added(confusions, ("city_name",)) == 1
+    assert metrics.role_added(confusions, ("airport_name",)) == 0
+    with pytest.raises(ValueError):
+        metrics.tag_confusions(gold, [])
+
+
+def test_slot_roles_reads_the_role_before_the_dot():
+    tags = [["B-fromloc.city_name", "I-fromloc.city_name", "B-toloc.city_name"],
+            ["B-city_name", "B-airport_name", "B-toloc.airport_name"]]  # fmt: skip
+    roles = metrics.slot_roles(tags, "city_name")
+    assert roles == {"fromloc": 1, "toloc": 1, "no role": 1}
+    assert metrics.slot_roles(tags, "airport_name") == {"no role": 1, "toloc": 1}

@@ -5,17 +5,20 @@ outside every span, so ``I-x`` may only continue a ``B-x`` or an ``I-x``.
 :func:`bio_transitions` writes these rules as boolean tables, and :func:`bio_viterbi`
 finds, by dynamic programming (Viterbi), the sequence with the highest total
 log-probability among those the tables allow. :func:`classifiers.predict_tags` and
-chapter 07's taggers decode with them.
+chapter 07's taggers decode with them. :func:`stray_inside` finds the tags a
+word-by-word tagger writes against the rules, and :func:`tag_counts` counts the tags a
+word gets (after a given word, if asked).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["bio_transitions", "bio_viterbi"]
+__all__ = ["bio_transitions", "bio_viterbi", "stray_inside", "tag_counts"]
 
 
 def bio_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:
@@ -72,3 +75,29 @@ def bio_viterbi(
     for arg in reversed(back):
         path.append(arg.gather(1, path[-1][:, None]).squeeze(1))  # (B,)
     return torch.stack(path[::-1], dim=1)  # (B, T)
+
+
+def stray_inside(tags: Sequence[str]) -> list[int]:
+    """Positions of the ``I-x`` tags that continue no ``B-x`` or ``I-x`` (the rules'
+    breaches a word-by-word tagger can make)."""
+    return [
+        t
+        for t, tag in enumerate(tags)
+        if tag.startswith("I-") and (t == 0 or tags[t - 1][2:] != tag[2:])
+    ]
+
+
+def tag_counts(
+    sentences: Sequence[Sequence[str]],
+    tags: Sequence[Sequence[str]],
+    word: str,
+    previous: str | None = None,
+) -> Counter:
+    """How often ``word`` gets each tag in the tagged ``sentences`` (only right after
+    ``previous``, if given)."""
+    return Counter(
+        row[t]
+        for sent, row in zip(sentences, tags)
+        for t in range(len(sent))
+        if sent[t] == word and (previous is None or (t > 0 and sent[t - 1] == previous))
+    )

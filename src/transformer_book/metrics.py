@@ -9,6 +9,11 @@ tags; span scores count whole spans, the way the CoNLL ``conlleval`` script does
 
 A predicted span is correct only if its type, start and end all equal a gold span's. ``O`` is
 never a span, so the easy majority tag earns nothing here.
+
+Reading a tagger's mistakes: :func:`tag_confusions` counts (gold, predicted) pairs,
+:func:`confusion_kinds` sorts them (missed or invented, wrong type, boundary),
+:func:`role_added` and :func:`slot_roles` look at ATIS's roles (``fromloc.`` ...), and
+:func:`pooled_span_scores` adds up the scores of several span types.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ __all__ = [
     "SpanScores",
     "span_scores",
     "span_scores_by_type",
+    "pooled_span_scores",
+    "tag_confusions",
+    "confusion_kinds",
+    "role_added",
+    "slot_roles",
 ]
 
 Span = tuple[str, int, int]
@@ -167,3 +177,59 @@ def span_scores_by_type(
         return sum(n for k, n in c.items() if k[1] == t)
 
     return {t: SpanScores(count(g, t), count(p, t), count(both, t)) for t in types}
+
+
+def pooled_span_scores(scores: Sequence[SpanScores]) -> SpanScores:
+    """One :class:`SpanScores` from the counts of several (the span types of
+    :func:`span_scores_by_type` pooled, say)."""
+    return SpanScores(
+        sum(s.n_gold for s in scores),
+        sum(s.n_pred for s in scores),
+        sum(s.n_correct for s in scores),
+    )
+
+
+def tag_confusions(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]
+) -> Counter:
+    """How often each (gold tag, predicted tag) pair with gold != predicted occurs."""
+    _check_paired(gold, pred, "sentences")
+    return Counter(
+        (g, p) for gs, ps in zip(gold, pred) for g, p in zip(gs, ps) if g != p
+    )
+
+
+def confusion_kinds(confusions: Counter) -> dict[str, int]:
+    """The wrongly tagged words of :func:`tag_confusions` in three kinds: ``"missed or
+    invented"`` (one side is ``O``), ``"wrong type"`` (both in a slot, of different
+    types) and ``"boundary"`` (the same type, ``B-`` and ``I-`` swapped)."""
+    in_slots = {(g, p): n for (g, p), n in confusions.items() if g != "O" and p != "O"}
+    wrong_type = sum(n for (g, p), n in in_slots.items() if g[2:] != p[2:])
+    return {
+        "missed or invented": sum(confusions.values()) - sum(in_slots.values()),
+        "wrong type": wrong_type,
+        "boundary": sum(in_slots.values()) - wrong_type,
+    }
+
+
+def role_added(confusions: Counter, types: Sequence[str]) -> int:
+    """How many wrongly tagged words of :func:`tag_confusions` have a gold type in
+    ``types`` (ATIS's role-less ``city_name``, say) and were given that type with a
+    role (``toloc.city_name``); a ``B-``/``I-`` swap of the same type is not counted."""
+    return sum(
+        n
+        for (g, p), n in confusions.items()
+        if g[2:] in types and p[2:].endswith(g[2:]) and p[2:] != g[2:]
+    )
+
+
+def slot_roles(tags: Sequence[Sequence[str]], slot_type: str) -> Counter:
+    """The roles the spans of ``slot_type`` have in tagged sentences: the part of the
+    span type before the first ``.`` (``fromloc`` in ``B-fromloc.city_name``), or
+    ``"no role"``; counted over the ``B-`` tags whose type ends in ``slot_type``."""
+    return Counter(
+        t[2:].split(".")[0] if "." in t else "no role"
+        for row in tags
+        for t in row
+        if t.startswith("B-") and t.endswith(slot_type)
+    )
