@@ -50,6 +50,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import copy
+import functools
 import math
 import statistics
 import time
@@ -59,7 +60,6 @@ import torch
 from torch import nn
 
 from transformer_book import (
-    benchmark,
     blocks,
     checks,
     classifiers,
@@ -175,17 +175,14 @@ print("same weights, same output?", torch.allclose(post(x), pre(x)))
 torch_layer = nn.TransformerEncoderLayer(
     16, 2, 32, dropout=0.0, batch_first=True, norm_first=True
 )
-ours = blocks.load_torch_encoder_layer(
-    blocks.EncoderBlock(16, 2, 32, norm_first=True), torch_layer
-)
+ours = blocks.EncoderBlock(16, 2, 32, norm_first=True)
+blocks.load_torch_encoder_layer(ours, torch_layer)  # copies torch_layer's weights
 x = torch.randn(3, 6, 16)  # (B, T, d_model)
-lengths = torch.tensor([6, 4, 2])  # real tokens per sentence, then padding
-keep = masks.padding_mask(lengths, 6)  # (B, 1, 1, T), True = may attend
+keep = masks.padding_mask(torch.tensor([6, 4, 2]), 6)  # (B, 1, 1, T): True = may attend
 torch.testing.assert_close(ours(x), torch_layer(x), atol=1e-5, rtol=1e-5)
-got = ours(x, mask=keep)
-ref = torch_layer(x, src_key_padding_mask=~keep[:, 0, 0])  # (B, T): True = ignore
-for b, n in enumerate(lengths.tolist()):  # compare the real tokens
-    torch.testing.assert_close(got[b, :n], ref[b, :n], atol=1e-5, rtol=1e-5)
+real = keep[:, 0, 0]  # (B, T): the real tokens, then padding
+ref = torch_layer(x, src_key_padding_mask=~real)  # PyTorch: True = ignore
+torch.testing.assert_close(ours(x, mask=keep)[real], ref[real], atol=1e-5, rtol=1e-5)
 print("pre-norm EncoderBlock == nn.TransformerEncoderLayer(norm_first=True), atol 1e-5")
 
 # %% [markdown]
@@ -200,12 +197,11 @@ print("pre-norm EncoderBlock == nn.TransformerEncoderLayer(norm_first=True), ato
 # training is ignored by the loss (target $-100$).
 
 # %%
-IGNORE = classifiers.IGNORE  # target of tokens the loss skips (padding, unseen tags)
 task = deep_stacks.tagging_task(data.load_atis("train"), data.load_atis("dev"))
 words, tags = task.words, task.tags  # the vocabularies of the training split
 n_train, n_dev = len(task.train_ids), len(task.dev_ids)
 print(f"train {n_train}, dev {n_dev} queries; {len(words)} words, {len(tags)} tags")
-scored = int((task.dev_tags != IGNORE).sum())
+scored = int((task.dev_tags != classifiers.IGNORE).sum())  # not padding, not unseen
 print(f"dev tokens scored: {scored}, ignored: {task.unseen}")
 
 # %% [markdown]
@@ -215,34 +211,17 @@ print(f"dev tokens scored: {scored}, ignored: {task.unseen}")
 # norm we choose. No dropout. The two placements then differ in where the norms sit
 # and, as pre-norm requires, in the pre-norm stack's final LayerNorm: $2d$ more
 # parameters, and the linear head sees a normalised stream (exercise 3 shows what that
-# last norm does to the head's scores).
-
+# last norm does to the head's scores). `classifiers.deep_tagger` builds it: the seed
+# draws the tagger's weights, then a fresh `blocks.Encoder` of the chosen norm replaces
+# its one-block encoder.
 
 # %%
-def make_tagger(n_layers, norm_first, norm="layer", seed=0):
-    """Chapter 5's tagger with a deep encoder of the given norm placement and kind."""
-    torch.manual_seed(seed)
-    cfg = classifiers.ClassifierConfig(
-        len(words),
-        len(tags),
-        max_len=64,
-        d_model=d_model,
-        n_heads=n_heads,
-        d_ff=d_ff,
-        n_layers=1,
-        dropout=0.0,
-        pad_id=words.pad_id,
-    )  # fmt: skip  (n_layers=1: this stack is replaced below)
-    model = classifiers.WordTagger(cfg)
-    model.body.encoder = blocks.Encoder(
-        n_layers, d_model, n_heads, d_ff, norm_first=norm_first, norm=norm
-    )  # a fresh stack; the rest of the tagger is unchanged
-    return model.to(run.device)
-
-
+sizes = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, pad_id=words.pad_id)
+# make_tagger(n_layers, norm_first, norm="layer", seed=0), on the CPU:
+make_tagger = functools.partial(classifiers.deep_tagger, len(words), len(tags), **sizes)
 model = make_tagger(depth, norm_first=True)
-print(type(model.body.encoder).__name__, len(model.body.encoder.layers), "blocks,")
-print(f"{params.count_params(model):,} parameters")
+n_blocks = len(model.body.encoder.layers)  # a blocks.Encoder
+print(f"{n_blocks} blocks, {params.count_params(model):,} parameters")
 
 # %% [markdown]
 # The loss is the cross-entropy per scored token. A model that ignores the words and
@@ -272,8 +251,6 @@ print(f"dev loss of the tag frequencies alone: {prior_loss:.3f} nats per token")
 
 # %%
 dev_batches = task.dev_batches()
-ids, y = next(iter(task.train_batches(batch_size, seed=0)))
-print("a training batch:", tuple(ids.shape), tuple(y.shape))
 probe = task.probe(64)  # (ids, tags) of the first 64 queries
 print("the probe batch: ", tuple(probe[0].shape))
 
@@ -291,7 +268,7 @@ print("the probe batch: ", tuple(probe[0].shape))
 keep = probe[0] != words.pad_id  # (B, T): the real tokens of the probe batch
 profiles = {}  # name -> (RMS, cosine), each (seeds, blocks)
 for name, first in (("post-norm", False), ("pre-norm", True)):
-    models = [make_tagger(24, first, seed=s).cpu() for s in range(n_init_seeds)]
+    models = [make_tagger(24, first, seed=s) for s in range(n_init_seeds)]
     runs = [
         blocks.stream_profile(m, m.body.encoder.layers, probe[0], keep) for m in models
     ]  # per model: RMS and mean cosine of the stream after each block
@@ -327,18 +304,15 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 (rms_post, cos_post), (rms_pre, cos_pre) = profiles.values()  # (seeds, blocks)
-print(f"mean (min–max) over {n_init_seeds} initialisations")
-print(f"{'after block':>17}" + "".join(f"{i:>18}" for i in (1, 6, 12, 24)))
+print(f"after blocks 1, 6, 12, 24: mean ± std (min–max) of {n_init_seeds} seeds")
 for name, stats in profiles.items():
-    for what, v in zip(("RMS", "cosine"), stats):
-        row = [f"{v[:, i].mean():.2f} ({v[:, i].min():.2f}–{v[:, i].max():.2f})"
-               for i in (0, 5, 11, 23)]  # fmt: skip
-        print(f"{name + ' ' + what:>17}" + "".join(f"{c:>18}" for c in row))
+    for what, v in zip(("RMS", "cosine"), stats):  # v: (seeds, blocks)
+        row = [report.mean_spread(v[:, i].tolist(), "{:.2f}") for i in (0, 5, 11, 23)]
+        print(f"{name} {what}:", "; ".join(row))
 assert (rms_post - 1).abs().max() < 0.01  # post-norm: RMS 1 after every block
 assert (rms_pre[:, -1] > 1.2 * rms_pre[:, 0]).all()  # pre-norm: grows with depth
-assert (cos_post[:, -1] > cos_post[:, 0]).all() and (
-    cos_pre[:, -1] > cos_pre[:, 0]
-).all()
+assert (cos_post[:, -1] > cos_post[:, 0]).all()  # tokens more alike after 24 blocks
+assert (cos_pre[:, -1] > cos_pre[:, 0]).all()
 report.glue("rms_pre_24", rms_pre[:, -1].mean().item(), "{:.2f}")
 assert cos_post[:, -1].min() > cos_pre[:, -1].max()  # ... more so in post-norm, always
 
@@ -363,7 +337,7 @@ assert cos_post[:, -1].min() > cos_pre[:, -1].max()  # ... more so in post-norm,
 # %%
 def block_gradient_norms(n_layers, norm_first, seed):
     """‖∂loss/∂θ_l‖ for every block l of a freshly built tagger, on one batch."""
-    model = make_tagger(n_layers, norm_first, seed=seed)
+    model = make_tagger(n_layers, norm_first, seed=seed).to(run.device)
     layers = model.body.encoder.layers
     return training_diagnostics.layer_gradient_norms(
         model, classifiers.token_loss, probe, layers
@@ -384,10 +358,8 @@ for ax, first in zip(axes, (False, True)):
     for L in grad_depths:
         g = grads[first, L].mean(0)  # (L,): mean over initialisations
         ax.plot(range(1, L + 1), g, "o-", ms=3, label=f"{L} blocks")
-    ax.set(
-        xlabel="block (1 = nearest the input)",
-        title=("pre-norm" if first else "post-norm") + ": gradient per block",
-    )
+    name = "pre-norm" if first else "post-norm"
+    ax.set(xlabel="block (1 = nearest the input)", title=f"{name}: gradient per block")
     ax.legend()
 axes[0].set_ylabel(f"‖∂loss/∂θ‖ of the block, mean of {n_init_seeds}")
 fig.tight_layout()
@@ -397,42 +369,19 @@ plt.show()
 # To summarise each stack, average $g_l$ over its first quarter of blocks (nearest the
 # input) and over its last quarter (nearest the output). The table gives the means over
 # the initialisations, and the range of the ratio last/first over the initialisations
-# taken one by one:
-
-
-# %% tags=["hide-input"]
-def gradient_words():
-    """The gradient table's verdicts, in words that read true either way."""
-    separate = [
-        L for L in grad_depths if ratios[False, L].min() > ratios[True, L].max()
-    ]
-    others = [L for L in grad_depths if L not in separate]  # where single seeds overlap
-    depths = lambda Ls: ", ".join(map(str, Ls)) + " blocks"  # noqa: E731
-    where = "single post-norm and pre-norm initialisations overlap at every depth"
-    if separate:
-        where = "every post-norm initialisation is more top-heavy than every pre-norm "
-        where += f"one at {depths(separate)}"
-        where += f"; at {depths(others)} single ones overlap" if others else ""
-    return {
-        "separate": where,
-        "ratio_post_24": f"{mean_ratio[False, 24]:.1f}",
-        "ratio_pre_24": f"{mean_ratio[True, 24]:.1f}",
-    }
-
+# taken one by one (`training_diagnostics.quarter_means` averages the quarters):
 
 # %% tags=["nbval-ignore-output"]
-quarters, ratios = {}, {}  # per (norm_first, L): values per initialisation
-print(f"{'':>10}{'blocks':>7}{'first quarter':>15}{'last quarter':>14}"
-      f"{'last/first':>12}{'min–max':>12}")  # fmt: skip
-for (first, L), g in grads.items():  # g: (seeds, L)
-    q = L // 4  # blocks per quarter
-    low, high = g[:, :q].mean(1), g[:, -q:].mean(1)  # (seeds,) each
-    quarters[first, L], ratios[first, L] = (low, high), high / low
-    name, r = ("pre-norm" if first else "post-norm"), ratios[first, L]
-    span = f"{r.min():.2f}–{r.max():.2f}"  # last/first over the initialisations
-    print(f"{name:>10}{L:>7}{low.mean():>15.3f}{high.mean():>14.3f}"
-          f"{high.mean() / low.mean():>12.2f}{span:>12}")  # fmt: skip
+quarters = {k: training_diagnostics.quarter_means(g) for k, g in grads.items()}
+ratios = {k: high / low for k, (low, high) in quarters.items()}  # per initialisation
 mean_ratio = {k: v[1].mean().item() / v[0].mean().item() for k, v in quarters.items()}
+print("placement, blocks: first quarter, last quarter, last/first (min–max)")
+for (first, L), (low, high) in quarters.items():  # (seeds,) each
+    r = ratios[first, L]
+    print(
+        f"{'pre' if first else 'post'}-norm, {L:>2}: {low.mean():.3f}, "
+        f"{high.mean():.3f}, {mean_ratio[first, L]:.2f} ({r.min():.2f}–{r.max():.2f})"
+    )
 for L in grad_depths:
     assert 0.8 < mean_ratio[True, L] < 1.2  # pre-norm: flat along the stack
     assert mean_ratio[False, L] > mean_ratio[True, L] + 0.1  # post-norm: top-heavy
@@ -441,8 +390,9 @@ for L in grad_depths:
 top_post = [quarters[False, L][1].mean().item() for L in grad_depths]
 assert min(top_post) > 0.95 * top_post[0]  # ... and not smaller in deeper stacks
 print("top quarter, post-norm, by depth:", ", ".join(f"{v:.3f}" for v in top_post))
-for name, text in gradient_words().items():
-    report.glue(name, text)
+report.glue("separate", deep_stacks.separation_words(ratios))
+report.glue("ratio_post_24", mean_ratio[False, 24], "{:.1f}")
+report.glue("ratio_pre_24", mean_ratio[True, 24], "{:.1f}")
 
 # %% [markdown]
 # The two stacks differ the way {cite:t}`xiong2020layer` describe. In pre-norm the
@@ -463,14 +413,10 @@ for name, text in gradient_words().items():
 # bound is about):
 
 # %% tags=["nbval-ignore-output"]
-shrink = {}  # what -> mean at 24 blocks / mean at 6 blocks, over the initialisations
-apart = {}  # what -> how the initialisations' ranges at 6 and at 24 blocks lie
+shrink, apart = {}, {}  # what -> mean at 24 / mean at 6 blocks; the ranges in words
 for what, pick in (("all blocks", slice(None)), ("last block", slice(-1, None))):
     g6, g24 = (grads[True, L][:, pick].mean(1) for L in (6, 24))  # (seeds,) each
-    shrink[what] = g24.mean().item() / g6.mean().item()
-    apart[what] = (
-        "below" if g24.max() < g6.min() else "above" if g24.min() > g6.max() else ""
-    )
+    shrink[what], apart[what] = deep_stacks.spread_change(g6, g24, 6, 24)
     print(f"pre-norm, {what:>10}: 6 blocks {report.mean_spread(g6.tolist())}, "
           f"24 blocks {report.mean_spread(g24.tolist())}")  # fmt: skip
 bound = math.sqrt(6 / 24)
@@ -495,14 +441,7 @@ assert growth < 1 / bound - 0.3  # the stream grew far less than √(24/6) = 2
 # dividing by the stream's growth comes nearer the last block's factor than 1/√L does
 assert abs(shrink["last block"] - 1 / growth) < abs(shrink["last block"] - bound) - 0.05
 # whether the ranges overlap is decided by single initialisations: quoted, not asserted
-where = apart["all blocks"]
-report.glue(
-    "shrink_spread",
-    f"with every initialisation at 24 blocks {where} every one at 6"
-    if where
-    else "a change within the spread of the initialisations (their ranges at 6 and "
-    "at 24 blocks overlap)",
-)
+report.glue("shrink_spread", apart["all blocks"])
 
 # %% [markdown]
 # The measurement does not follow $1/\sqrt{L}$: going from 6 to 24 blocks multiplied
@@ -550,7 +489,7 @@ report.glue("epochs", steps * batch_size / n_train, "{:.1f}")
 
 def train_tagger(norm_first, lr, warmup, seed, norm="layer", n_layers=depth):
     """One tagger trained for `steps` updates from `seed` (its weights and batches)."""
-    model = make_tagger(n_layers, norm_first, norm, seed)
+    model = make_tagger(n_layers, norm_first, norm, seed).to(run.device)
     batches = task.train_batches(batch_size, seed)
     training.train(
         model, batches, classifiers.token_loss, steps, lr=lr, warmup=warmup, clip=0
@@ -564,100 +503,37 @@ def dev_loss(model):
     return loss if math.isfinite(loss) else math.inf
 
 
-def summary(losses):
-    """mean ± std over seeds; k† runs diverged, k= learned nothing."""
-    ok = [v for v in losses if math.isfinite(v)]
-    spread = statistics.stdev(ok) if len(ok) > 1 else 0.0
-    text = f"{statistics.mean(ok):.3f} ± {spread:.3f}" if ok else "—"
-    flat = sum(v >= prior_loss - 0.02 for v in ok)
-    return text + f"  {len(losses) - len(ok)}† {flat}="
-
-
-def train_placement(name):
-    """Taggers of one placement ("post" or "pre"): per setting, one per seed."""
-    return {
-        (name, lr, w): [train_tagger(name == "pre", lr, w, s) for s in range(n_seeds)]
-        for lr, w in grid[name]
-    }
-
-
 # %% [markdown]
 # First the post-norm stacks, then the pre-norm ones, from the same seeds:
 
 # %%
-trained = train_placement("post")  # (placement, lr, warm-up) -> a tagger per seed
+trained = {  # (placement, lr, warm-up) -> a tagger per seed
+    ("post", lr, w): [train_tagger(False, lr, w, s) for s in range(n_seeds)]
+    for lr, w in grid["post"]
+}
 print(f"post-norm: {len(trained)} settings × {n_seeds} seeds")
 
 # %%
-trained |= train_placement("pre")
+for lr, w in grid["pre"]:
+    trained["pre", lr, w] = [train_tagger(True, lr, w, s) for s in range(n_seeds)]
 final = {k: [dev_loss(m) for m in ms] for k, ms in trained.items()}  # losses per seed
 print(f"pre-norm: {len(grid['pre'])} settings × {n_seeds} seeds")
 
 # %% [markdown]
 # The final dev loss per setting, mean ± standard deviation over the seeds; `k†` counts
-# the runs that diverged and `k=` those that ended no better than the prior:
-
-
-# %% tags=["hide-input"]
-def learned(losses):
-    """How many runs ended clearly below the prior (a diverged run never does)."""
-    return sum(v < prior_loss - 0.02 for v in losses)
-
-
-def seed_test(before, after, pairs=False):
-    """Chapter 4's verdict on `after` against `before` (report.compare_seeds), or none
-    when a run diverged (its loss is inf: no t-test)."""
-    if not all(map(math.isfinite, [*before, *after])):
-        return "a run diverged: no t-test"
-    return report.compare_seeds(before, after, pairs=pairs)
-
-
-def grid_words():
-    """The training table's verdicts, in words that read true either way."""
-    if all(v > prior_loss for v in post_top):
-        post_level = "every post-norm run ended above the prior, worse than the tag "
-        post_level += "frequencies alone"
-    elif learned(post_top) == 0:  # none more than 0.02 below the prior
-        post_level = "no post-norm run ended clearly below the prior"
-    else:
-        post_level = f"{learned(post_top)} of the {n_seeds} post-norm runs ended below "
-        post_level += "the prior"
-    warm = final["post", top, warmup]
-    k_warm = learned(warm)
-    runs_warm = (
-        f"{k_warm} of the {n_seeds} post-norm runs" if k_warm else "no post-norm run"
-    )
-    warm_text = (
-        f"With a warm-up over the first {warmup} steps, {runs_warm} got below the "
-        f"prior (the best ended at {min(warm):.2f}): in {steps} steps, this warm-up "
-        + ("got some of them learning." if k_warm else
-           "did not get the deep post-norm stack learning.")
-    )  # fmt: skip
-    more = ""
-    if len(lrs) > 1:  # the full profile: pre-norm with a warm-up, and smaller rates
-        low = min(lrs)
-        at_low = [v for (_, lr, _), runs in final.items() if lr == low for v in runs]
-        more = (
-            f" The pre-norm runs with that warm-up ended at "
-            f"{statistics.mean(final['pre', top, warmup]):.2f} on average. At the "
-            f"smallest rate ({low:g}), {learned(at_low)} of the {len(at_low)} runs "
-            f"of either kind got below the prior in {steps} steps."
-        )
-    return {
-        "post_level": post_level,
-        "warm_text": warm_text + more,
-        "top_lr": f"{top:g}",
-        "pre_top": f"{statistics.mean(pre_top):.2f}",
-        "post_top": f"{statistics.mean(post_top):.2f}",
-    } | verdicts
+# the runs that diverged and `k=` those that ended no better than the prior
+# (`deep_stacks.seed_summary`; `deep_stacks.grid_words` puts the table's verdicts in
+# words):
 
 
 # %% tags=["nbval-ignore-output"]
 settings = sorted(set(grid["post"]) | set(grid["pre"]))  # (lr, warm-up steps)
 print(f"{'lr':>8} {'warm-up':>8} {'post-norm':>26} {'pre-norm':>26}")
 for lr, w in settings:
-    cells = [summary(final[p, lr, w]) if (p, lr, w) in final else "not trained"
-             for p in ("post", "pre")]  # fmt: skip
+    runs = [final.get((p, lr, w)) for p in ("post", "pre")]  # None: not trained
+    cells = [
+        deep_stacks.seed_summary(v, prior_loss) if v else "not trained" for v in runs
+    ]
     print(f"{lr:>8g} {w:>8} {cells[0]:>26} {cells[1]:>26}")
 post_top, pre_top = final["post", top, 0], final["pre", top, 0]
 for p, runs in (("post", post_top), ("pre", pre_top)):
@@ -666,9 +542,9 @@ for p, runs in (("post", post_top), ("pre", pre_top)):
 prior = [prior_loss] * n_seeds  # a fixed baseline: Welch's test becomes the one-sample
 verdicts = {  # chapter 4's test: every seed on one side and a t-test at 95 %
     # paired: the same seed gives both placements the same weights and the same batches
-    "pre_vs_post": seed_test(post_top, pre_top, pairs=True),
-    "pre_vs_prior": seed_test(prior, pre_top),
-    "post_vs_prior": seed_test(prior, post_top),
+    "pre_vs_post": deep_stacks.seed_verdict(post_top, pre_top, pairs=True),
+    "pre_vs_prior": deep_stacks.seed_verdict(prior, pre_top),
+    "post_vs_prior": deep_stacks.seed_verdict(prior, post_top),
 }
 for name, text in verdicts.items():
     print(f"{name}: {text}")
@@ -678,7 +554,8 @@ worse_pre, better_post = [v + 0.05 for v in pre_top], [v - 0.01 for v in post_to
 assert report.ahead(post_top, worse_pre)  # pre-norm lower than post-norm, paired
 assert report.ahead(prior, worse_pre, pairs=False)  # pre-norm lower than the prior
 assert report.ahead(better_post, prior, pairs=False)  # post-norm higher than the prior
-for name, text in grid_words().items():
+words_grid = deep_stacks.grid_words(final, prior_loss, top, warmup, steps)
+for name, text in (words_grid | verdicts).items():
     report.glue(name, text)
 
 
@@ -719,22 +596,17 @@ plt.show()
 # linear head reads them (mean cosine, as in section 3), and the share of the real
 # tokens the tagger labels with the most frequent tag, `O`. For post-norm the head reads
 # the stream after the last block; for pre-norm it reads the stream after the final
-# LayerNorm, which centres each token and so changes the cosines: the cell prints both.
+# LayerNorm, which centres each token and so changes the cosines: the cell prints both
+# (`deep_stacks.head_collapse` measures them).
 
 # %% tags=["nbval-ignore-output"]
 most = 0  # tags are numbered by falling training frequency: 0 is the most frequent
 truth = (probe[1][keep] == most).float().mean().item()
-probe_in = (probe[0], keep)  # the probe's ids and its real tokens
 print(f"tag {tags.itos[most]!r} is the true tag of {truth:.0%} of the probe's tokens")
 after = {}  # placement -> per seed: (cosine after the last block, at the head, share O)
 for p in ("post", "pre"):
-    for m in trained[p, top, 0]:
-        m = m.cpu()
-        enc = m.body.encoder  # its output is what the head sees: pre-norm's final_norm
-        _, (cos, cos_head) = blocks.stream_profile(m, [enc.layers[-1], enc], *probe_in)
-        with torch.no_grad():
-            share = (m(probe[0]).argmax(-1)[keep] == most).float().mean().item()
-        after.setdefault(p, []).append((cos, cos_head, share))
+    runs = trained[p, top, 0]
+    after[p] = [deep_stacks.head_collapse(m.cpu(), probe[0], keep, most) for m in runs]
     print(f"{p}-norm, per seed: cosine after the last block, at the head; share O:",
           "; ".join(f"{c:.2f}, {h:.2f}; {s:.0%}" for c, h, s in after[p]))  # fmt: skip
 cos_after = {p: [h for _, h, _ in v] for p, v in after.items()}  # what the head sees
@@ -780,30 +652,6 @@ assert share_post > 0.95  # post-norm: (almost) every token tagged O
 # this edition was executed):
 
 
-# %% tags=["hide-input"]
-def depth_words():
-    """The depth comparison's verdict, in words that read true either way."""
-    verdict = (
-        "a hint that depth makes the trouble worse, not a proof: if depth made no "
-        "difference, a split at least this lopsided would come up by chance with "
-        f"probability {p_value:.2f} (Fisher's exact test)"
-    )
-    if p_value < 0.05:
-        verdict = "depth makes the difference here (Fisher's exact test: p = "
-        verdict += f"{p_value:.2f})"
-    return {
-        "depth_verdict": verdict,
-        "k_shallow": str(k_shallow),
-        "k_deep": f"{k_deep or 'none'} of the {len(deep)}",
-        "shallow_rest": (
-            f"The other {n_shallow - k_shallow} shallow runs did not, so this rate is "
-            "hard on post-norm at either depth."
-            if k_shallow < n_shallow
-            else "At 2 blocks, every run did."
-        ),
-    }
-
-
 # %% tags=["nbval-ignore-output"]
 report.glue("n_shallow", n_shallow)
 started = time.process_time()  # CPU time: other programs' load does not count
@@ -813,25 +661,17 @@ seconds = (time.process_time() - started) / n_shallow  # per run, with its dev l
 print(
     f"{report.glue('shallow_seconds', seconds, '{:.1f}')} CPU seconds per 2-block run"
 )
-deep = final["post", top, 0]
-k_shallow, k_deep = (
-    sum(v < prior_loss - 0.1 for v in runs) for runs in (shallow, deep)
-)
+deep = final["post", top, 0]  # the 12-block runs of section 4
+k_shallow, k_deep = (deep_stacks.learned(v, prior_loss, 0.1) for v in (shallow, deep))
 print("post-norm, 2 blocks: ", ", ".join(f"{v:.3f}" for v in shallow))
-print("post-norm, 12 blocks:", ", ".join(f"{v:.3f}" for v in deep))
-print(f"0.1 nats below the prior ({prior_loss:.3f}): 2 blocks {k_shallow} of "
-      f"{n_shallow}, 12 blocks {k_deep} of {len(deep)}")  # fmt: skip
 # Fisher's exact test: if depth made no difference, how likely is a split at least this
 # lopsided, the runs that learned being dealt out at random over the two depths?
-K, N = k_shallow + k_deep, n_shallow + len(deep)
-lopsided = range(k_shallow, min(K, n_shallow) + 1)  # learned runs among the shallow
-p_value = sum(
-    math.comb(n_shallow, i) * math.comb(len(deep), K - i) for i in lopsided
-) / math.comb(N, K)
+p_value = deep_stacks.fisher_one_sided(k_shallow, n_shallow, k_deep, len(deep))
 print(f"Fisher's exact test, one-sided: p = {p_value:.2f}")
 assert k_shallow >= 2  # a 2-block post-norm tagger can learn at this rate
-for name, text in depth_words().items():
-    report.glue(name, text)
+split = (k_shallow, n_shallow, k_deep, len(deep), p_value)
+for name, text in deep_stacks.depth_words(*split).items():  # k: 0.1 nats below prior
+    print(f"{name}: {report.glue(name, text)}")
 
 # %% [markdown]
 # {glue:text}`k_shallow` of the {glue:text}`n_shallow` 2-block runs ended more than 0.1
@@ -867,10 +707,10 @@ def rms_norm(x, weight, eps=1e-6):
 
 
 ours = norms.RMSNorm(16, eps=1e-6)
-theirs = nn.RMSNorm(16, eps=1e-6)
 with torch.no_grad():
     ours.weight.normal_(1.0, 0.5)  # a non-trivial γ, as after training
-    theirs.weight.copy_(ours.weight)
+theirs = nn.RMSNorm(16, eps=1e-6)
+theirs.load_state_dict(ours.state_dict())  # the same γ
 x = torch.randn(2, 5, 16) * 3 + 1  # (B, T, d_model), not centred
 torch.testing.assert_close(rms_norm(x, ours.weight), ours(x), atol=1e-6, rtol=1e-6)
 torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=1e-6)
@@ -928,6 +768,7 @@ print(f"saved: {n_ln - n_rms} = (2·{depth} + 1)·{d_model}, {(n_ln - n_rms) / n
 # for the ratio RMSNorm / LayerNorm taken round by round, its middle half (the
 # quartiles). On a CPU we count the processor time of this process (one thread), not the
 # wall-clock time, which on a busy machine also counts the time other programs run.
+# `norms.time_pairs` runs the rounds and `norms.ratio_words` reads a pair's ratios.
 
 
 # %%
@@ -937,55 +778,6 @@ def plain_layer_norm(x, weight, eps=1e-5):
     centred = xf - xf.mean(dim=-1, keepdim=True)  # (..., d): x - μ, once
     var = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1): the biased variance
     return (centred * torch.rsqrt(var + eps)).to(x.dtype) * weight
-
-
-def fwd_bwd(fn, shape):
-    """A function that runs forward + backward of `fn` on a fixed random input."""
-    x = torch.randn(*shape, device=run.device, requires_grad=True)
-    g = torch.randn(*shape, device=run.device)  # the gradient arriving from above
-
-    def step():
-        x.grad = None
-        fn(x).backward(g)
-
-    return step
-
-
-def seconds_in_rounds(calls, rounds):
-    """name -> seconds of one call of `calls[name]()` in each round; every call once
-    per round. CPU seconds of this process on a CPU, synchronised wall-clock on GPU."""
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(benchmark.median_time(call, 1, 0, run.device, "auto"))
-    return times
-
-
-# %% tags=["hide-input"]
-def in_words(name):
-    """The ratio of a pair in words that the rounds support."""
-    q1, q3 = middle[name]
-    if q3 < 1:
-        return "less time than LayerNorm in at least three rounds out of four"
-    if q1 > 1:
-        return "more time than LayerNorm in at least three rounds out of four"
-    return "about as long as LayerNorm: the middle half of the rounds straddles 1"
-
-
-def timing_words():
-    """The timing table's verdicts (median ratio, middle half, words) per pair."""
-    slower = middle["torch built-in"][0] > 1  # in at least three rounds of four
-    words = {"saved_plain": f"{1 - ratio['plain code']:.0%}",
-             "torch_question": "How can a module that does less work take longer? "
-             "Look at" if slower else "It was not clearly slower here, but the reason "
-             "it can be is worth seeing: look at"}  # fmt: skip
-    short = {"plain": "plain code", "package": "package", "torch": "torch built-in",
-             "block": "pre-norm block"}  # fmt: skip
-    for name, key in short.items():
-        words[f"ratio_{name}"] = f"{ratio[key]:.2f}"
-        words[f"middle_{name}"] = "{:.2f}–{:.2f}".format(*middle[key])
-        words[f"words_{name}"] = in_words(key)
-    return words
 
 
 # %% tags=["nbval-ignore-output"]
@@ -1000,29 +792,27 @@ pairs = {  # name -> (LayerNorm version, RMSNorm version)
         blocks.EncoderBlock(d, 4, 4 * d, norm_first=True, norm=k) for k in norms.NORMS
     ),
 }
-steps_of = {  # (pair, 0 = LayerNorm or 1 = RMSNorm) -> one forward + backward
-    (name, i): fwd_bwd(fn.to(run.device) if isinstance(fn, nn.Module) else fn, shape)
-    for name, fns in pairs.items()
-    for i, fn in enumerate(fns)
-}
-for step in steps_of.values():
-    step()  # a first call of each, untimed
-times = seconds_in_rounds(steps_of, rounds=11)
-by_round = {
-    name: [r / ln for ln, r in zip(times[name, 0], times[name, 1])] for name in pairs
-}  # fmt: skip  (RMSNorm / LayerNorm, round by round)
-ratio = {name: statistics.median(r) for name, r in by_round.items()}
-middle = {name: statistics.quantiles(r, n=4)[::2] for name, r in by_round.items()}
+times = norms.time_pairs(pairs, shape, run.device, rounds=11)  # seconds per round
+by_round = {name: [r / ln for ln, r in zip(*t)] for name, t in times.items()}
+said = {name: norms.ratio_words(r) for name, r in by_round.items()}  # RMS / LN
 print(f"{run.device.type:>15} {'LayerNorm':>10} {'RMSNorm':>10} {'ratio':>6} "
       f"{'middle half':>12}")  # fmt: skip
-for name in pairs:
-    ln, rms = (1e3 * statistics.median(times[name, i]) for i in (0, 1))
-    q1, q3 = middle[name]
-    print(f"{name:>15} {ln:>7.2f} ms {rms:>7.2f} ms {ratio[name]:>6.2f} "
-          f"{q1:>6.2f}–{q3:.2f}")  # fmt: skip
+for name, (ln, rms) in times.items():
+    ln, rms = 1e3 * statistics.median(ln), 1e3 * statistics.median(rms)  # ms
+    print(f"{name:>15} {ln:>7.2f} ms {rms:>7.2f} ms {said[name]['ratio']:>6} "
+          f"{said[name]['middle']:>12}")  # fmt: skip
+ratio = {name: statistics.median(r) for name, r in by_round.items()}
 assert ratio["plain code"] < 0.95  # written alike, RMSNorm does less and takes less
-for name, text in timing_words().items():
-    report.glue(name, text)
+report.glue("saved_plain", f"{1 - ratio['plain code']:.0%}")
+slower = statistics.quantiles(by_round["torch built-in"], n=4)[0] > 1  # 3 rounds of 4
+report.glue("torch_question", "How can a module that does less work take longer? "
+            "Look at" if slower else "It was not clearly slower here, but the reason "
+            "it can be is worth seeing: look at")  # fmt: skip
+short = {"plain": "plain code", "package": "package", "torch": "torch built-in",
+         "block": "pre-norm block"}  # fmt: skip
+for name, key in short.items():
+    for what, text in said[key].items():  # ratio, middle, words
+        report.glue(f"{what}_{name}", text)
 
 
 # %% [markdown]
@@ -1074,28 +864,22 @@ print("nn.RMSNorm:  ", backward_nodes(nn.RMSNorm(16)(x)))
 # attention and feed-forward weights):
 
 
-# %% tags=["hide-input"]
-def rms_words():
-    """The RMSNorm comparison's verdicts, in words that read true either way."""
-    return {
-        "rms_gap": f"{statistics.mean(diffs):+.3f}",
-        "rms_vs_prior": seed_test(prior, rms_runs),
-        # paired: the same seed, the same attention and feed-forward weights, batches
-        "rms_verdict": seed_test(ln_runs, rms_runs, pairs=True),
-    }
-
-
 # %% tags=["nbval-ignore-output"]
 rms_runs = [dev_loss(train_tagger(True, top, 0, s, norm="rms")) for s in range(n_seeds)]
 ln_runs = final["pre", top, 0]
-print(f"pre-norm + LayerNorm: {summary(ln_runs)}")
-print(f"pre-norm + RMSNorm:   {summary(rms_runs)}")
+print(f"pre-norm + LayerNorm: {deep_stacks.seed_summary(ln_runs, prior_loss)}")
+print(f"pre-norm + RMSNorm:   {deep_stacks.seed_summary(rms_runs, prior_loss)}")
 diffs = [a - b for a, b in zip(rms_runs, ln_runs)]  # same seed, same initial weights
 print("RMSNorm - LayerNorm, seed by seed:", ", ".join(f"{v:+.3f}" for v in diffs))
 assert report.ahead(prior, [v + 0.05 for v in rms_runs], pairs=False)  # below the prior
-for name, text in rms_words().items():
-    report.glue(name, text)
-    print(f"{name}: {text}")
+rms_words = {
+    "rms_gap": f"{statistics.mean(diffs):+.3f}",
+    "rms_vs_prior": deep_stacks.seed_verdict(prior, rms_runs),
+    # paired: the same seed, the same attention and feed-forward weights, batches
+    "rms_verdict": deep_stacks.seed_verdict(ln_runs, rms_runs, pairs=True),
+}
+for name, text in rms_words.items():
+    print(f"{name}: {report.glue(name, text)}")
 
 # %% [markdown]
 # Against the prior, with the same one-sample test as above, RMSNorm's loss is
@@ -1251,6 +1035,15 @@ checks.check_logit_growth(logit_growth, predicted_growth, make_tagger(24, True).
 # - `transformer_book.deep_stacks.tagging_task`: a training and a dev split numbered
 #   and padded into a `TaggingTask` (training and dev batches, the probe batch, the
 #   prior's dev loss).
+# - `transformer_book.classifiers.deep_tagger`: chapter 5's tagger with a deep stack of
+#   a chosen norm placement and kind.
+# - `transformer_book.deep_stacks`: `seed_summary`, `learned`, `seed_verdict`,
+#   `head_collapse`, `fisher_one_sided` and the verdicts in words (`separation_words`,
+#   `spread_change`, `grid_words`, `depth_words`).
+# - `transformer_book.training_diagnostics.quarter_means`: a stack's gradient over its
+#   first and its last quarter of layers.
+# - `transformer_book.norms.time_pairs` and `norms.ratio_words`: (LayerNorm, RMSNorm)
+#   pairs timed in rounds, and their ratio in words.
 # - `transformer_book.diagrams.norms.post_vs_pre_norm`: the diagram of section 1.
 # - `transformer_book.checks`: `check_layer_norm_via_rms`, `check_rms_norm_half`,
 #   `check_logit_growth`.

@@ -403,3 +403,38 @@ def test_layer_norm_half_precision_keeps_dtype_and_matches_the_formula():
     assert y.dtype == torch.bfloat16
     ref = _layer_norm_formula(x, ours.weight.float(), ours.bias.float(), ours.eps)
     torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-2)
+
+
+def test_time_pairs_calls_every_function_once_untimed_then_once_per_round():
+    from transformer_book.norms import time_pairs
+
+    calls = {"ln": 0, "rms": 0}
+
+    def counted(name):
+        def fn(x):
+            calls[name] += 1
+            return x * 2  # differentiable: time_pairs runs backward too
+
+        return fn
+
+    times = time_pairs({"pair": (counted("ln"), counted("rms"))}, (2, 3), rounds=3)
+    assert calls == {"ln": 4, "rms": 4}
+    ln, rms = times["pair"]
+    assert len(ln) == len(rms) == 3 and min(ln + rms) >= 0
+    module_times = time_pairs({"m": (nn.LayerNorm(3), RMSNorm(3))}, (2, 3), rounds=2)
+    assert [len(t) for t in module_times["m"]] == [2, 2]
+    with pytest.raises(ValueError, match="rounds must be >= 1, got 0"):
+        time_pairs({}, (2, 3), rounds=0)
+
+
+def test_ratio_words_read_the_middle_half_of_the_rounds():
+    from transformer_book.norms import ratio_words
+
+    less = ratio_words([0.9, 0.6, 0.98, 0.7, 0.8])  # RMSNorm / LayerNorm per round
+    assert less["words"].startswith("less time than LayerNorm")
+    assert less["ratio"] == "0.80" and less["middle"] == "0.65–0.94"  # the quartiles
+    assert ratio_words([1.2, 1.5, 1.1, 1.3])["words"].startswith("more time")
+    straddles = ratio_words([0.8, 1.2, 0.9, 1.1])
+    assert straddles["words"].startswith("about as long as LayerNorm")
+    with pytest.raises(ValueError, match="at least two rounds, got 1"):
+        ratio_words([0.9])

@@ -71,3 +71,14 @@ def test_layer_gradient_norms_match_each_layers_own_gradient():
     torch.testing.assert_close(again, got[:1])  # gradients reset, not accumulated
     with pytest.raises(ValueError, match="layers"):
         training_diagnostics.layer_gradient_norms(model, loss_fn, (x, y), [nn.Tanh()])
+
+
+def test_quarter_means_average_the_first_and_the_last_quarter_of_the_layers():
+    norms = torch.arange(16.0).view(2, 8)  # 2 initialisations, 8 layers: quarters of 2
+    first, last = training_diagnostics.quarter_means(norms)
+    torch.testing.assert_close(first, torch.tensor([0.5, 8.5]))
+    torch.testing.assert_close(last, torch.tensor([6.5, 14.5]))
+    first, last = training_diagnostics.quarter_means(torch.tensor([[1.0, 2, 3, 4, 9]]))
+    assert first.tolist() == [1.0] and last.tolist() == [9.0]  # 5 // 4 = 1 layer each
+    with pytest.raises(ValueError, match=r"L >= 4 layers, got \(2, 3\)"):
+        training_diagnostics.quarter_means(torch.ones(2, 3))

@@ -16,15 +16,23 @@ there is no β,
     y = γ ⊙ x / sqrt(mean(x²) + ε)
 
 which is cheaper and, in practice, trains as well (T5, Llama and Mistral use it).
+Whether it is faster depends on the kernels: :func:`time_pairs` times forward plus
+backward of (LayerNorm, RMSNorm) pairs in rounds, and :func:`ratio_words` reads the
+ratio round by round (chapter 06).
 """
 
 from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["NORMS", "LayerNorm", "RMSNorm", "make_norm"]
+from . import benchmark
+
+__all__ = ["NORMS", "LayerNorm", "RMSNorm", "make_norm", "time_pairs", "ratio_words"]
 
 NORMS = ("layer", "rms")
 
@@ -119,3 +127,65 @@ def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
     if kind == "rms":
         return RMSNorm(d_model, eps=eps)
     raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
+
+
+Norm = Callable[[Tensor], Tensor]
+
+
+def time_pairs(
+    pairs: dict[str, tuple[Norm, Norm]],
+    shape: Sequence[int],
+    device: torch.device | str = "cpu",
+    rounds: int = 11,
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Seconds of forward + backward of each (LayerNorm version, RMSNorm version) pair,
+    in rounds: every function gets its own fixed random input of ``shape`` and
+    gradient from above, is called once untimed, then once per round, the rounds one
+    after the other, so that a load that comes and goes hits both members of a pair
+    alike. CPU seconds of this process on a CPU, synchronised wall-clock seconds on
+    a GPU (:func:`transformer_book.benchmark.median_time` with ``clock="auto"``).
+    Modules are moved to ``device``.
+
+    Shapes: each function (*shape) -> (*shape). Returns name -> (LayerNorm's seconds,
+    RMSNorm's seconds), one per round."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+
+    def forward_backward(fn: Norm) -> Callable[[], None]:
+        fn = fn.to(device) if isinstance(fn, nn.Module) else fn
+        x = torch.randn(*shape, device=device, requires_grad=True)
+        g = torch.randn(*shape, device=device)  # the gradient arriving from above
+
+        def step() -> None:
+            x.grad = None
+            fn(x).backward(g)
+
+        return step
+
+    calls = {
+        (n, i): forward_backward(f) for n, fs in pairs.items() for i, f in enumerate(fs)
+    }
+    for call in calls.values():
+        call()  # a first call of each, untimed
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, call in calls.items():
+            times[key].append(benchmark.median_time(call, 1, 0, device, "auto"))
+    return {name: (times[name, 0], times[name, 1]) for name in pairs}
+
+
+def ratio_words(ratios: Sequence[float]) -> dict[str, str]:
+    """RMSNorm's time over LayerNorm's, one ratio per round, in words that the rounds
+    support: "ratio" (the median), "middle" (the quartiles, the middle half of the
+    rounds) and "words" (less time, more time, or about as long)."""
+    if len(ratios) < 2:
+        raise ValueError(f"ratios must hold at least two rounds, got {len(ratios)}")
+    q1, q3 = statistics.quantiles(ratios, n=4)[::2]
+    if q3 < 1:
+        words = "less time than LayerNorm in at least three rounds out of four"
+    elif q1 > 1:
+        words = "more time than LayerNorm in at least three rounds out of four"
+    else:
+        words = "about as long as LayerNorm: the middle half of the rounds straddles 1"
+    median = statistics.median(ratios)
+    return {"ratio": f"{median:.2f}", "middle": f"{q1:.2f}–{q3:.2f}", "words": words}

@@ -2,8 +2,8 @@
 of every update before clipping (:class:`GradNorms`, given to
 :func:`transformer_book.training.train` as ``on_step``), how one backward pass's
 gradient is spread along the layers of a stack (:func:`layer_gradient_norms`, chapter
-06), and how far training moved the weights from where they started
-(:func:`weight_drift`, chapter 12).
+06; :func:`quarter_means` sums it up by the first and the last quarter), and how far
+training moved the weights from where they started (:func:`weight_drift`, chapter 12).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from .training import to_device
 
-__all__ = ["GradNorms", "layer_gradient_norms", "weight_drift"]
+__all__ = ["GradNorms", "layer_gradient_norms", "quarter_means", "weight_drift"]
 
 
 class GradNorms:
@@ -79,6 +79,20 @@ def layer_gradient_norms(
             raise ValueError("layers holds a module the loss does not depend on")
         norms.append(torch.cat(grads).norm())
     return torch.stack(norms).cpu()
+
+
+def quarter_means(norms: Tensor) -> tuple[Tensor, Tensor]:
+    """The mean of per-layer gradient norms (:func:`layer_gradient_norms`, one row per
+    initialisation) over the first quarter of the layers, nearest the input, and over
+    the last quarter, nearest the output; a quarter is ``L // 4`` layers.
+
+    Shapes: norms (S, L), L >= 4 -> first (S,), last (S,)."""
+    if norms.dim() != 2 or norms.shape[1] < 4:
+        raise ValueError(
+            f"norms must be (S, L) with L >= 4 layers, got {tuple(norms.shape)}"
+        )
+    q = norms.shape[1] // 4  # layers per quarter
+    return norms[:, :q].mean(1), norms[:, -q:].mean(1)
 
 
 @torch.no_grad()
