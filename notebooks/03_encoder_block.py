@@ -184,20 +184,11 @@ print("∂(x + F(x))/∂x == I + ∂F/∂x:", torch.allclose(J_res, torch.eye(4)
 # Backpropagation multiplies by the same matrices, transposed, and the same ReLU mask,
 # so the gradient's second moment shrinks by the same factor,
 # $\frac{d}{12d} \cdot \frac{1}{2} \cdot \frac{4d}{3d} = \frac{1}{18}$. Measured on one
-# sublayer of width 256 and 4,096 random tokens:
-
+# sublayer of width 256 and 4,096 random tokens (`deep_stacks.sublayer_gains` sends
+# them forward and a random gradient back):
 
 # %% tags=["nbval-ignore-output"]
-def gains(ff: blocks.FeedForward, n_tokens: int = 4096) -> tuple[float, float]:
-    """Second moment out / in of one sublayer, (forward, backward), on random tokens."""
-    x = torch.randn(n_tokens, ff.d_model, requires_grad=True)  # E[x²] = 1
-    y = ff(x)
-    g = torch.randn_like(y)  # a gradient arriving from above
-    y.backward(g)
-    forward = y.pow(2).mean() / x.pow(2).mean()
-    return forward.item(), (x.grad.pow(2).mean() / g.pow(2).mean()).item()
-
-
+gains = deep_stacks.sublayer_gains  # (forward, backward): second moment out / in
 wide_ff = blocks.FeedForward(256, 4 * 256)  # PyTorch's default initialisation
 w_var, (fwd, bwd) = wide_ff.up_proj.weight.var().item(), gains(wide_ff)
 print(f"variance of up_proj's weights {w_var:.3e}, 1/(3·fan_in) = {1 / (3 * 256):.3e}")
@@ -363,13 +354,10 @@ ratio = {k: v[:, 1] for k, v in stats.items()}  # ‖∂ℓ/∂x‖/‖g‖, (de
 skip = {k: v[:, 2] for k, v in stats.items()}  # the same, skip path only
 out_std = {k: v[:, 3].log().mean(1).exp() for k, v in stats.items()}  # geometric mean
 L = depths[-1]
-print(f"{'':<30}{'‖∂ℓ/∂x‖ / ‖g‖':>22}{'skip term':>13}{'std of':>10}")
-print(f"{'':<30}{f'L = {L}':>10}{'min, any L':>12}{f'L = {L}':>13}{'output':>10}")
-widths = [10, 12, 13, 10]
+print(f"at L = {L}: ‖∂ℓ/∂x‖ / ‖g‖, its min at any L, skip term, output std")
 for k in stats:
     row = [ratio[k][-1].mean(), ratio[k].min(), skip[k][-1].mean(), out_std[k][-1]]
-    cells = "".join(f"{v:>{w}.3g}" for v, w in zip(row, widths))
-    print(f"{', '.join(k):<30}{cells}")
+    print(f"{', '.join(k):<30}", "".join(f"{v:>10.3g}" for v in row))
 for k in [("residual", "default"), ("residual", "He")]:
     torch.testing.assert_close(skip[k], torch.ones_like(skip[k]))  # the skip term is g
     assert ratio[k].min() >= 1, k  # never below the skip term, at any depth or seed
@@ -473,7 +461,7 @@ print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 # %% [markdown]
 # `deep_stacks.train_stacks` trains one stack plus a linear read-out (PyTorch's default
 # initialisation) per seed with Adam, one step per batch, and returns the dev and the
-# test loss of every seed:
+# test loss of every seed; `deep_stacks.walk_the_grid` walks the grid of rates with it:
 
 
 # %% tags=["nbval-ignore-output"]
@@ -492,30 +480,11 @@ lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
 
 
-def walk_the_grid(depth: int, arch: str, init, eps: float = 1e-8) -> tuple[int, dict]:
-    """Start at the middle rate and move to the neighbour with the lower dev loss (mean
-    over the seeds) until neither neighbour is lower; train only the rates visited.
-    ``eps``: Adam's ε."""
-    runs = {}  # grid index -> (dev, test) losses per seed
-
-    def dev(i: int) -> float:
-        if i not in runs:
-            runs[i] = deep_stacks.train_stacks(depth, arch, init, lrs[i], **task,
-                                               eps=eps)  # fmt: skip
-        return runs[i][0].mean().nan_to_num(torch.inf).item()
-
-    i = len(lrs) // 2
-    while True:
-        lower = [j for j in (i - 1, i + 1) if 0 <= j < len(lrs) and dev(j) < dev(i)]
-        if not lower:
-            return i, runs
-        i = min(lower, key=dev)
-
-
 test_loss, best_lr, tried = {}, {}, {}
 for depth in train_depths:
     for arm in ARMS:
-        best, runs = walk_the_grid(depth, arm[0], TRAIN_INITS[arm[1]])
+        init = TRAIN_INITS[arm[1]]
+        best, runs = deep_stacks.walk_the_grid(depth, arm[0], init, lrs, **task)
         best_lr[depth, arm], test_loss[depth, arm] = lrs[best], runs[best][1].cpu()
         tried[depth, arm] = sorted(runs)
 n_runs = sum(len(t) for t in tried.values())
@@ -621,20 +590,17 @@ report.glue("edge_arms", at_edge or "none")
 # its size; a gradient far below it gets about $\mathrm{lr} \cdot \lvert g \rvert /
 # \epsilon$, a step shrunk by as much as the gradient. The next cell takes the plain
 # default stacks as they were trained (depth {glue:text}`deep_depth`, the same width),
-# computes the gradient of the training loss on the first batch, and prints each
+# computes the gradient of the training loss on the first batch
+# (`deep_stacks.first_layer_gradients`, under a fresh default read-out), and prints each
 # layer's mean $\lvert \partial L / \partial W_1 \rvert$ and Adam's first step as a
 # fraction of lr, $\lvert g \rvert / (\lvert g \rvert + \epsilon)$, averaged over
 # the layer's weights.
 
 # %% tags=["nbval-ignore-output"]
 adam_eps = torch.optim.Adam([torch.zeros(1)]).defaults["eps"]  # PyTorch's default ε
-W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds),
-                            device=run.device)  # fmt: skip
-head = nn.Linear(train_width, train_width).to(run.device)  # a read-out, default init
-xb = train_x[0]  # (N, d): the first training batch
-loss = (head(deep_stacks.stack_forward(xb, W, "plain")) - teacher(xb)).pow(2)
-loss.mean(dim=(1, 2)).sum().backward()  # as train_stacks: one loss per seed, summed
-g_abs = W[0].grad.abs().transpose(0, 1).flatten(1)  # (depth, S·d·4d): each |∂L/∂W1|
+seeds, xb = range(n_seeds), train_x[0]  # xb (N, d): the first training batch
+g_abs = deep_stacks.first_layer_gradients(deep[0], "plain", None, seeds, teacher, xb)
+# g_abs (depth, S·d·4d): each |∂L/∂W1|, one loss per seed, summed as in train_stacks
 first_step = (g_abs / (g_abs + adam_eps)).mean(1)  # (depth,): Adam's first step / lr
 g_mean = g_abs.mean(1)  # (depth,)
 print(f"Adam's ε = {adam_eps:.0e}; plain, default, depth {deep[0]}, first batch")
@@ -685,7 +651,7 @@ assert share < 1e-7
 
 # %% tags=["nbval-ignore-output"]
 arm = ("plain", "default")
-best, runs = walk_the_grid(deep[0], "plain", None, eps=1e-20)  # None: the default
+best, runs = deep_stacks.walk_the_grid(deep[0], "plain", None, lrs, 1e-20, **task)
 control, base = runs[best][1].cpu(), test_loss[deep[0], arm]
 seen = " ".join(f"{lrs[i]:.0e}" for i in sorted(runs))
 print(f"plain, default, depth {deep[0]}, test loss / variance per seed:")
@@ -1027,10 +993,9 @@ x = torch.randn(3, 6, d_model)  # (B, T, d_model)
 lengths = torch.tensor([6, 4, 2])  # real tokens per sentence; the rest is padding
 keep = masks.padding_mask(lengths, 6)  # (B, 1, 1, T), True = may attend
 torch.testing.assert_close(ours(x), torch_layer(x), atol=1e-5, rtol=1e-5)
-got = ours(x, mask=keep)
-ref = torch_layer(x, src_key_padding_mask=~keep[:, 0, 0])  # (B, T): True = ignore
-for b, n in enumerate(lengths.tolist()):  # compare the real tokens
-    torch.testing.assert_close(got[b, :n], ref[b, :n], atol=1e-5, rtol=1e-5)
+real = keep[:, 0, 0]  # (B, T): the real tokens
+ref = torch_layer(x, src_key_padding_mask=~real)  # PyTorch: True = ignore
+torch.testing.assert_close(ours(x, mask=keep)[real], ref[real], atol=1e-5, rtol=1e-5)
 print(
     "EncoderBlock == nn.TransformerEncoderLayer (atol 1e-5), without and with padding"
 )

@@ -279,3 +279,56 @@ def test_head_collapse_measures_what_the_head_reads_and_how_it_tags():
     assert cos != cos_head  # pre-norm: the final norm centres the tokens
     shares = [deep_stacks.head_collapse(model, ids, keep, t)[2] for t in range(5)]
     assert sum(shares) == pytest.approx(1.0)  # every real token gets one tag
+
+
+# --- chapter 3: gains, the walk over the grid, Adam's first step ---------------------
+
+
+def test_sublayer_gains_are_the_chapters_second_moment_ratios():
+    ff = blocks.FeedForward(64, 256)
+    torch.manual_seed(0)
+    forward, backward = deep_stacks.sublayer_gains(ff, n_tokens=512)
+    torch.manual_seed(0)  # chapter 3's old inline code, the same draws
+    x = torch.randn(512, 64, requires_grad=True)
+    y = ff(x)
+    g = torch.randn_like(y)
+    y.backward(g)
+    assert forward == (y.pow(2).mean() / x.pow(2).mean()).item()
+    assert backward == (x.grad.pow(2).mean() / g.pow(2).mean()).item()
+    assert 1 / 36 < forward < 1 / 9 and 1 / 36 < backward < 1 / 9  # about 1/18
+
+
+def test_walk_the_grid_moves_downhill_and_trains_only_the_rates_it_visits(monkeypatch):
+    dev_by_lr = {1: 0.9, 2: 0.5, 3: 0.7, 4: 0.8, 5: float("nan")}  # a minimum at 2
+    trained = []
+
+    def fake_train(depth, arch, init, lr, seeds, teacher, train_x, eval_x, eps):
+        trained.append((lr, eps))
+        return [torch.full((2,), dev_by_lr[lr]), torch.full((2,), 10.0 * lr)]
+
+    monkeypatch.setattr(deep_stacks, "train_stacks", fake_train)
+    task = dict(seeds=[0, 1], teacher=None, train_x=None, eval_x=None)
+    best, runs = deep_stacks.walk_the_grid(4, "plain", None, [1, 2, 3, 4, 5], **task)
+    assert best == 1 and sorted(runs) == [0, 1, 2, 3]  # the middle, then downhill
+    assert sorted(lr for lr, _ in trained) == [1, 2, 3, 4]  # each visited rate once
+    assert runs[best][1].tolist() == [20.0, 20.0]
+    dev_by_lr.update({4: 0.1, 3: 0.6})  # now the best is at the top end, past a NaN
+    trained.clear()
+    best, _ = deep_stacks.walk_the_grid(
+        4, "plain", None, [1, 2, 3, 4, 5], 1e-20, **task
+    )
+    assert best == 3 and {eps for _, eps in trained} == {1e-20}  # NaN counts as inf
+
+
+def test_first_layer_gradients_match_the_chapters_old_inline_code():
+    teacher, train_x, _, _ = deep_stacks.teacher_task(8, steps=1, batch=16)
+    xb = train_x[0]  # (16, 8)
+    got = deep_stacks.first_layer_gradients(3, "plain", None, [0, 1], teacher, xb)
+    W = deep_stacks.make_stacks(3, 8, None, [0, 1])  # the same draws, in order
+    head = torch.nn.Linear(8, 8)
+    loss = (head(deep_stacks.stack_forward(xb, W, "plain")) - teacher(xb)).pow(2)
+    loss.mean(dim=(1, 2)).sum().backward()
+    ref = W[0].grad.abs().transpose(0, 1).flatten(1)  # (depth, S·d·4d)
+    assert got.shape == (3, 2 * 8 * 32)
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+    assert got[0].mean() < got[-1].mean()  # default init: the bottom gets less

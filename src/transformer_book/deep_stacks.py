@@ -10,9 +10,12 @@ Chapter 3's section on residual connections. A stack applies
 
 To run many seeds at once the weights of one stack per seed are stacked along a
 leading seed axis ``S`` (:func:`make_stacks`); the matrix products then run every
-seed's stack side by side. :func:`gradients` measures what reaches the first layer and
-the input at initialisation; :func:`train_stacks` trains each stack with a linear
-read-out on a regression task and reports dev and test losses.
+seed's stack side by side. :func:`sublayer_gains` measures how one sublayer scales
+the second moment, forward and backward; :func:`gradients` measures what reaches the
+first layer and the input at initialisation; :func:`train_stacks` trains each stack
+with a linear read-out on a regression task and reports dev and test losses,
+:func:`walk_the_grid` chooses its learning rate on dev, and
+:func:`first_layer_gradients` shows what Adam's first step does with the gradient.
 
 Chapter 6 trains deep transformer taggers on ATIS slot filling (Hemphill et al., 1990):
 :func:`tagging_task` numbers the words and tags of a training and a dev split and pads
@@ -48,9 +51,12 @@ __all__ = [
     "ARCHS",
     "make_stacks",
     "stack_forward",
+    "sublayer_gains",
     "gradients",
     "teacher_task",
     "train_stacks",
+    "walk_the_grid",
+    "first_layer_gradients",
     "TaggingTask",
     "tagging_task",
     "seed_summary",
@@ -119,6 +125,18 @@ def stack_forward(
         if arch == "residual + LayerNorm":
             x = nn.functional.layer_norm(x, x.shape[-1:])  # γ = 1, β = 0
     return x
+
+
+def sublayer_gains(ff: blocks.FeedForward, n_tokens: int = 4096) -> tuple[float, float]:
+    """How one sublayer scales the second moment: E[y²] / E[x²] on ``n_tokens`` random
+    tokens (E[x²] = 1), and the same for a random gradient sent back through it,
+    E[(∂ℓ/∂x)²] / E[g²]. Shapes: tokens (n_tokens, d_model) -> (forward, backward)."""
+    x = torch.randn(n_tokens, ff.d_model, requires_grad=True)  # E[x²] = 1
+    y = ff(x)
+    g = torch.randn_like(y)  # a gradient arriving from above
+    y.backward(g)
+    forward = y.pow(2).mean() / x.pow(2).mean()
+    return forward.item(), (x.grad.pow(2).mean() / g.pow(2).mean()).item()
 
 
 def gradients(
@@ -220,6 +238,59 @@ def train_stacks(
             (predict(x) - teacher(x)).pow(2).mean(dim=(1, 2)) / teacher(x).var()
             for x in eval_x
         ]
+
+
+def walk_the_grid(
+    depth: int,
+    arch: str,
+    init: Init,
+    lrs: Sequence[float],
+    eps: float = 1e-8,
+    **task,
+) -> tuple[int, dict[int, list[Tensor]]]:
+    """Choose a learning rate for :func:`train_stacks` on dev by walking the grid
+    ``lrs``: start at the middle rate and move to the neighbour with the lower dev loss
+    (mean over the seeds; a NaN counts as infinite) until neither neighbour is lower,
+    training only the rates visited. That finds the grid's best rate whenever the dev
+    loss has a single minimum over it. ``task`` holds :func:`train_stacks`'s
+    ``seeds``, ``teacher``, ``train_x`` and ``eval_x`` (dev first); ``eps`` is Adam's
+    ε. Returns the chosen index and {index visited: train_stacks' losses}."""
+    runs: dict[int, list[Tensor]] = {}
+
+    def dev(i: int) -> float:
+        if i not in runs:
+            runs[i] = train_stacks(depth, arch, init, lrs[i], **task, eps=eps)
+        return runs[i][0].mean().nan_to_num(torch.inf).item()
+
+    i = len(lrs) // 2
+    while True:
+        lower = [j for j in (i - 1, i + 1) if 0 <= j < len(lrs) and dev(j) < dev(i)]
+        if not lower:
+            return i, runs
+        i = min(lower, key=dev)
+
+
+def first_layer_gradients(
+    depth: int,
+    arch: str,
+    init: Init,
+    seeds: Sequence[int],
+    teacher: Callable[[Tensor], Tensor],
+    x: Tensor,
+) -> Tensor:
+    """``|∂L/∂W1|`` of every weight of every layer's first matrix, for freshly built
+    stacks (one per seed, as :func:`make_stacks`) under one linear read-out shared by
+    the seeds (PyTorch's default initialisation, drawn after the stacks): the loss of
+    one batch ``x``, the mean squared error against ``teacher`` per seed, summed over
+    the seeds as :func:`train_stacks` does. The device is x's.
+
+    Shapes: x (N, d) -> (depth, S·d·4d)."""
+    d = x.shape[-1]
+    W = make_stacks(depth, d, init, seeds, device=x.device)
+    head = nn.Linear(d, d).to(x.device)  # a read-out, default init
+    loss = (head(stack_forward(x, W, arch)) - teacher(x)).pow(2)
+    loss.mean(dim=(1, 2)).sum().backward()  # one loss per seed, summed
+    return W[0].grad.abs().transpose(0, 1).flatten(1)  # W[0] holds every layer's W1
 
 
 # --- chapter 6: a tagging task for deep transformer stacks ---------------------------
