@@ -195,3 +195,11 @@ def test_pretrain_t5_scale_steps_reaches_the_optimiser():
     assert moved[True]["tok_emb.weight"] / moved[True][k] == pytest.approx(8, rel=0.05)
     assert moved[True][q] / moved[True][k] == pytest.approx(0.25, rel=0.05)
     assert moved[False][q] / moved[False][k] == pytest.approx(1, rel=0.05)
+
+
+def test_each_process_draws_its_own_batches_rank_0_as_one_process(monkeypatch):
+    assert pretraining.process_seed(7) == 7  # one process
+    monkeypatch.setattr(pretraining, "world", lambda: (0, 2))
+    assert pretraining.process_seed(7) == 7  # rank 0 of two: what one process draws
+    monkeypatch.setattr(pretraining, "world", lambda: (1, 2))
+    assert pretraining.process_seed(7) == 8

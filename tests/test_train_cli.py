@@ -1,6 +1,6 @@
 """python -m transformer_book.train: a recipe, then a JSON file, then options; a gpt
 run stopped and resumed through its flags (the run itself: test_gpt_training.py); bert
-and t5 runs writing book checkpoints."""
+and t5 runs writing book checkpoints, stopped and resumed as if never stopped."""
 
 import dataclasses
 import json
@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_book import gpt_training, train
 
@@ -53,21 +54,32 @@ def test_recipe_then_config_file_then_options(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["bert", "t5"])
-def test_encoder_families_write_a_book_checkpoint(family, tmp_path):
+def test_encoder_families_write_a_book_checkpoint_and_resume(family, tmp_path):
     from transformer_book import checkpoints
 
-    config, _ = train._parse([family, "--recipe", "tiny", "--steps", "3"])
-    assert isinstance(config, train.FAMILIES[family][0]) and config.steps == 3
-    assert train.main([family, "--recipe", "tiny", "--steps", "3",
-                       "--out", str(tmp_path)]) == 0  # fmt: skip
-    model, card = checkpoints.load(tmp_path)
-    assert card["recipe"]["steps"] == 3 and set(card["files"]) == {"vocab.txt"}
-    vocab = (tmp_path / "vocab.txt").read_text().split("\n")[:-1]
+    config, _ = train._parse([family, "--recipe", "tiny", "--steps", "4"])
+    assert isinstance(config, train.FAMILIES[family][0]) and config.steps == 4
+    argv = [family, "--recipe", "tiny", "--steps", "4", "--dropout", "0.1"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert train.main([*argv, "--out", str(straight)]) == 0
+    model, card = checkpoints.load(straight)
+    assert card["recipe"]["steps"] == 4 and set(card["files"]) == {"vocab.txt"}
+    vocab = (straight / "vocab.txt").read_text().split("\n")[:-1]
     assert model.config.vocab_size == len(vocab)
-    h = history(tmp_path)
-    assert len(h["history"]) == 3 and h["heldout"]
-    with pytest.raises(SystemExit, match="gpt only"):
-        train.main([family, "--recipe", "tiny", "--resume", "--out", str(tmp_path)])
+    h = history(straight)
+    assert len(h["history"]) == 4 and h["heldout"]
+    # stopped after 2 steps (dropout on: the random state must come back too), resumed
+    assert train.main([*argv, "--out", str(stopped), "--stop_at", "2"]) == 0
+    assert not (stopped / "history.json").exists()
+    assert (stopped / "training" / "trainer.pt").is_file()
+    assert train.main([*argv, "--out", str(stopped), "--resume"]) == 0
+    again = history(stopped)
+    for key in ("history", "mlm_history", "nsp_history"):  # t5 has the first only
+        assert again.get(key) == h.get(key), key
+    assert again["heldout"] == h["heldout"]
+    resumed, _ = checkpoints.load(stopped)
+    for (name, a), b in zip(model.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
 
 
 def test_t5_defaults_to_the_shipped_recipe_and_parses_scale_steps():

@@ -20,15 +20,18 @@ optionally with each tensor's steps scaled to its initial size as Adafactor's ar
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from . import bert, t5, training
+from .distributed import world
 from .masked_lm import IGNORE, IS_NEXT, MASKINGS, mlm_batches, word_pieces_by_word
 from .span_corruption import SpanCorruptionBatches
 from .tokenizer import WordPiece
@@ -39,6 +42,7 @@ __all__ = [
     "pretraining_loss",
     "pretraining_metrics",
     "pretrain",
+    "process_seed",
     "SpanPretrainConfig",
     "init_lr_scales",
     "pretrain_t5",
@@ -179,6 +183,9 @@ def pretrain(
     device: str | torch.device = "cpu",
     on_step: Callable[[int, float], None] | None = None,
     stop_at: int | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
 ) -> Pretrained:
     """Pre-train a small BERT on ``texts`` as ``config`` says; reproducible from
     ``config.seed``, and the caller's random state is left untouched.
@@ -189,6 +196,11 @@ def pretrain(
     several runs pre-train on the same texts; the result is the same as without it.
     ``on_step(step, loss)``: called after every update (to log); ``stop_at``: leave
     after that many updates, the schedule still the whole run's (to re-run its start).
+    ``checkpoint``, ``checkpoint_every``, ``resume``: as in :func:`training.train`
+    (a run stopped and resumed gives the same model and losses as one that never
+    stopped); the MLM and NSP losses are saved beside it (``objectives.json``).
+    Under ``torchrun`` every process draws its own batches (:func:`process_seed`);
+    the losses it records are its own, the total loss the mean over processes.
     """
     if docs is not None:
         if tokenizer is None:
@@ -202,16 +214,24 @@ def pretrain(
     if docs is None:
         docs = [word_pieces_by_word(tokenizer, t) for t in texts]
     c = config
+    seed = process_seed(c.seed)
     batches = mlm_batches(
-        tokenizer, docs, c.batch_size, c.max_len, c.nsp, c.masking, c.seed, c.p_mask
+        tokenizer, docs, c.batch_size, c.max_len, c.nsp, c.masking, seed, c.p_mask
     )
-    losses: dict[str, list[float]] = {"mlm": [], "nsp": []}
+    saved = _Objectives(checkpoint, c.steps if stop_at is None else stop_at)
+    losses = saved.read() if resume else {"mlm": [], "nsp": []}
+    n_saved = len(losses["mlm"])
 
     def loss_fn(model: bert.BertForPreTraining, batch: dict[str, Tensor]) -> Tensor:
         total, mlm, nsp_loss = pretraining_loss(model, batch, nsp=c.nsp)
         losses["mlm"].append(mlm.item())
         losses["nsp"].append(nsp_loss.item())
         return total
+
+    def after_step(step: int, loss: float) -> None:
+        saved.maybe_write(step + 1, checkpoint_every, losses)
+        if on_step is not None:
+            on_step(step, loss)
 
     dev = torch.device(device)
     with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
@@ -226,10 +246,44 @@ def pretrain(
             weight_decay=0.01,
             warmup=max(1, c.steps // 10),
             decay="linear",
-            on_step=on_step,
+            on_step=after_step,
             stop_at=stop_at,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
         )
-    return Pretrained(model, tokenizer, history, losses["mlm"], losses["nsp"])
+    # resumed: the saved losses of the steps before the checkpoint, then this run's
+    before = len(history) - (len(losses["mlm"]) - n_saved)
+    mlm, nsp = (losses[k][:before] + losses[k][n_saved:] for k in ("mlm", "nsp"))
+    return Pretrained(model, tokenizer, history, mlm, nsp)
+
+
+def process_seed(seed: int) -> int:
+    """The seed of this process's batches: ``seed`` itself on one process (so a run
+    under ``torchrun`` draws on rank 0 what a single process draws), ``seed + rank``
+    on the others, so that no two processes train on the same batches."""
+    return seed + world()[0]
+
+
+class _Objectives:
+    """``objectives.json`` in a checkpoint folder: the MLM and NSP loss of every step
+    so far, written (by rank 0) whenever :func:`training.train` saves the weights."""
+
+    def __init__(self, folder: str | Path | None, end: int) -> None:
+        self.path = None if folder is None else Path(folder) / "objectives.json"
+        self.end = end
+
+    def read(self) -> dict[str, list[float]]:
+        if self.path is None or not self.path.is_file():
+            return {"mlm": [], "nsp": []}
+        return json.loads(self.path.read_text())
+
+    def maybe_write(self, done: int, every: int, losses: dict) -> None:
+        due = done == self.end or (every and done % every == 0)
+        if self.path is None or not due or world()[0] != 0:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(losses))
 
 
 @dataclass(frozen=True)
@@ -323,17 +377,22 @@ def pretrain_t5(
     device: str | torch.device = "cpu",
     on_step: Callable[[int, float], None] | None = None,
     stop_at: int | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
 ) -> tuple[t5.T5, list[float]]:
     """Pre-train a fresh :class:`t5.T5` (``model_config``) with span corruption on
     ``stream`` (N,) of token ids; reproducible from ``config.seed``, the caller's random
     state untouched. Returns the model (eval mode) and the loss of every step.
-    ``on_step`` and ``stop_at`` as in :func:`pretrain`."""
+    ``on_step``, ``stop_at``, ``checkpoint``, ``checkpoint_every``, ``resume`` and
+    ``torchrun`` as in :func:`pretrain`."""
     if len(sentinel_ids) < 1:
         raise ValueError("sentinel_ids must name at least one sentinel token")
     c = config
     batches = SpanCorruptionBatches(
-        stream, c.window, c.batch_size, sentinel_ids, model_config.eos_id, seed=c.seed
-    )
+        stream, c.window, c.batch_size, sentinel_ids, model_config.eos_id,
+        seed=process_seed(c.seed),
+    )  # fmt: skip
     dev = torch.device(device)
     with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
         torch.manual_seed(c.seed)  # initial weights and dropout
@@ -343,6 +402,7 @@ def pretrain_t5(
         history = training.train(
             model, batches, lambda m, batch: m.loss(*batch), c.steps, lr=c.lr,
             warmup=max(1, c.steps // 10), decay="cosine", min_lr_factor=0.1,
-            on_step=on_step, stop_at=stop_at, lr_scales=scales,
+            on_step=on_step, stop_at=stop_at, lr_scales=scales, checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every, resume=resume,
         )  # fmt: skip
     return model.eval(), history

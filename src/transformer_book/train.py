@@ -29,7 +29,10 @@ a run is a recipe, then a JSON file (``--config``), then single options
 
 ``bert`` and ``t5`` with ``--out`` write ``config.json``, ``history.json`` and the model
 as a book checkpoint (:func:`transformer_book.checkpoints.save`, its vocabulary beside
-it); they run on one process and have no ``--resume``.
+it); while they train, the state to resume from sits in ``--out``/``training``
+(every :data:`CHECKPOINT_EVERY` steps), and ``--resume`` continues from it. Under
+``torchrun`` each process draws its own batches
+(:func:`transformer_book.pretraining.process_seed`) and rank 0 scores and writes.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import torch
 from . import (
     baselines,
     checkpoints,
+    distributed,
     gpt_training,
     masked_lm,
     pretraining,
@@ -58,6 +62,8 @@ from .tokenizer import WordPiece
 __all__ = ["BERT_RECIPES", "T5_RECIPES", "FAMILIES", "run_bert", "run_t5", "main"]
 
 log = logging.getLogger("transformer_book.train")
+# bert and t5: steps between the saved states a run can resume from (and the end)
+CHECKPOINT_EVERY = 500
 
 
 # -- bert: MLM + NSP on the text of SST-2's training phrases ------------------------
@@ -86,14 +92,17 @@ BERT_RECIPES: dict[str, pretraining.PretrainConfig] = {
 
 def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
              device: str = "cpu", log_every: int = 500,
-             stop_at: int | None = None) -> dict:  # fmt: skip
+             stop_at: int | None = None, resume: bool = False) -> dict:  # fmt: skip
     """Pre-train :func:`pretraining_data.bert_corpus`'s BERT as ``config`` says: learn
     the WordPiece vocabulary from the training phrases, train, and score the model and
     the unigram baseline on the held-out sentences
     (:func:`pretraining.pretraining_metrics`).
     Returns the losses, the metrics, the CPU-seconds, the model and its tokenizer;
     with ``out``, also writes them (the model as a book checkpoint). ``stop_at``: leave
-    after that many steps (the schedule still the whole run's), without scoring."""
+    after that many steps (the schedule still the whole run's), without scoring;
+    ``resume``: continue from ``out``'s saved state (:func:`_training_folder`).
+    Under ``torchrun``, the processes other than rank 0 return after training."""
+    device, world = _process_device(device)
     texts, heldout = pretraining_data.bert_corpus()
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     tok = WordPiece.train(texts, config.vocab_size)
@@ -103,9 +112,13 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
         if log_every and (step + 1) % log_every == 0:
             log.info("step %d/%d | train loss %.4f", step + 1, config.steps, loss)
 
-    result = pretraining.pretrain(texts, config, tok, docs, device, on_step, stop_at)
+    result = pretraining.pretrain(
+        texts, config, tok, docs, device, on_step, stop_at,
+        checkpoint=_training_folder(out), checkpoint_every=CHECKPOINT_EVERY,
+        resume=resume,
+    )  # fmt: skip
     train_cpu = time.process_time() - start_cpu
-    if stop_at is not None:
+    if stop_at is not None or not world.is_main:
         return {"history": result.loss, "model": result.model, "tokenizer": tok}
     pieces = [
         i for doc in docs for word in doc for i in word if i not in tok.special_ids
@@ -149,11 +162,12 @@ T5_RECIPES: dict[str, pretraining.SpanPretrainConfig] = {
 
 def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None,
            device: str = "cpu", log_every: int = 500,
-           stop_at: int | None = None) -> dict:  # fmt: skip
+           stop_at: int | None = None, resume: bool = False) -> dict:  # fmt: skip
     """Pre-train :func:`pretraining_data.atis_words`'s T5 as ``config`` says and score
     it and the baselines on :func:`pretraining_data.t5_heldout` (the left bigram also
     with its smoothing chosen on dev, :func:`pretraining_data.t5_bigram_k`); like
     :func:`run_bert`."""
+    device, world = _process_device(device)
     atis = pretraining_data.atis_words()
     start_cpu, start_wall = time.process_time(), time.perf_counter()
 
@@ -163,10 +177,12 @@ def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None
 
     model_config = config.t5_config(len(atis.words), atis.words.pad_id, atis.eos)
     model, history = pretraining.pretrain_t5(
-        atis.train, model_config, atis.sentinels, config, device, on_step, stop_at
-    )
+        atis.train, model_config, atis.sentinels, config, device, on_step, stop_at,
+        checkpoint=_training_folder(out), checkpoint_every=CHECKPOINT_EVERY,
+        resume=resume,
+    )  # fmt: skip
     train_cpu = time.process_time() - start_cpu
-    if stop_at is not None:
+    if stop_at is not None or not world.is_main:
         return {"history": history, "model": model, "atis": atis}
     held_out = pretraining_data.t5_heldout(atis, config.window)
     bigram_k = pretraining_data.t5_bigram_k(atis, config.window)[0]  # on dev
@@ -180,6 +196,20 @@ def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None
         _write(out, config, summary, model, model_config,
                {"vocab.txt": "\n".join(atis.words.itos) + "\n"})  # fmt: skip
     return {**summary, "model": model, "atis": atis}
+
+
+def _process_device(device: str) -> tuple[str, distributed.Distributed]:
+    """Join ``torchrun``'s process group if there is one; on CUDA, one GPU each."""
+    world = distributed.init_distributed()
+    if torch.device(device).type == "cuda" and world.world_size > 1:
+        device = f"cuda:{world.local_rank}"
+    return device, world
+
+
+def _training_folder(out: str | Path | None) -> Path | None:
+    """Where a bert or t5 run keeps the state it can resume from: ``out``/training
+    (the book checkpoint, fp16 weights and card, goes to ``out`` itself)."""
+    return None if out is None else Path(out) / "training"
 
 
 def _write(out, config, summary, model, model_config, files) -> None:
@@ -242,18 +272,16 @@ def _bool(text: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     config, args = _parse(argv)
-    if args.model != "gpt" and (args.resume or args.stop_at is not None):
-        raise SystemExit(f"--resume and --stop_at are for gpt only, not {args.model}")
     if args.resume and not args.out:
         raise SystemExit("--resume needs --out, the folder of the checkpoint")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout
     )
     log.info("config: %s", config)
-    if args.model == "bert":
-        run_bert(config, out=args.out, device=str(runtime.resolve_device("auto")))
-    elif args.model == "t5":
-        run_t5(config, out=args.out, device=str(runtime.resolve_device("auto")))
+    if args.model in ("bert", "t5"):
+        runner = run_bert if args.model == "bert" else run_t5
+        device = str(runtime.resolve_device("auto"))
+        runner(config, args.out, device, stop_at=args.stop_at, resume=args.resume)
     else:
         gpt_training.run(config, out=args.out, resume=args.resume, stop_at=args.stop_at)
     if torch.distributed.is_initialized():
