@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -27,8 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import data, frames, runtime, seq2seq, training  # noqa: E402
-from transformer_book.vocab import Vocab  # noqa: E402
+from transformer_book import data, frames, seq2seq  # noqa: E402
 
 STEPS, SCHEDULE, WARMUP, LR, BATCH, N_DEV = 100, 450, 50, 8e-3, 64, 100
 SIZES = dict(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=1, n_decoder_layers=1,
@@ -43,48 +41,27 @@ def main(seeds: list[int]) -> None:
         name: [frames.frame_from_tags(*x) for x in zip(d.sentences, d.tags, d.intents)]
         for name, d in (("train", train), ("dev", dev))
     }
-    base = Vocab.from_corpus(train.sentences + [f.tokens() for f in gold["train"]])
-    vocab = Vocab(["<bos>", "<eos>", *base.itos[2:]])  # as in the chapter
-    eos, pad = vocab["<eos>"], vocab.pad_id
-
-    def pairs(d, fs):
-        return [vocab.encode(s) for s in d.sentences], [
-            vocab.encode(f.tokens()) + [eos] for f in fs
-        ]
-
-    train_src, train_tgt = pairs(train, gold["train"])
-    dev_src, dev_tgt = (x[:N_DEV] for x in pairs(dev, gold["dev"]))
-    queries = dev.sentences[:N_DEV]
+    vocab = seq2seq.frame_vocab(train.sentences, gold["train"])  # as in the chapter
+    train_src, train_tgt = seq2seq.frame_pairs(vocab, train.sentences, gold["train"])
+    dev_src, dev_tgt = seq2seq.frame_pairs(vocab, dev.sentences, gold["dev"])
+    probe = [x[:N_DEV] for x in (dev.sentences, dev_src, dev_tgt, gold["dev"])]
     config = seq2seq.Seq2SeqConfig(
-        len(vocab), pad_id=pad, bos_id=vocab["<bos>"], eos_id=eos, **SIZES
-    )
+        len(vocab), pad_id=vocab.pad_id, bos_id=vocab["<bos>"], eos_id=vocab["<eos>"],
+        **SIZES,
+    )  # fmt: skip
     rows = []
     for seed in seeds:
         for causal in (True, False):
-            runtime.seed_everything(seed)
-            cfg = dataclasses.replace(config, causal=causal)
-            model = seq2seq.Seq2Seq(cfg)
-            batches = seq2seq.PairBatches(train_src, train_tgt, BATCH, pad, seed=seed)
-            with tempfile.TemporaryDirectory() as folder:  # stop_at wants a folder
-                history = training.train(
-                    model, batches, lambda m, b: m.loss(*b), SCHEDULE, lr=LR,
-                    warmup=WARMUP, decay="cosine", stop_at=STEPS, progress=False,
-                    checkpoint=folder,
-                )  # fmt: skip
-            hidden = seq2seq.Seq2Seq(dataclasses.replace(cfg, causal=True))
-            hidden.load_state_dict(model.state_dict())
-            seen, unseen = (
-                seq2seq.teacher_forced_scores(m, dev_src, dev_tgt)[0]
-                for m in (model, hidden)
-            )
-            written = seq2seq.greedy_write(model, vocab, queries, lambda S: 2 * S + 2)
-            pred = [frames.parse_frame(w) for w in written]
-            stops = [len(w) < 2 * len(q) + 2 for w, q in zip(written, queries)]
+            model, history, _, _ = seq2seq.train_run(
+                dataclasses.replace(config, causal=causal), train_src, train_tgt,
+                SCHEDULE, LR, warmup=WARMUP, batch_size=BATCH, seed=seed, stop_at=STEPS,
+                progress=False,
+            )  # fmt: skip
+            found = seq2seq.future_probe(model, vocab, *probe, lambda S: 2 * S + 2)
             row = dict(
                 seed=seed, causal=causal, train_loss=statistics.mean(history[-10:]),
-                dev_loss_seen=seen, dev_loss_hidden=unseen,
-                exact_match=frames.exact_match(gold["dev"][:N_DEV], pred),
-                eos_share=statistics.mean(stops),
+                dev_loss_seen=found["seen"], dev_loss_hidden=found["hidden"],
+                exact_match=found["exact_match"], eos_share=found["eos_share"],
             )  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)

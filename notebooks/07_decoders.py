@@ -52,10 +52,8 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
-import copy
 import dataclasses
 import statistics
-import tempfile
 
 import matplotlib.pyplot as plt
 import torch
@@ -64,7 +62,6 @@ from torch import nn
 from transformer_book import (
     attention,
     baselines,
-    batching,
     benchmark,
     bio,
     blocks,
@@ -80,9 +77,7 @@ from transformer_book import (
     report,
     runtime,
     seq2seq,
-    training,
 )
-from transformer_book.vocab import Vocab
 
 # %% tags=["parameters"]
 device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
@@ -111,10 +106,8 @@ s2s_target = run.pick(quick=0.5, full=0.72)
 # quick profile gives the tagger half of chapter 5's quick steps (a CPU budget)
 tag_d, tag_d_ff = run.pick(quick=64, full=128), run.pick(quick=128, full=512)
 tag_dropout, p_unk = run.pick(quick=0.0, full=0.3), run.pick(quick=0.1, full=0.2)
-slot_steps, intent_steps = (
-    run.pick(quick=200, full=5000),
-    run.pick(quick=200, full=1500),
-)
+slot_steps = run.pick(quick=200, full=5000)
+intent_steps = run.pick(quick=200, full=1500)
 tag_lr = run.pick(quick=1e-2, full=1e-3)
 
 # %% [markdown]
@@ -395,8 +388,7 @@ for name, lengths in (("query", map(len, train.sentences)),
 # be written exactly; that caps the exact match any such generator can reach:
 
 # %%
-base = Vocab.from_corpus(train.sentences + [f.tokens() for f in train_frames])
-vocab = Vocab(["<bos>", "<eos>", *base.itos[2:]])  # <pad> 0, <unk> 1, <bos>, <eos>
+vocab = seq2seq.frame_vocab(train.sentences, train_frames)  # <pad>, <unk>, <bos>, <eos>
 BOS, EOS, PAD = vocab["<bos>"], vocab["<eos>"], vocab.pad_id
 print(vocab, f"bos={BOS} eos={EOS}")
 writable = [all(t in vocab for t in f.tokens()) for f in test_frames]
@@ -446,11 +438,10 @@ for t, (a, b) in enumerate(zip(vocab.decode(tgt_in[0]), vocab.decode(tgt[0]))):
 # `seq2seq.greedy_write` decodes a list of queries in batches of similar length
 # (writing at most $2S + 2$ tokens for a source of $S$ words), and `s2s_frames` reads
 # each output back with `frames.parse_frame`. It is also how we watch training on the
-# dev split.
+# dev split. (`seq2seq.frame_pairs` encodes the pairs, each target ending in `<eos>`.)
 
 # %%
-train_src = [vocab.encode(s) for s in train.sentences]
-train_tgt = [vocab.encode(f.tokens()) + [EOS] for f in train_frames]
+train_src, train_tgt = seq2seq.frame_pairs(vocab, train.sentences, train_frames)
 src_batch, tgt_batch = next(iter(seq2seq.PairBatches(train_src, train_tgt, 64, PAD)))
 print(f"a batch: sources {tuple(src_batch.shape)}, targets {tuple(tgt_batch.shape)}")
 
@@ -470,9 +461,9 @@ def dev_exact_match(model):
 
 # %% [markdown]
 # Training: AdamW with a short warm-up and a cosine decay (`training.train`), the
-# teacher-forced `Seq2Seq.loss` as the loss. Every few steps the dev exact match is
-# measured along the way (`on_step`), and a copy of the model is kept as it was after
-# its first {glue:text}`nomask_steps` steps, for section 8.
+# teacher-forced `Seq2Seq.loss` as the loss; `seq2seq.train_run` is one such run. Every
+# few steps the dev exact match is measured along the way (`on_step`), and a copy of the
+# model is kept as it was after its first {glue:text}`nomask_steps` steps, for section 8.
 
 # %%
 s2s_config = seq2seq.Seq2SeqConfig(len(vocab), pad_id=PAD, bos_id=BOS, eos_id=EOS,
@@ -482,26 +473,12 @@ print(s2s_config, f"\n{n_params:,} parameters")
 
 
 def train_seq2seq(seed, config=s2s_config, stop_at=None):
-    """Train one encoder-decoder (stopping after stop_at steps of the schedule):
-    (model, loss of every step, [(step, dev EM)], the model after nomask_steps)."""
-    runtime.seed_everything(seed)
-    model = seq2seq.Seq2Seq(config).to(run.device)
-    curve, early = [], []
-
-    def probe(step, loss):  # the dev exact match at dev_steps and at the end
-        if step + 1 == nomask_steps:
-            early.append(copy.deepcopy(model).eval())
-        if step + 1 in (*dev_steps, s2s_steps):
-            curve.append((step + 1, dev_exact_match(model)))
-
-    batches = seq2seq.PairBatches(train_src, train_tgt, batch_size, PAD, seed=seed)
-    with tempfile.TemporaryDirectory() as folder:  # stop_at wants a checkpoint folder
-        history = training.train(
-            model, batches, lambda m, batch: m.loss(*batch), s2s_steps, lr=s2s_lr,
-            warmup=s2s_warmup, decay="cosine", on_step=probe, stop_at=stop_at,
-            checkpoint=None if stop_at is None else folder,
-        )  # fmt: skip
-    return model, history, curve, early[0]  # the model ends in eval mode
+    """(model, loss of every step, [(step, dev EM)], the model after nomask_steps)."""
+    return seq2seq.train_run(
+        config, train_src, train_tgt, s2s_steps, s2s_lr, warmup=s2s_warmup,
+        batch_size=batch_size, seed=seed, device=run.device, score=dev_exact_match,
+        score_at=dev_steps, snapshot_at=nomask_steps, stop_at=stop_at,
+    )  # fmt: skip
 
 
 report.glue("nomask_steps", nomask_steps)
@@ -558,8 +535,7 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 n_fit = len(dev)
-dev_src = [vocab.encode(s) for s in dev.sentences]
-dev_tgt = [vocab.encode(f.tokens()) + [EOS] for f in dev_frames]
+dev_src, dev_tgt = seq2seq.frame_pairs(vocab, dev.sentences, dev_frames)
 fit_em = frames.exact_match(
     train_frames[:n_fit], s2s_frames(model, train.sentences[:n_fit])
 )
@@ -579,22 +555,12 @@ assert dev_em >= dev_tf and fit_em >= fit_tf, "greedy writes what teacher forcin
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 # the verdict the prose below reads out (either way), and its numbers
-overfits = fit_em > dev_em + 0.05 and dev_nats > 1.5 * fit_nats
-report.glue("fit_verdict", ("fits its training queries clearly better than it "
-            "generalises") if overfits else ("does not fit its training queries "
-            "clearly better than it generalises"))  # fmt: skip
-report.glue("underfit_verdict", "is still wrong on many of its own training queries "
-            "(it underfits)" if fit_em < 0.9 else "is right on nearly all of its own "
-            "training queries")  # fmt: skip
-glued = dict(
-    fit_em=fit_em,
-    dev_em=dev_em,
-    dev_tf=dev_tf,
-    fit_nats=fit_nats,
-    dev_nats=dev_nats,
-    dev_deviate=1 - dev_tf,
-    em_excess=dev_em - dev_tf,
-)
+underfit, overfit = seq2seq.fit_verdicts(fit_em, dev_em, fit_nats, dev_nats)
+report.glue("underfit_verdict", underfit)
+report.glue("fit_verdict", overfit)
+glued = dict(fit_em=fit_em, dev_em=dev_em, dev_tf=dev_tf, fit_nats=fit_nats,
+             dev_nats=dev_nats, dev_deviate=1 - dev_tf,
+             em_excess=dev_em - dev_tf)  # fmt: skip
 for key, value in glued.items():
     report.glue(key, value, "{:.3f}")
 assert fit_nats < dev_nats, "the training queries are the easier ones"
@@ -676,15 +642,9 @@ with torch.no_grad():
     full = model.decode(tgt_in, memory, memory_mask)  # (1, T, V): all positions at once
     steps = [model.decode(x, memory, memory_mask, cache) for x in tgt_in.split(1, 1)]
 cache_err = (torch.cat(steps, dim=1) - full).abs().max().item()
-seconds, out, some = {False: [], True: []}, {}, test.sentences[:64]
-for _ in range(7):  # rounds: one timing of each arm per round (CPU seconds on a CPU)
-    for use_cache in (False, True):
-
-        def write(c=use_cache):
-            out[c] = seq2seq.greedy_write(model, vocab, some, budget, 64, c)
-
-        t = benchmark.median_time(write, 1, 0, run.device, clock="auto")
-        seconds[use_cache].append(t)
+# seven rounds, one timing of each arm per round (CPU seconds on a CPU)
+seconds, same = seq2seq.cache_timings(model, vocab, test.sentences[:64], budget, 7,
+                                      device=run.device)  # fmt: skip
 by_round = [u / c for u, c in zip(seconds[False], seconds[True])]  # speed-up per round
 report.glue("cache_err", cache_err, "{:.0e}")
 report.glue("cache_speedup", statistics.median(by_round), "{:.1f}")
@@ -692,11 +652,11 @@ report.glue("cache_range", f"{min(by_round):.1f}–{max(by_round):.1f}")
 report.glue("cache_where", "CPU seconds on one thread" if run.device.type == "cpu"
             else f"wall-clock seconds on {run.device.type}")  # fmt: skip
 print(f"cached steps vs the whole prefix: max |logit difference| = {cache_err:.1e}")
-print(f"64 test queries, the same tokens: {out[True] == out[False]}")
+print(f"64 test queries, the same tokens: {same}")
 print(f"median seconds without the cache {statistics.median(seconds[False]):.3f}, "
       f"with it {statistics.median(seconds[True]):.3f}")  # fmt: skip
 print("speed-up, round by round:", ", ".join(f"{r:.1f}" for r in by_round))
-assert cache_err < 1e-5 and out[True] == out[False]
+assert cache_err < 1e-5 and same
 
 # %% [markdown]
 # The logits agree within {glue:text}`cache_err`, and the cached decoding ran
@@ -791,28 +751,23 @@ plt.show()
 # teacher-forced loss on those queries twice: with the future in view, as in
 # training, and with the future hidden (the same weights in a model with the mask),
 # which is all that greedy decoding can offer, since the tokens after $t$ have not been
-# written yet.
+# written yet. `seq2seq.future_probe` measures all four for one model.
 
 # %% tags=["nbval-ignore-output"]
-queries, probe_src, probe_tgt = (x[:n_probe] for x in (dev.sentences, dev_src, dev_tgt))
-table, examples = {}, {}
-for arm, m in zip(arms, (masked, no_mask)):
-    hidden = seq2seq.Seq2Seq(dataclasses.replace(m.cfg, causal=True)).to(run.device)
-    hidden.load_state_dict(m.state_dict())  # the same weights, the future hidden
-    seen, unseen = (seq2seq.teacher_forced_scores(x, probe_src, probe_tgt)[0]
-                    for x in (m, hidden))  # fmt: skip
-    written = seq2seq.greedy_write(m, vocab, queries, budget)  # cut at <eos>
-    em = frames.exact_match(dev_frames[:n_probe], [*map(frames.parse_frame, written)])
-    stops = statistics.mean(len(w) < budget(len(q)) for w, q in zip(written, queries))
-    table[arm], examples[arm] = (seen, unseen, em, stops), written[0]
+probe = [x[:n_probe] for x in (dev.sentences, dev_src, dev_tgt, dev_frames)]
+table = {arm: seq2seq.future_probe(m, vocab, *probe, budget)
+         for arm, m in zip(arms, (masked, no_mask))}  # fmt: skip
 print(f"{'':18}{'dev nats: future seen':>22}{'hidden':>8}{'exact match':>13}"
       f"{'<eos> written':>15}")  # fmt: skip
-for arm, (seen, unseen, em, stops) in table.items():
+columns = ("seen", "hidden", "exact_match", "eos_share")
+rows = {arm: [table[arm][k] for k in columns] for arm in arms}
+for arm, (seen, unseen, em, stops) in rows.items():
     print(f"{arm:<18}{seen:>22.3f}{unseen:>8.3f}{em:>13.3f}{stops:>15.3f}")
-print("\n" + " ".join(queries[0]))  # and the first 12 tokens each writes:
-for arm, tokens in examples.items():
+print("\n" + " ".join(probe[0][0]))  # and the first 12 tokens each writes:
+for arm, row in table.items():
+    tokens = row["written"][0]
     print(f"  {arm}: {' '.join(tokens[:12])}{' ...' if len(tokens) > 12 else ''}")
-(m_seen, m_unseen, m_em, m_stops), (n_seen, n_unseen, n_em, n_stops) = table.values()
+(m_seen, m_unseen, m_em, m_stops), (n_seen, n_unseen, n_em, n_stops) = rows.values()
 assert n_seen < m_seen and n_unseen > 2 * n_seen and n_unseen > 1.5 * m_unseen
 assert n_em <= 0.02 and m_em >= 0.08, "without the mask, no frame comes out right"
 assert n_stops < 0.5 < 0.8 < m_stops, "without the mask, <eos> rarely comes"
@@ -843,24 +798,18 @@ assert abs(m_seen - m_unseen) < 1e-4, "a model with the mask never sees the futu
 #
 # That is one seed. `benchmarks/ch07_no_mask.py` repeats the experiment, with this
 # recipe, on more seeds; its result is committed in the repository and read back here
-# (`benchmark.committed_result`), one line per measurement, mean ± standard deviation
-# (lowest–highest) over the seeds:
+# (`benchmark.committed_result`; `seq2seq.no_mask_table` sums it up), one line per
+# measurement, mean ± standard deviation (lowest–highest) over the seeds:
 
 # %%
 bench = benchmark.committed_result("ch07_no_mask.json")
 recipe = (bench["sizes"], bench["schedule_steps"], bench["steps"], bench["lr"])
 print(f"{len(bench['seeds'])} seeds; the recipe above:",
       recipe == (s2s_sizes, s2s_steps, nomask_steps, s2s_lr))  # fmt: skip
-by_arm = {arm: [r for r in bench["rows"] if r["causal"] == (arm == arms[0])]
-          for arm in arms}  # fmt: skip
-labels = {"train_loss": "training loss", "dev_loss_seen": "dev, future seen",
-          "dev_loss_hidden": "dev, future hidden", "exact_match": "exact match",
-          "eos_share": "<eos> written"}  # fmt: skip
+table, pairs = seq2seq.no_mask_table(bench["rows"])  # pairs: (masked, no mask) rows
 print(f"{'':<19}{arms[0]:>26}{arms[1]:>26}")
-for key, label in labels.items():
-    cells = [report.mean_spread([r[key] for r in by_arm[a]], "{:.2f}") for a in arms]
-    print(f"{label:<19}{cells[0]:>26}{cells[1]:>26}")
-pairs = list(zip(*by_arm.values()))  # (masked, no mask) of each seed
+for label, (with_mask, without) in table.items():
+    print(f"{label:<19}{with_mask:>26}{without:>26}")
 assert all(n["train_loss"] < m["train_loss"] for m, n in pairs)
 assert all(n["exact_match"] <= 0.02 < 0.08 <= m["exact_match"] for m, n in pairs)
 assert all(n["dev_loss_hidden"] > 2 * n["dev_loss_seen"] for _, n in pairs)
@@ -884,58 +833,36 @@ assert all(n["dev_loss_hidden"] > 2 * n["dev_loss_seen"] for _, n in pairs)
 # `classifiers.SentenceClassifier`, one `training.train` run each (AdamW with warm-up,
 # then a fifth more steps at a tenth of the rate in the same optimiser, `cooldown=`),
 # `<unk>` dropout on the input words (`Vocab.word_dropout`, applied by
-# `batching.PaddedBatches`) and BIO Viterbi decoding (`classifiers.predict_tags`).
+# `batching.PaddedBatches`) and BIO Viterbi decoding (`classifiers.predict_tags`):
+# chapter 5's plumbing, `classifiers.SlotIntentFeatures`, does all of it.
 # To fit the quick profile's CPU budget, the tagger trains for half of chapter 5's quick
 # steps there (the intent classifier for all of them; printed below), so its slots
 # need not reach chapter 5's scores.
 
 # %%
-words = Vocab.from_corpus(train.sentences)
-labels_only = dict(pad_token=None, unk_token=None)
-tag_vocab = Vocab.from_corpus(train.tags, **labels_only)
-intents = Vocab.from_corpus([[x] for x in train.intents], **labels_only)
-w_ids, w_len = words.encode_batch(train.sentences)  # (N, T), (N,)
-tag_ids, _ = tag_vocab.encode_batch(train.tags, pad_value=classifiers.IGNORE)  # (N, T)
-intent_ids = torch.tensor([intents[x] for x in train.intents])  # (N,)
-rules = bio.bio_transitions(tag_vocab.itos)
-print(f"{len(words)} words, {len(tag_vocab)} tags, {len(intents)} intents")
+atis = classifiers.SlotIntentFeatures.from_split(train)  # vocabularies, encoded train
+rules = bio.bio_transitions(atis.tags.itos)
+print(f"{len(atis.words)} words, {len(atis.tags)} tags, {len(atis.intents)} intents")
 print(f"steps: tagger {slot_steps}, intents {intent_steps}, + a fifth at lr/10")
+tag_sizes = dict(d_model=tag_d, n_heads=8, d_ff=tag_d_ff, dropout=tag_dropout,
+                 positions="relative")  # fmt: skip
 
 
-# %%
-def train_tagger(seed):
-    """Chapter 5's slot tagger and [CLS] intent classifier, trained; returns both."""
+def tagger_frames(seed, sentences):
+    """Chapter 5's slot tagger and [CLS] intent classifier, trained; their frames."""
     runtime.seed_everything(seed)
-    drop = lambda x, gen: words.word_dropout(x, p_unk, generator=gen)  # noqa: E731
-    trained = []
-    for targets, labels, steps in ((tag_ids, tag_vocab, slot_steps),
-                                   (intent_ids, intents, intent_steps)):  # fmt: skip
-        cfg = classifiers.ClassifierConfig(
-            len(words), len(labels), d_model=tag_d, n_heads=8, d_ff=tag_d_ff,
-            dropout=tag_dropout, pad_id=words.pad_id, positions="relative",
-        )  # fmt: skip
-        per_word = targets.dim() == 2  # the tags; the intents are one per query
-        kind = classifiers.WordTagger if per_word else classifiers.SentenceClassifier
-        loss = classifiers.token_loss if per_word else classifiers.sentence_loss
-        batches = batching.PaddedBatches(w_ids, w_len, targets, batch_size, seed,
-                                         augment=drop)  # fmt: skip
-        model = kind(cfg).to(run.device)
-        training.train(model, batches, loss, steps + steps // 5, lr=tag_lr, warmup=50,
-                       cooldown=steps // 5)  # fmt: skip
-        trained.append(model)
-    return trained
-
-
-def tagger_frames(tagger, intent, sentences):
-    ids, lengths = words.encode_batch(sentences)  # (N, T), unknown words -> <unk>
-    tags = classifiers.predict_tags(tagger, ids, lengths, rules)  # BIO Viterbi
-    said = intents.decode(classifiers.predict_classes(intent, ids, lengths))
-    return [frames.frame_from_tags(s, tag_vocab.decode(t), i)
-            for s, t, i in zip(sentences, tags, said)]  # fmt: skip
+    tagger, intent = (
+        atis.train_model(what, steps, tag_lr, batch_size=batch_size, seed=seed,
+                         p_unk=p_unk, warmup=50, device=run.device, **tag_sizes)[0]
+        for what, steps in (("tags", slot_steps), ("intents", intent_steps))
+    )  # fmt: skip
+    tags = atis.tags_for(tagger, sentences, rules)  # BIO Viterbi
+    said = atis.intents_for(intent, sentences)
+    return list(map(frames.frame_from_tags, sentences, tags, said))
 
 
 # %% tags=["nbval-ignore-output"]
-tag_test = {seed: tagger_frames(*train_tagger(seed), test.sentences) for seed in seeds}
+tag_test = {seed: tagger_frames(seed, test.sentences) for seed in seeds}
 tag_scores = {seed: frames.frame_scores(test_frames, p) for seed, p in tag_test.items()}
 tag_em = statistics.mean(s["exact match"] for s in tag_scores.values())
 tag_f1 = statistics.mean(s["slot F1"] for s in tag_scores.values())
@@ -1008,24 +935,12 @@ assert min(map(min, intent_acc)) > majority + 0.1, "both beat the majority by fa
 # query, so it copies an unknown city for free; the generator must *write* every value
 # from its vocabulary, and a word it never saw in training is out of its reach. How many
 # of the generator's mistakes are of that kind, and what are the others?
+# (`frames.sort_mistakes` sorts them by `frames.mistakes`.)
 
 # %% tags=["nbval-ignore-output"]
 gold, pred, tag_pred = test_frames, s2s_test[seeds[0]], tag_test[seeds[0]]
 wrong = [n for n, (g, p) in enumerate(zip(gold, pred)) if not g.same_as(p)]
-how = {n: frames.mistakes(gold[n], pred[n], test.sentences[n]) for n in wrong}
-kinds = {
-    "hold a token outside the vocabulary": [n for n in wrong if not writable[n]],
-    "write a word that is not in the query": [n for n in wrong
-                                              if "invented word" in how[n]],
-    "have the wrong intent": [n for n in wrong if "wrong intent" in how[n]],
-}  # fmt: skip
-rest = [n for n in wrong if all(n not in ns for ns in kinds.values())]  # slots only
-slot_kinds = {  # a renamed slot counts in the first two lines
-    "leave out a gold slot": [n for n in rest if "slot left out" in how[n]],
-    "add a slot": [n for n in rest if "slot added" in how[n]],
-    "have the gold slot names, a wrong value": [n for n in rest
-                                                if "wrong value" in how[n]],
-}  # fmt: skip
+kinds, rest, slot_kinds = frames.sort_mistakes(gold, pred, test.sentences, writable)
 oov = kinds["hold a token outside the vocabulary"]  # every unwritable frame is wrong
 train_intents = set(train.intents)  # the intents and slot names the models can output
 unseen_name = [n for n in oov if gold[n].intent not in train_intents
@@ -1046,11 +961,11 @@ for kind, ns in slot_kinds.items():
     print(f"  {len(ns):>4} {kind}")
 rest_tag_wrong = [n for n in rest if not gold[n].same_as(tag_pred[n])]
 print(f"the tagger's frame is wrong too for {len(rest_tag_wrong)} of the {len(rest)}")
-report.glue("n_rest", len(rest))
-report.glue("rest_tag_wrong", len(rest_tag_wrong))
-report.glue("n_oov", len(oov))
-report.glue("oov_names", len(unseen_name))
-report.glue("oov_values", len(oov) - len(unseen_name))
+counts = dict(n_rest=len(rest), rest_tag_wrong=len(rest_tag_wrong), n_oov=len(oov),
+              oov_names=len(unseen_name),
+              oov_values=len(oov) - len(unseen_name))  # fmt: skip
+for key, count in counts.items():
+    report.glue(key, count)
 tag_how = map(frames.mistakes, gold, tag_pred, test.sentences)
 assert all("invented word" not in k for k in tag_how), "the tagger copies query words"
 # by construction: the tagger writes only training tags and intents
@@ -1223,10 +1138,14 @@ for case, (logits_fn, ids) in cases.items():
 #   `PairBatches` (length-grouped (source, target) batches), `greedy_decode_all`
 #   (decoding a list of sources in batches), `greedy_write` (the same from words to
 #   tokens) and `teacher_forced_scores` (the loss and the all-argmax share given the
-#   gold prefixes).
+#   gold prefixes); for this chapter's task, `frame_vocab` and `frame_pairs` (the
+#   vocabulary and the id pairs), `train_run` (one training run, scored on dev along the
+#   way), `cache_timings`, `future_probe` and `no_mask_table` (section 8's measurements
+#   and the committed benchmark's table) and `fit_verdicts`.
 # - `transformer_book.frames`: `Frame` (linearised with `tokens()`), `frame_from_tags`,
-#   `parse_frame`, `exact_match`, `slot_scores`, `frame_scores` (every score at once)
-#   and `mistakes` (how a wrong frame differs from the gold one).
+#   `parse_frame`, `exact_match`, `slot_scores`, `frame_scores` (every score at once),
+#   `mistakes` (how a wrong frame differs from the gold one) and `sort_mistakes` (a
+#   corpus's wrong frames by kind).
 # - `transformer_book.diagrams.seq2seq.encoder_decoder`.
 # - `transformer_book.checks`: `check_shift_right`, `check_source_mask`,
 #   `check_changed_positions`.

@@ -171,3 +171,49 @@ def test_every_atis_frame_round_trips():
         assert frames.exact_match(gold, back) == 1.0
         n_spans = sum(len(metrics.bio_spans(t)) for t in d.tags)
         assert frames.slot_scores(gold, back).n_correct == n_spans
+
+
+def test_sort_mistakes_sorts_as_the_chapter_did():
+    query = ["flights", "from", "boston", "to", "denver"]
+    gold = Frame(
+        "atis_flight", (("fromloc.city_name", "boston"), ("toloc.city_name", "denver"))
+    )
+    preds = [
+        gold,  # right
+        Frame("atis_airfare", gold.slots),  # wrong intent
+        Frame("atis_flight", (("fromloc.city_name", "paris"),)),  # invented, left out
+        Frame("atis_flight", (("fromloc.city_name", "boston"),)),  # left out
+        Frame("atis_flight", gold.slots + (("depart_date.day_name", "to"),)),  # added
+        Frame(
+            "atis_flight",
+            (("fromloc.city_name", "denver"), ("toloc.city_name", "boston")),
+        ),
+        gold,  # right, though its gold holds an unknown token
+        Frame("atis_flight", ()),  # unwritable gold, wrong
+    ]
+    golds, sentences = [gold] * len(preds), [query] * len(preds)
+    writable = [True] * 6 + [False, False]
+    kinds, rest, slot_kinds = frames.sort_mistakes(golds, preds, sentences, writable)
+    # the chapter's inline code
+    wrong = [n for n, (g, p) in enumerate(zip(golds, preds)) if not g.same_as(p)]
+    how = {n: frames.mistakes(golds[n], preds[n], sentences[n]) for n in wrong}
+    assert kinds == {
+        "hold a token outside the vocabulary": [n for n in wrong if not writable[n]],
+        "write a word that is not in the query": [
+            n for n in wrong if "invented word" in how[n]
+        ],
+        "have the wrong intent": [n for n in wrong if "wrong intent" in how[n]],
+    }
+    assert kinds == {
+        "hold a token outside the vocabulary": [7],
+        "write a word that is not in the query": [2],
+        "have the wrong intent": [1],
+    }
+    assert rest == [3, 4, 5]
+    assert slot_kinds == {
+        "leave out a gold slot": [3],
+        "add a slot": [4],
+        "have the gold slot names, a wrong value": [5],
+    }
+    with pytest.raises(ValueError):
+        frames.sort_mistakes(golds, preds[:2], sentences, writable)

@@ -27,7 +27,8 @@ Scores compare frames, not tag sequences, so a tagger and a generator are scored
 - intent accuracy (:func:`frame_scores` gives all of them at once).
 
 :func:`mistakes` says how a wrong frame differs from the gold one (the intent, a word
-that is not in the query, a slot left out or added, a wrong value).
+that is not in the query, a slot left out or added, a wrong value), and
+:func:`sort_mistakes` sorts a corpus's wrong frames by those kinds.
 """
 
 from __future__ import annotations
@@ -214,3 +215,40 @@ def mistakes(gold: Frame, pred: Frame, words: Sequence[str]) -> set[str]:
     if gold_names == pred_names and Counter(gold.slots) != Counter(pred.slots):
         kinds.add("wrong value")
     return kinds
+
+
+def sort_mistakes(
+    gold: Sequence[Frame],
+    pred: Sequence[Frame],
+    sentences: Sequence[Sequence[str]],
+    writable: Sequence[bool],
+) -> tuple[dict[str, list[int]], list[int], dict[str, list[int]]]:
+    """The wrong frames of a generator, by index, sorted by kind of mistake.
+
+    The first dict: the frames whose gold frame holds a token outside the vocabulary
+    (``writable[n]`` False: no generator with that vocabulary can write it), those that
+    write a word not in the query, and those with the wrong intent (a frame may be in
+    several). Then the rest, the wrong frames with the right intent and only words of
+    the query, in a list, and a second dict that sorts them by their slots: a gold
+    slot left out, a slot added (a renamed slot is both), or the gold slot names with
+    a wrong value.
+    """
+    _check_paired(gold, pred, "sort_mistakes")
+    wrong = [n for n, (g, p) in enumerate(zip(gold, pred)) if not g.same_as(p)]
+    how = {n: mistakes(gold[n], pred[n], sentences[n]) for n in wrong}
+    kinds = {
+        "hold a token outside the vocabulary": [n for n in wrong if not writable[n]],
+        "write a word that is not in the query": [
+            n for n in wrong if "invented word" in how[n]
+        ],
+        "have the wrong intent": [n for n in wrong if "wrong intent" in how[n]],
+    }
+    rest = [n for n in wrong if all(n not in ns for ns in kinds.values())]
+    slot_kinds = {
+        "leave out a gold slot": [n for n in rest if "slot left out" in how[n]],
+        "add a slot": [n for n in rest if "slot added" in how[n]],
+        "have the gold slot names, a wrong value": [
+            n for n in rest if "wrong value" in how[n]
+        ],
+    }
+    return kinds, rest, slot_kinds
