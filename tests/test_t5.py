@@ -458,6 +458,14 @@ def test_loss_and_target_scores():
         torch.testing.assert_close(model.loss(src, tgt), expected)
         padded = torch.cat((tgt, torch.zeros(3, 2, dtype=torch.long)), dim=1)
         torch.testing.assert_close(model.loss(src, padded), expected)  # pads skipped
+        calls = []  # a wrapper (DistributedDataParallel, say) must see the forward pass
+
+        def wrapper(*args):
+            calls.append(len(args))
+            return model(*args)
+
+        torch.testing.assert_close(model.loss(src, tgt, forward=wrapper), expected)
+        assert calls == [2]
     keep = lambda t: t % 2 == 0  # score the even ids only
     model.train()
     acc, nats = t5.target_scores(model, [(src[:2], tgt[:2]), (src[2:], tgt[2:])], keep)

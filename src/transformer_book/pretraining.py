@@ -400,7 +400,8 @@ def pretrain_t5(
         scales = init_lr_scales(model) if c.scale_steps else {}
         scales.update(encoder_bias=c.bias_lr_scale, decoder_bias=c.bias_lr_scale)
         history = training.train(
-            model, batches, lambda m, batch: m.loss(*batch), c.steps, lr=c.lr,
+            model, batches, lambda net, batch: model.loss(*batch, forward=net),
+            c.steps, lr=c.lr,
             warmup=max(1, c.steps // 10), decay="cosine", min_lr_factor=0.1,
             on_step=on_step, stop_at=stop_at, lr_scales=scales, checkpoint=checkpoint,
             checkpoint_every=checkpoint_every, resume=resume,

@@ -198,12 +198,16 @@ class T5(nn.Module):
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
 
-    def loss(self, src: Tensor, tgt: Tensor) -> Tensor:
+    def loss(self, src: Tensor, tgt: Tensor, forward: Callable | None = None) -> Tensor:
         """Teacher-forced cross-entropy per target token: the decoder reads ``tgt``
         shifted right behind the start token (the pad id); positions holding
-        ``pad_id`` are skipped. Shapes: src (B, S), tgt (B, T) -> ()."""
+        ``pad_id`` are skipped. ``forward``: what computes the logits instead of this
+        model's own call (the model wrapped for training, e.g. by
+        ``DistributedDataParallel``, which must see the forward pass).
+        Shapes: src (B, S), tgt (B, T) -> ()."""
         self._check_ids("tgt", tgt)
-        logits = self(src, shift_right(tgt, self.config.pad_id))  # (B, T, V)
+        forward = self if forward is None else forward
+        logits = forward(src, shift_right(tgt, self.config.pad_id))  # (B, T, V)
         return F.cross_entropy(
             logits.flatten(0, 1), tgt.flatten(), ignore_index=self.config.pad_id
         )
