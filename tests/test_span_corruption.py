@@ -187,3 +187,25 @@ def test_left_neighbours_read_the_original_text():
     assert torch.equal(left, hidden - 1)
     with pytest.raises(ValueError, match="same B"):
         left_neighbours(src, tgt[:3], [1, 2, 3, 4], 0)
+
+
+def test_sentinels_in_order_needs_every_sentinel_then_the_end_token():
+    S0, S1, EOS, PAD = 100, 101, 1, 0
+    targets = torch.tensor([[S0, 5, S1, 6, EOS]] * 4)
+    written = torch.tensor([
+        [S0, 7, S1, 8, EOS, PAD],  # the format, other words: counts
+        [S0, 7, 8, EOS, S1, PAD],  # S1 after the end token: does not
+        [S1, 7, S0, 8, EOS, PAD],  # out of order
+        [S0, 7, S1, 8, 9, 9],  # no end token
+    ])  # fmt: skip
+    ok = span_corruption.sentinels_in_order(written, targets, [S0, S1], EOS)
+    assert ok == [True, False, False, False]
+
+
+def test_span_lengths_are_the_runs_of_the_mask():
+    mask = torch.tensor([True, False, True, True, False, False, True, True, True])
+    assert span_corruption.span_lengths(mask) == [1, 2, 3]
+    gen = torch.Generator().manual_seed(0)
+    mask = span_corruption.noise_span_mask(512, 0.15, 3.0, gen)
+    lengths = span_corruption.span_lengths(mask)
+    assert sum(lengths) == 77 and len(lengths) == 26  # the counts are fixed

@@ -499,3 +499,17 @@ def test_target_predictions_in_reading_order():
     assert [len(x) for x in t5.target_predictions(model, [], keep)] == [0, 0, 0]
     with pytest.raises(ValueError, match="selected no target token"):
         t5.target_scores(model, [], keep)
+
+
+def test_step_shares_are_a_step_over_each_tensors_scale():
+    model = t5.T5(t5.T5Config(50, 32, 1, 4, 64))
+    multiples = pretraining.init_lr_scales(model)
+    names = ["tok_emb.weight", "encoder.layers.0.attn.q_proj.weight"]
+    shares = t5.step_shares(model, 1e-3, multiples, names)
+    for name in names:  # the chapter's old inline loop
+        scale = model.get_parameter(name).detach().pow(2).mean().sqrt().item()
+        m = multiples.get(name, 1.0)
+        assert shares[name] == (scale, 1e-3 / scale, 1e-3 * m / scale)
+    emb, q = shares["tok_emb.weight"], shares["encoder.layers.0.attn.q_proj.weight"]
+    assert q[1] > 10 * emb[1]  # equal steps: W_Q races, the embedding crawls
+    assert q[2] == pytest.approx(emb[2], rel=0.1)  # scaled: about the same share

@@ -89,3 +89,56 @@ def test_encoder_features_are_the_mean_over_each_sources_tokens(model):
     for row, s in zip(feats, sources):  # alone, unpadded: the plain mean
         memory, _ = model.encode(torch.tensor([s]))  # (1, S, d)
         torch.testing.assert_close(row, memory[0].mean(0))
+
+
+def test_write_is_greedy_decoding_cut_after_the_end_token(model):
+    sources = [[2, 3, EOS], [4, 5, 6, 7, EOS], [8, EOS]]
+    written = text_to_text.write(model, sources, max_new_tokens=6)
+    for s, w in zip(sources, written):  # alone, unpadded, cut as the chapter cut it
+        row = model.generate(torch.tensor([s]), 6)[0].tolist()
+        assert w == (row[: row.index(EOS) + 1] if EOS in row else row)
+        assert EOS not in w[:-1]
+    assert all(PAD not in w for w in written)
+
+
+def test_choose_length_takes_the_best_mean_on_dev_and_loads_it(model):
+    pairs = ([[2, 3, EOS], [4, 5, 6, EOS]] * 4, [[7, EOS], [8, 9, EOS]] * 4)
+    runs = {
+        seed: text_to_text.fine_tune(model, pairs, 6, 3e-2, 4, seed=seed,
+                                     keep_at=[2, 4, 6])
+        for seed in (0, 1)
+    }  # fmt: skip
+    chosen, dev_acc = text_to_text.choose_length(runs, pairs, [2, 4, 6])
+    for step in (2, 4, 6):  # the chapter's inline loop: load every seed, mean accuracy
+        accs = []
+        for _, snapshots in runs.values():
+            copy = t5.T5(model.config).eval()
+            copy.load_state_dict(snapshots[step])
+            accs.append(text_to_text.accuracy(copy, pairs))
+        assert dev_acc[step] == pytest.approx(sum(accs) / 2)
+    assert chosen == max(dev_acc, key=dev_acc.get)
+    for tuned, snapshots in runs.values():  # left with the chosen weights
+        assert all(torch.equal(v, snapshots[chosen][k])
+                   for k, v in tuned.state_dict().items())  # fmt: skip
+    with pytest.raises(ValueError, match="at least one"):
+        text_to_text.choose_length(runs, pairs, [])
+
+
+def test_dev_rising_compares_the_last_two_lengths_at_the_chosen_rate():
+    sweep = {"chosen_lr": 1e-3, "mean_dev": {"0.001@1": 0.5, "0.001@2": 0.6,
+                                             "0.001@3": 0.7, "0.01@3": 0.1}}  # fmt: skip
+    assert text_to_text.dev_rising(sweep, [1, 2, 3])
+    sweep["mean_dev"]["0.001@3"] = 0.6  # level: not rising
+    assert not text_to_text.dev_rising(sweep, [1, 2, 3])
+
+
+def test_intent_sweep_words_quote_the_sweep_as_the_chapter_did():
+    sweep = {"test_at_chosen": [0.90, 0.91, 0.89], "majority_test": 0.70,
+             "by_init": {"scratch": {"test_at_chosen": [0.84, 0.85, 0.83]}}}  # fmt: skip
+    words = text_to_text.intent_sweep_words(sweep)
+    assert words == {
+        "bench_intent_acc": "90.0 ± 1.0 (89.0–91.0)",
+        "bench_intent_seeds": "3",
+        "bench_intent_margin": "19.0",  # the worst seed, 0.89, over 0.70
+        "scratch_acc": "84.0 ± 1.0 (83.0–85.0)",
+    }

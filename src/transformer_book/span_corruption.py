@@ -27,6 +27,8 @@ __all__ = [
     "corrupted_windows",
     "SpanCorruptionBatches",
     "left_neighbours",
+    "sentinels_in_order",
+    "span_lengths",
 ]
 
 
@@ -244,3 +246,29 @@ def left_neighbours(
                 hidden.append(tok)
                 prev = tok
     return torch.tensor(left, dtype=torch.long), torch.tensor(hidden, dtype=torch.long)
+
+
+def sentinels_in_order(
+    written: Tensor, targets: Tensor, sentinel_ids: Sequence[int], eos_id: int
+) -> list[bool]:
+    """For every row: did the model write the format, every sentinel of its target in
+    order and then the end token? The written row counts up to its first ``eos_id``
+    (a row without one fails). Shapes: written (B, W), targets (B, T) -> B booleans."""
+    sentinel = set(sentinel_ids)
+    ok = []
+    for w, t in zip(written.tolist(), targets.tolist(), strict=True):
+        ok.append(
+            eos_id in w
+            and [x for x in w[: w.index(eos_id)] if x in sentinel]
+            == [x for x in t if x in sentinel]
+        )
+    return ok
+
+
+def span_lengths(mask: Tensor) -> list[int]:
+    """The lengths of the runs of ``True`` (the noise spans) in a 1-D bool mask, in
+    order. Shapes: (L,) -> one int per span."""
+    edges = torch.diff(torch.nn.functional.pad(mask.int(), (1, 1)))  # (L + 1,)
+    starts = (edges == 1).nonzero()  # +1 where a span starts
+    ends = (edges == -1).nonzero()  # -1 right after it
+    return (ends - starts).flatten().tolist()

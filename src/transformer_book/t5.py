@@ -53,6 +53,7 @@ __all__ = [
     "target_predictions",
     "target_scores",
     "load_hf_t5",
+    "step_shares",
     "noise_span_mask",
     "span_corruption",
     "merge_spans",
@@ -285,6 +286,22 @@ def target_scores(
         raise ValueError("scored() selected no target token in batches")
     hits = float((argmax == truth).sum())
     return hits / len(truth), -float(logp_true.double().sum()) / len(truth)
+
+
+@torch.no_grad()
+def step_shares(
+    model: nn.Module, lr: float, multiples: dict[str, float], names: Iterable[str]
+) -> dict[str, tuple[float, float, float]]:
+    """How far one optimiser step moves each named parameter, against its size: its
+    scale (root mean square) and a step of ``lr`` (AdamW's, about equal for every
+    weight) and of ``lr`` times its entry in ``multiples`` (1 where it has none) as
+    fractions of that scale. Chapter 10 reads a fresh T5's initial scales this way.
+    Returns {name: (scale, lr / scale, lr * multiple / scale)}."""
+    shares = {}
+    for name in names:
+        scale = model.get_parameter(name).detach().pow(2).mean().sqrt().item()
+        shares[name] = (scale, lr / scale, lr * multiples.get(name, 1.0) / scale)
+    return shares
 
 
 @torch.no_grad()

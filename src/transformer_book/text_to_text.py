@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from . import batching, data, finetune, masks, seq2seq, t5, vocab
+from . import batching, data, finetune, masks, report, seq2seq, t5, vocab
 
 __all__ = [
     "SPELLED",
@@ -22,6 +22,10 @@ __all__ = [
     "accuracy",
     "fine_tune",
     "encoder_features",
+    "write",
+    "choose_length",
+    "dev_rising",
+    "intent_sweep_words",
 ]
 
 SPELLED = {"no": "number", "quantity": "how many"}  # label words ATIS's text lacks
@@ -111,7 +115,6 @@ def fine_tune(
 
 
 @torch.no_grad()
-@torch.no_grad()
 def encoder_features(
     model: t5.T5, sources: Sequence[Sequence[int]], batch_size: int = 256
 ) -> torch.Tensor:
@@ -132,3 +135,63 @@ def encoder_features(
         out.append(masks.masked_mean(memory, mask[:, 0, 0]).cpu())  # (b, d)
     model.train(was_training)
     return torch.cat(out)[torch.tensor(order).argsort()]  # (N, d), the sources' order
+
+
+def write(
+    model: t5.T5, sources: Sequence[Sequence[int]], max_new_tokens: int = 8
+) -> list[list[int]]:
+    """What ``model`` writes for each source by greedy decoding (:meth:`t5.T5.generate`,
+    the sources padded into one batch), cut after its first end token (a row without
+    one keeps all ``max_new_tokens``). The model must be in eval mode. Shapes: N
+    sources -> N id lists."""
+    pad, eos = model.config.pad_id, model.config.eos_id
+    src, _ = batching.pad_sequences(sources, pad)  # (N, S_max)
+    rows = model.generate(src.to(model.tok_emb.weight.device), max_new_tokens).tolist()
+    return [w[: w.index(eos) + 1] if eos in w else w for w in rows]
+
+
+def choose_length(
+    runs: dict[int, tuple[t5.T5, dict[int, dict[str, torch.Tensor]]]],
+    dev: tuple[Sequence, Sequence],
+    checks: Sequence[int],
+) -> tuple[int, dict[int, float]]:
+    """Choose how long to fine-tune, on dev: ``runs`` maps a seed to what
+    :func:`fine_tune` returned with ``keep_at=checks``; for every check, every tuned
+    model is loaded with its weights after that many updates and scored on ``dev``
+    (:func:`accuracy`), the mean over the seeds kept. Every tuned model is left with
+    the weights of the chosen check (the best mean; the first among ties). Returns the
+    chosen number of updates and {check: mean dev accuracy}."""
+    if not runs or not checks:
+        raise ValueError("choose_length needs at least one run and one check")
+    dev_acc = {}
+    for step in checks:
+        for tuned, snapshots in runs.values():
+            tuned.load_state_dict(snapshots[step])
+        dev_acc[step] = statistics.mean(accuracy(t, dev) for t, _ in runs.values())
+    chosen = max(dev_acc, key=dev_acc.get)
+    for tuned, snapshots in runs.values():
+        tuned.load_state_dict(snapshots[chosen])
+    return chosen, dev_acc
+
+
+def dev_rising(sweep: dict, checks: Sequence[int]) -> bool:
+    """In a sweep of ``benchmarks/ch10_intents.py`` (its ``mean_dev`` {"lr@steps":
+    mean dev accuracy} and ``chosen_lr``): is the mean dev accuracy at the chosen
+    rate still rising between the last two lengths of ``checks``?"""
+    at_rate = {s: sweep["mean_dev"][f"{sweep['chosen_lr']:g}@{s}"] for s in checks}
+    return at_rate[checks[-1]] > at_rate[checks[-2]]
+
+
+def intent_sweep_words(sweep: dict) -> dict[str, str]:
+    """A sweep of ``benchmarks/ch10_intents.py`` as chapter 10's text quotes it, by
+    glue name: the pre-trained T5's test accuracy at the rate and length chosen on dev
+    (percent, mean ± std and range over the seeds), the number of seeds, its worst
+    seed's margin over the majority class (points), and the same from scratch."""
+    pre = sweep["test_at_chosen"]  # the pre-trained T5, one value per seed
+    scratch = sweep["by_init"]["scratch"]["test_at_chosen"]
+    return {
+        "bench_intent_acc": report.mean_spread([100 * a for a in pre], "{:.1f}"),
+        "bench_intent_seeds": str(len(pre)),
+        "bench_intent_margin": f"{100 * (min(pre) - sweep['majority_test']):.1f}",
+        "scratch_acc": report.mean_spread([100 * a for a in scratch], "{:.1f}"),
+    }
