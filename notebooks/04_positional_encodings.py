@@ -828,7 +828,9 @@ print({L: tuple(t.shape) for L, (t, _, _) in tests.items()}, "test token ids")
 # %% [markdown]
 # The main runs: six schemes, two tasks, every seed. Two controls on the copy task test
 # the caveats of sections 5 and 6: T5 with `max_distance = 128` instead of the training
-# length, and ALiBi with one layer more than the others.
+# length, and ALiBi with one layer more than the others. `extrapolation.train_schemes`
+# trains every run from every seed; each seed draws its training batches once and
+# trains every run on them, so the runs of one seed pair up.
 
 # %% tags=["nbval-ignore-output"]
 CONTROLS = {
@@ -837,20 +839,11 @@ CONTROLS = {
 }
 quick = run.profile == "quick"  # the text describes this profile's results
 started = time.process_time()  # CPU time: the machine's other load does not count
-results, models = {}, {}  # (scheme, task) -> {L: [accuracy per seed]}; copy models
-for seed in seeds:
-    batches = extrapolation.train_batches(seed, n_steps, batch_size, L1, 3, run.device)
-    runs = [(s, t, s, {}) for t in TASKS for s in SCHEMES]
-    runs += [(name, "copy", s, kw) for name, (s, kw) in CONTROLS.items()]
-    for name, task, scheme, kw in runs:
-        kw = {"layers": n_layers, **size, **kw}
-        acc, model = extrapolation.train_and_test(
-            scheme, TASKS[task], seed, batches, tests, n_steps, lr, run.device, **kw
-        )
-        for L in (L1, L2):
-            results.setdefault((name, task), {L1: [], L2: []})[L].append(acc[L])
-        if task == "copy":
-            models[name, seed] = model
+runs = [(s, t, s, {}) for t in TASKS for s in SCHEMES]  # (name, task, scheme, kw)
+runs += [(name, "copy", s, kw) for name, (s, kw) in CONTROLS.items()]
+results, models = extrapolation.train_schemes(  # every run, from every seed
+    runs, seeds, tests, n_steps, batch_size, lr, run.device, layers=n_layers, **size
+)  # (name, task) -> {L: [accuracy per seed]}; (name, seed) -> a copy model
 assert all(a is None for a in results["learned", "copy"][L2])  # no rows past max_len
 print(f"{len(seeds) * len(runs)} models trained")
 seconds = report.glue("train_seconds", time.process_time() - started, "{:.0f}")
@@ -979,7 +972,7 @@ sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 # 3 seeds, $t = 4.30$, not 2: the standard error of three differences is itself a rough
 # guess. "≈" means "not resolved by these seeds", not "equal", and it joins neighbours
 # only: a chain of "≈" does not say its ends are alike, so the cell also tests, with the
-# same rule, the pairs that the chain leaves open. (Later chapters word
+# same rule, the pairs that the chain leaves open (`extrapolation.resolved_beyond`). (Later chapters word
 # every comparison over seeds with the same test, `report.compare_seeds`: paired when
 # the seeds pair the runs, Welch's unpaired $t$-test when they do not.) How often each rule
 # writes ">" between two schemes that behave identically, simulated with
@@ -1008,36 +1001,18 @@ report.glue("t_crit", t_crit, "{:.2f}")
 
 
 # %% tags=["nbval-ignore-output"]
-def ranking(task: str) -> str:
-    runs = [s for s in SCHEMES if s != "learned"]  # the learned table cannot run at L2
-    order = sorted(runs, key=lambda s: -spread(results[s, task][L2])[0])
-    for hi, lo in zip(order, order[1:]):
-        diffs, mean, se = report.paired(results[hi, task][L2], results[lo, task][L2])
-        per_seed = ", ".join(f"{x:+.3f}" for x in diffs)
-        print(f"  {hi:10s} - {lo:10s}: per seed {per_seed}; mean {mean:+.3f} "
-              f"(SE {se:.3f}, mean/SE {mean / se:5.1f})")  # fmt: skip
-    return report.ranking({s: results[s, task][L2] for s in runs})
-
-
-def ahead(a: str, b: str, task: str, L: int = L2) -> bool:
-    return report.ahead(results[a, task][L], results[b, task][L])
-
-
-def beyond(task: str) -> list[tuple[str, str]]:
-    """The pairs that are not neighbours in the ranking, with a "≈" between them, that
-    the same paired test resolves (the ranking's own ">"s chain the others)."""
-    runs = [s for s in SCHEMES if s != "learned"]
-    order = sorted(runs, key=lambda s: -spread(results[s, task][L2])[0])
-    links = [ahead(hi, lo, task) for hi, lo in zip(order, order[1:])]  # ">" or "≈"
-    return [(order[i], order[j]) for i in range(len(order))
-            for j in range(i + 2, len(order))
-            if not all(links[i:j]) and ahead(order[i], order[j], task)]  # fmt: skip
-
-
 ranked, resolved = {}, {}
-for task in TASKS:
+for task in TASKS:  # the learned table cannot run at L2
+    per_seed = {s: results[s, task][L2] for s in SCHEMES if s != "learned"}
     print(f"{task} at length {L2} (positions {L1}–{L2 - 1}), neighbours by mean:")
-    ranked[task], resolved[task] = ranking(task), beyond(task)
+    order = extrapolation.by_mean(per_seed)
+    for hi, lo in zip(order, order[1:]):
+        diffs, mean, se = report.paired(per_seed[hi], per_seed[lo])
+        per_seed_text = ", ".join(f"{x:+.3f}" for x in diffs)
+        print(f"  {hi:10s} - {lo:10s}: per seed {per_seed_text}; mean {mean:+.3f} "
+              f"(SE {se:.3f}, mean/SE {mean / se:5.1f})")  # fmt: skip
+    ranked[task] = report.ranking(per_seed)
+    resolved[task] = extrapolation.resolved_beyond(per_seed)
     print(f"  ranking: {ranked[task]}")
     pairs = ", ".join(f"{a} > {b}" for a, b in resolved[task]) or "none"
     print(f"  resolved beyond neighbours: {pairs}")
@@ -1057,14 +1032,13 @@ drop_every_seed = all(g > 0 for gap in drop_gap.values() for g in gap)
 copy_at = lambda s: spread(results[s, "copy"][L2])[0]  # mean on positions 32-63
 if quick:  # the claims of the prose, which describes the quick profile's edition
     rivals = ("none", "sinusoidal", "ALiBi", "RoPE")
-    assert all(ahead("T5 bias", s, "copy") for s in rivals)
+    copy64 = {s: results[s, "copy"][L2] for s in SCHEMES}  # per seed, positions 32-63
+    assert all(report.ahead(copy64["T5 bias"], copy64[s]) for s in rivals)
     # on copy RoPE and ALiBi are each ahead of none, by more than 0.05 in every seed
     for s in ("RoPE", "ALiBi"):
-        assert ahead(s, "none", "copy")
-        diffs, _, _ = report.paired(results[s, "copy"][L2], results["none", "copy"][L2])
-        assert min(diffs) > 0.05
-    assert all(min(results["T5 bias", "copy"][L2]) > max(results[s, "copy"][L2])
-               for s in rivals)  # fmt: skip
+        assert report.ahead(copy64[s], copy64["none"])
+        assert min(report.paired(copy64[s], copy64["none"])[0]) > 0.05
+    assert all(min(copy64["T5 bias"]) > max(copy64[s]) for s in rivals)
     # on the new positions, RoPE and sinusoidal copy about as well as ALiBi, which
     # never learned the task (within 0.1 of it, far below their 0.9+ at length 32)
     assert all(abs(copy_at(s) - copy_at("ALiBi")) < 0.1 for s in ("RoPE", "sinusoidal"))
@@ -1096,15 +1070,8 @@ marker_ranking = report.glue("marker_ranking", ranked["last marker"])
 copy_ranking = report.glue("copy_ranking", ranked["copy"])
 
 
-def said(pairs: list[tuple[str, str]]) -> str:
-    """Pairs in words: "a > b, c > d and e > f"; "no further pair" for none."""
-    text = [f"{a} > {b}" for a, b in pairs]
-    return ", ".join(text[:-1]) + " and " + text[-1] if len(text) > 1 else (
-        text[0] if text else "no further pair")  # fmt: skip
-
-
-report.glue("copy_beyond", said(resolved["copy"]))
-report.glue("marker_beyond", said(resolved["last marker"]))
+report.glue("copy_beyond", extrapolation.pairs_in_words(resolved["copy"]))
+report.glue("marker_beyond", extrapolation.pairs_in_words(resolved["last marker"]))
 for s in ("RoPE", "sinusoidal", "ALiBi", "none"):
     report.glue(f"copy_new_{s}", copy_at(s), "{:.2f}")
 report.glue("sin_marker_new", mean_at("sinusoidal", L2), "{:.2f}")

@@ -138,3 +138,56 @@ def test_best_constant_is_the_share_of_the_most_frequent_answer():
     assert extrapolation.best_constant(target) == pytest.approx(3 / 5)
     with pytest.raises(ValueError, match="at least one answer"):
         extrapolation.best_constant(torch.full((1, 3), IGNORE))
+
+
+def test_train_schemes_is_the_chapters_loop_over_seeds_and_runs():
+    tests = extrapolation.test_sets(8, (8, 16))
+    shape = dict(train_len=8, width=8, n_heads=2, layers=1)
+    runs = [
+        ("none", "copy", "none", {}),
+        ("RoPE", "last marker", "RoPE", {}),
+        ("ALiBi, 2 layers", "copy", "ALiBi", {"layers": 2}),
+    ]
+    results, models = extrapolation.train_schemes(
+        runs, [0, 1], tests, 2, 4, 1e-2, **shape
+    )
+    # chapter 4's old inline loop: per seed one set of batches, every run trained on it
+    for seed in (0, 1):
+        batches = extrapolation.train_batches(seed, 2, 4, 8, 3)
+        for name, task, scheme, kw in runs:
+            task_i, kwargs = extrapolation.TASKS[task], {**shape, **kw}
+            acc, model = extrapolation.train_and_test(
+                scheme, task_i, seed, batches, tests, 2, 1e-2, **kwargs
+            )
+            assert [results[name, task][L][seed] for L in (8, 16)] == [acc[8], acc[16]]
+            if task == "copy":
+                ref = model.state_dict()
+                for key, value in models[name, seed].state_dict().items():
+                    torch.testing.assert_close(value, ref[key], rtol=0, atol=0)
+    assert set(models) == {(n, s) for n in ("none", "ALiBi, 2 layers") for s in (0, 1)}
+    assert len(models["ALiBi, 2 layers", 0].encoder.layers) == 2  # kw overrides
+
+
+def test_by_mean_resolved_beyond_and_pairs_in_words():
+    per_seed = {
+        "b": [0.50, 0.52, 0.51, 0.53, 0.50],
+        "a": [0.90, 0.91, 0.92, 0.90, 0.93],
+        "c": [0.48, 0.53, 0.49, 0.52, 0.47],  # about b
+        "d": [0.30, 0.31, 0.29, 0.32, 0.30],
+    }
+    assert extrapolation.by_mean(per_seed) == ["a", "b", "c", "d"]
+    # b ≈ c (their seeds cross) breaks the chain a > b ≈ c > d: the pairs across it,
+    # a-c, a-d and b-d, are left open, and the paired test resolves each of them
+    assert extrapolation.resolved_beyond(per_seed) == [
+        ("a", "c"),
+        ("a", "d"),
+        ("b", "d"),
+    ]
+    per_seed["c"] = [0.45, 0.47, 0.46, 0.48, 0.45]  # now b > c: the chain resolves all
+    assert extrapolation.resolved_beyond(per_seed) == []
+    assert extrapolation.pairs_in_words([]) == "no further pair"
+    assert extrapolation.pairs_in_words([("b", "d")]) == "b > d"
+    assert (
+        extrapolation.pairs_in_words([("a", "b"), ("b", "d"), ("a", "d")])
+        == "a > b, b > d and a > d"
+    )

@@ -14,7 +14,9 @@ and measures its accuracy at every test length; at a length longer than the trai
 one it counts only the positions a training sequence never had (with a causal mask, the
 first ``train_len`` positions of a longer sequence compute what a training-length
 sequence computes). :func:`spread` and :func:`verdict` turn accuracies over seeds into the chapter's
-statements (the ranking of schemes over paired seeds is :func:`report.ranking`). Positions
+statements (the ranking of schemes over paired seeds is :func:`report.ranking`;
+:func:`by_mean` orders them, :func:`resolved_beyond` finds the pairs the same paired
+test resolves beyond neighbours, :func:`pairs_in_words` says them). Positions
 with no answer yet hold :data:`IGNORE`; the loss and the accuracy skip them.
 
 Floor 4 (a recipe): it builds its model from ``blocks`` and ``positions``.
@@ -26,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_book import blocks, masks, positions, training
+from transformer_book import blocks, masks, positions, report, training
 
 __all__ = [
     "IGNORE",
@@ -39,11 +41,15 @@ __all__ = [
     "accuracy",
     "best_constant",
     "train_and_test",
+    "train_schemes",
     "measure_copy",
     "far_attention",
     "spread",
     "RULES",
     "verdict",
+    "by_mean",
+    "resolved_beyond",
+    "pairs_in_words",
 ]
 
 IGNORE = -100  # the target of a position with no answer (cross_entropy's ignore_index)
@@ -239,6 +245,42 @@ def train_and_test(
     return result, model
 
 
+def train_schemes(
+    runs: list[tuple[str, str, str, dict]],
+    seeds: list[int],
+    tests: dict,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    device: torch.device | str = "cpu",
+    **tagger: object,
+) -> tuple[dict[tuple[str, str], dict[int, list]], dict[tuple[str, int], Tagger]]:
+    """Every run of ``runs`` from every seed, by :func:`train_and_test`: a run is
+    (name, task name of :data:`TASKS`, scheme, the Tagger's keyword arguments beyond
+    ``tagger``). Each seed draws its ``steps`` training batches of ``batch_size``
+    (:func:`train_batches`, sequences of ``tagger["train_len"]``, offset 3) once and
+    trains every run on them, so the runs of one seed pair up.
+
+    Returns {(name, task): {test length: [accuracy per seed]}} and the copy task's
+    models, {(name, seed): model}."""
+    results: dict[tuple[str, str], dict[int, list]] = {}
+    models: dict[tuple[str, int], Tagger] = {}
+    train_len = int(tagger["train_len"])
+    for seed in seeds:
+        batches = train_batches(seed, steps, batch_size, train_len, 3, device)
+        for name, task, scheme, kw in runs:
+            kwargs = {**tagger, **kw}  # the run's own arguments win
+            acc, model = train_and_test(
+                scheme, TASKS[task], seed, batches, tests, steps, lr, device, **kwargs
+            )
+            for length, value in acc.items():
+                results.setdefault((name, task), {L: [] for L in tests})
+                results[name, task][length].append(value)
+            if task == "copy":
+                models[name, seed] = model
+    return results, models
+
+
 def measure_copy(
     offset: int,
     n_test: int,
@@ -315,3 +357,33 @@ def verdict(short: list[float], long: list[float | None], learned: float = 0.8) 
         return "cannot run"
     kept = [b >= 0.9 * a for a, b in zip(short, long)]
     return "keeps it" if all(kept) else "loses it" if not any(kept) else "mixed"
+
+
+def by_mean(per_seed: dict[str, list[float]]) -> list[str]:
+    """The names of ``per_seed`` (one accuracy per seed each) by falling mean, as
+    :func:`report.ranking` orders them."""
+    return sorted(per_seed, key=lambda name: -spread(per_seed[name])[0])
+
+
+def resolved_beyond(per_seed: dict[str, list[float]]) -> list[tuple[str, str]]:
+    """The pairs that are not neighbours in the ranking by mean, with a "≈" between
+    them, that the same paired test (:func:`report.ahead`) resolves: what a chain of
+    "≈" leaves open (the ranking's own ">"s chain the others). Every list pairs the
+    same seeds. Returns (higher, lower) pairs, in the ranking's order."""
+    order = by_mean(per_seed)
+    ahead = lambda a, b: report.ahead(per_seed[a], per_seed[b])  # noqa: E731
+    links = [ahead(hi, lo) for hi, lo in zip(order, order[1:])]  # ">" or "≈"
+    return [
+        (order[i], order[j])
+        for i in range(len(order))
+        for j in range(i + 2, len(order))
+        if not all(links[i:j]) and ahead(order[i], order[j])
+    ]
+
+
+def pairs_in_words(pairs: list[tuple[str, str]]) -> str:
+    """Pairs in words: "a > b, c > d and e > f"; "no further pair" for none."""
+    text = [f"{a} > {b}" for a, b in pairs]
+    if len(text) > 1:
+        return ", ".join(text[:-1]) + " and " + text[-1]
+    return text[0] if text else "no further pair"
