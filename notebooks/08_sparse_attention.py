@@ -51,26 +51,24 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
+import functools
 import math
-import statistics
 
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from transformer_book import (
     attention,
     benchmark,
-    blocks,
     checks,
     diagrams,
     masks,
+    neighbours,
     plotting,
     report,
     runtime,
     tiled_attention,
-    training,
 )
 
 # %% tags=["parameters"]
@@ -180,12 +178,9 @@ print(mine.int())
 # %%
 q, k, v = qkv(50)
 for w in (49, 50, 64):
-    same_mask = torch.equal(
-        masks.sliding_window_mask(50, window=w), masks.causal_mask(50)
-    )
-    out = attention.scaled_dot_product_attention(
-        q, k, v, mask=masks.sliding_window_mask(50, window=w, device=q.device)
-    )[0]
+    mask = masks.sliding_window_mask(50, window=w, device=q.device)
+    same_mask = torch.equal(mask, masks.causal_mask(50, device=q.device))
+    out = attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
     print(f"w = {w}: mask == causal mask: {same_mask};", end=" ")
     print(f"same output: {torch.equal(out, explicit(q, k, v))}")
 
@@ -257,25 +252,16 @@ for T in (4096, 32_768, 131_072):
 # backpropagate from the output at the last position $t$, and count the input positions
 # that receive a non-zero gradient. `blocks.WindowedStack(windows, d_model, n_heads)`
 # builds such a stack: one causal pattern per layer, an int $w$ in `windows` for a
-# window of the last $w$ keys (the mask above), `None` for full causal attention.
+# window of the last $w$ keys (the mask above), `None` for full causal attention;
+# `neighbours.input_gradient(windows, T, seed)` builds one from a seed and returns the
+# size of that gradient at every input position.
 
 
 # %%
-def input_gradient(
-    windows: list[int | None], T: int = 48, seed: int = 0
-) -> torch.Tensor:
-    """|∂ output[T-1] / ∂ input[s]| for every input position s, (T,)."""
-    torch.manual_seed(seed)  # the random weights and inputs
-    stack = blocks.WindowedStack(windows, d_model=16, n_heads=2).double()
-    x = torch.randn(1, T, 16, dtype=torch.float64, requires_grad=True)
-    stack(x)[0, -1].sum().backward()
-    return x.grad[0].norm(dim=-1)  # (T,)
-
-
 print("window  layers  measured  L(w-1)+1")
 for w in (3, 5, 8):
     for L in (1, 2, 3, 4):
-        measured = int((input_gradient([w] * L) > 0).sum())
+        measured = int((neighbours.input_gradient([w] * L) > 0).sum())
         print(f"{w:6d} {L:7d} {measured:9d} {L * (w - 1) + 1:9d}")
         assert measured == L * (w - 1) + 1
 
@@ -285,7 +271,7 @@ for w in (3, 5, 8):
 
 # %%
 for windows in ([5, 5, None], [None, 5, 5], [5, None, 5]):
-    reach = int((input_gradient(windows) > 0).sum())
+    reach = int((neighbours.input_gradient(windows) > 0).sum())
     print(f"windows {str(windows):16s}: output 47 depends on {reach} of 48 inputs")
 
 # %% [markdown]
@@ -299,20 +285,15 @@ for windows in ([5, 5, None], [None, 5, 5], [5, None, 5]):
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-last_share = []  # the far edge's shares one layer shallower
-for L in (1, 2, 3, 4):
-    edge_share = []  # gradient at the far edge of the field / at the output's own input
-    for seed in (0, 1, 2):
-        g = input_gradient([5] * L, seed=seed).flip(0)  # g[d]: distance d = t - s back
-        keep = g > 0
-        label = f"L = {L}" if seed == 0 else None
-        color = plotting.PALETTE[L - 1]
-        ax.semilogy(torch.arange(len(g))[keep], g[keep], "o-", ms=3, color=color,
-                    lw=1, label=label)  # fmt: skip
-        edge_share.append((g[L * 4] / g[0]).item())
-    if L > 1:
-        assert max(edge_share) < 0.01 and max(edge_share) < min(last_share) / 5
-    last_share = edge_share
+edge_share = {}  # L -> per seed, gradient at the far edge / at the output's own input
+for L, seed in [(L, seed) for L in (1, 2, 3, 4) for seed in (0, 1, 2)]:
+    g = neighbours.input_gradient([5] * L, seed=seed).flip(0)  # g[d]: d = t - s back
+    d = torch.arange(len(g))[g > 0]  # the distances inside the field
+    label = f"L = {L}" if seed == 0 else None
+    ax.semilogy(d, g[d], "o-", ms=3, lw=1, color=plotting.PALETTE[L - 1], label=label)
+    edge_share.setdefault(L, []).append((g[L * 4] / g[0]).item())
+for L in (2, 3, 4):
+    assert max(edge_share[L]) < 0.01 and max(edge_share[L]) < min(edge_share[L - 1]) / 5
 ax.set(
     xlabel="distance back from the output position, t - s",
     ylabel="|∂ output_t / ∂ input_s|",
@@ -355,20 +336,14 @@ print(f"difference: {diff} tokens = L, one per layer ({diff / (w * L):.2%})")
 # two tokens: the one `near` = 4 places back, inside one window, and the one `far` = 16
 # places back. Every model has 2 layers, and the local ones use a window of $w = 8$, so
 # two local layers see $2 \cdot 7 + 1 = 15$ positions: the far token is out of reach by
-# construction, the near one is not.
+# construction, the near one is not. `neighbours.copy_batch` draws the sequences and
+# their two targets (-100 where a position has nothing that far back):
+
 
 # %%
-IGNORE = -100
-
-
 def make_batch(n: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    ids = torch.randint(0, vocab_size, (n, seq_len), generator=gen)  # (n, T)
-    targets = []
-    for offset in (near, far):
-        y = torch.full_like(ids, IGNORE)
-        y[:, offset:] = ids[:, :-offset]  # the token `offset` places back
-        targets.append(y)
-    return ids, *targets
+    """(n, T) token ids, then the targets near and far places back (n, T) each."""
+    return neighbours.copy_batch(n, gen, vocab_size, seq_len, offsets=(near, far))
 
 
 ids, y_near, y_far = make_batch(1, torch.Generator().manual_seed(1))
@@ -439,26 +414,11 @@ report.glue("long_one", long_one, "{:.0%}")
 report.glue("long_five", mix_share(131_072, 4096, 5, 1), "{:.0%}")
 assert 0.5 < long_one < 0.55 and abs(mix_share(10**9, 4096, 5, 1) - 1 / 6) < 1e-4
 
-
-class CopyModel(nn.Module):
-    """Embedding, a WindowedStack of this pattern, two read-outs.
-    (B, T) -> (B, T, 2, V)."""
-
-    def __init__(self, windows: list[int | None]) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.stack = blocks.WindowedStack(windows, d_model, n_heads)
-        self.norm = nn.LayerNorm(d_model)
-        self.read_out = nn.Linear(d_model, 2 * vocab_size)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.stack(self.embed(ids)))  # (B, T, d_model)
-        return self.read_out(h).unflatten(-1, (2, vocab_size))  # (B, T, 2, V)
-
-
 # %% [markdown]
-# Every model sees the same training batches; the seed sets the initial weights. The
-# test set is fresh data; accuracy counts the positions that have an answer.
+# Every model sees the same training batches; the seed sets the initial weights
+# (`neighbours.train_copy` builds a `neighbours.CopyModel` and trains it on the sum of
+# the two cross-entropies, `neighbours.copy_loss`). The test set is fresh data;
+# accuracy (`neighbours.copy_accuracy`) counts the positions that have an answer.
 
 # %%
 gen = torch.Generator().manual_seed(0)
@@ -469,39 +429,15 @@ test_set = tuple(
     t.to(run.device) for t in make_batch(512, torch.Generator().manual_seed(123))
 )
 
-
-def copy_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    logits = model(batch[0])  # (B, T, 2, V)
-    return sum(
-        F.cross_entropy(
-            logits[:, :, h].flatten(0, 1), batch[1 + h].flatten(), ignore_index=IGNORE
-        )
-        for h in (0, 1)
-    )
-
-
-@torch.no_grad()
-def copy_accuracy(model: nn.Module) -> tuple[float, float]:
-    guess = model(test_set[0]).argmax(dim=-1)  # (B, T, 2)
-    accs = []
-    for h in (0, 1):
-        keep = test_set[1 + h] != IGNORE
-        accs.append(
-            (guess[..., h][keep] == test_set[1 + h][keep]).float().mean().item()
-        )
-    return accs[0], accs[1]
-
-
 # %%
-results = {}
+sizes = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads)
+results = {}  # (pattern, seed) -> (near accuracy, far accuracy) on the test set
 for name, windows in PATTERNS.items():
     for seed in range(n_seeds):
-        torch.manual_seed(seed)
-        model = CopyModel(windows).to(run.device)
-        training.train(
-            model, train_batches, copy_loss, n_steps, lr=lr, warmup=20, decay="cosine"
+        model = neighbours.train_copy(
+            windows, seed, train_batches, n_steps, lr, **sizes
         )
-        results[name, seed] = copy_accuracy(model)
+        results[name, seed] = neighbours.copy_accuracy(model, test_set)
 print("trained:", len(results), "models")
 
 # %% tags=["nbval-ignore-output"]
@@ -523,15 +459,10 @@ report.glue("chance", 1 / vocab_size, "{:.3f}")
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE, sharey=True)
 for ax, h, title in zip(axes, (0, 1), (f"near: {near} back", f"far: {far} back")):
-    for x, name in enumerate(PATTERNS):
-        accs = summary[name, h]
-        ax.bar(x, statistics.mean(accs), color=plotting.PALETTE[x], alpha=0.6)
-        ax.plot([x] * len(accs), accs, "k.", ms=8)
+    accs = {"test accuracy": [summary[name, h] for name in PATTERNS]}
+    plotting.seed_dots(list(PATTERNS), accs, ax, title=f"{title} (window {window})")
     ax.axhline(1 / vocab_size, color="grey", ls=":", label="chance")
-    ax.set_xticks(range(len(PATTERNS)), list(PATTERNS), rotation=15)
-    ax.set_title(f"{title} (window {window})")
-axes[0].set_ylabel(f"test accuracy ({n_seeds} seeds, dots)")
-axes[1].legend(loc="center left")
+    ax.legend(loc="center left")
 fig.tight_layout()
 plt.show()
 
@@ -625,14 +556,10 @@ for Tq, Tk in ((40, 40), (17, 40)):
     for causal in (False, True):
         mask = masks.causal_mask(Tq, Tk, device=q.device) if causal else None
         ref = attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
-        agree = [
-            torch.allclose(
-                tiled_attention.tiled_attention(q, k, v, b, causal=causal),
-                ref,
-                atol=1e-5,
-            )
-            for b in (1, 7, 16, 64)
-        ]
+        agree = []
+        for b in (1, 7, 16, 64):  # block sizes
+            out = tiled_attention.tiled_attention(q, k, v, b, causal=causal)
+            agree.append(torch.allclose(out, ref, atol=1e-5))
         print(f"{Tq:3d} {Tk:3d}  {causal!s:6s}  {agree}")
 
 # %% [markdown]
@@ -648,16 +575,13 @@ for Tq, Tk in ((40, 40), (17, 40)):
 
 # %% tags=["nbval-ignore-output"]
 windowed_name = f"tiled, window {tile_window}"
+tiled = functools.partial(
+    tiled_attention.tiled_attention, block_size=block_size, causal=True
+)
 candidates = {
-    "tiled": lambda q, k, v: tiled_attention.tiled_attention(
-        q, k, v, block_size, causal=True
-    ),
-    windowed_name: lambda q, k, v: tiled_attention.tiled_attention(
-        q, k, v, block_size, causal=True, window=tile_window
-    ),
-    "torch SDPA": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, is_causal=True
-    ),
+    "tiled": tiled,
+    windowed_name: functools.partial(tiled, window=tile_window),
+    "torch SDPA": functools.partial(F.scaled_dot_product_attention, is_causal=True),
 }
 cost |= benchmark.time_and_peak(candidates, qkv, cost_lengths, run.device)
 print("measured", len(cost), "(method, length) pairs")
@@ -702,20 +626,18 @@ report.glue("peak_ratio", ratio, "{:.0f}")
 # %% [markdown]
 # The work is easier to count than to time on a shared machine. A tile is computed when
 # some query of its block may see some key of its block; counting those tiles from the
-# masks gives the work of the two tiled variants exactly:
+# masks (`tiled_attention.tiles_visited`) gives the work of the two tiled variants
+# exactly:
 
 
 # %%
-def tiles_visited(mask: torch.Tensor, b: int) -> int:
-    n = mask.shape[0] // b
-    return int(mask.view(n, b, n, b).any(dim=3).any(dim=1).sum())  # (n, n) tiles
-
-
 print(f"{'T':>6s} | all tiles | causal | causal, window {tile_window}")
+windowed = {}  # T -> tiles the windowed variant computes
 for T in cost_lengths:
-    full = tiles_visited(masks.causal_mask(T), block_size)
-    local = tiles_visited(masks.sliding_window_mask(T, window=tile_window), block_size)
-    print(f"{T:6d} | {(T // block_size) ** 2:9d} | {full:6d} | {local:18d}")
+    full = tiled_attention.tiles_visited(masks.causal_mask(T), block_size)
+    local = masks.sliding_window_mask(T, window=tile_window)
+    windowed[T] = tiled_attention.tiles_visited(local, block_size)
+    print(f"{T:6d} | {(T // block_size) ** 2:9d} | {full:6d} | {windowed[T]:18d}")
 
 # %% [markdown]
 # At $T$ = {glue:text}`big_T` the explicit path holds {glue:text}`explicit_mib` MiB at
@@ -738,11 +660,7 @@ print("time grows as T^x, x =", {n: round(e, 2) for n, e in t_exp.items()})
 sdpa_speed = cost["explicit", big][0] / cost["torch SDPA", big][0]
 print(f"explicit / torch SDPA time at T = {big}: {sdpa_speed:.1f}")
 report.glue("sdpa_speed", report.times_faster(sdpa_speed))
-windowed = [
-    tiles_visited(masks.sliding_window_mask(T, window=tile_window), block_size)
-    for T in (T1, T2)
-]
-assert windowed[1] < 2.5 * windowed[0], "the windowed work grows linearly in T"
+assert windowed[T2] < 2.5 * windowed[T1], "the windowed work grows linearly in T"
 report.glue("small_T", T0)
 report.glue("slower_small", slower[T0], "{:.1f}")
 report.glue("slower_big", slower[big], "{:.1f}")
@@ -777,9 +695,7 @@ totals = {}
 with torch.no_grad():
     for T in (256, 512):
         q, k, v = (t.cpu() for t in qkv(T))  # the CPU's measures, on any machine
-        run_it = lambda q=q, k=k, v=v: tiled_attention.tiled_attention(  # noqa: E731
-            q, k, v, 64, causal=True
-        )
+        run_it = functools.partial(tiled, q, k, v, block_size=64)
         totals[T] = benchmark.allocated_bytes(run_it, "cpu") / 2**20
         peak = benchmark.peak_bytes(run_it, "cpu") / 2**20
         print(f"T = {T}: allocated in total {totals[T]:5.1f} MiB, peak {peak:4.2f} MiB")
@@ -909,7 +825,12 @@ checks.check_merge_softmax(merge)
 #
 # `transformer_book.tiled_attention.tiled_attention(q, k, v, block_size, causal, scale,
 # window)`: exact attention tile by tile with the online softmax; peak memory linear in
-# $T$; key tiles outside a window are skipped.
+# $T$; key tiles outside a window are skipped. `tiled_attention.tiles_visited(mask,
+# block_size)` counts the tiles it computes.
+#
+# `transformer_book.neighbours`: `input_gradient` (which inputs reach the last output of
+# a `blocks.WindowedStack`), and the near/far copy task: `copy_batch`, `CopyModel`,
+# `copy_loss`, `copy_accuracy`, `train_copy`.
 #
 # `transformer_book.benchmark.peak_bytes(fn)`: the most tensor memory `fn` holds at one
 # moment (from the profiler's allocation and free events on a CPU, from the allocator's

@@ -50,3 +50,55 @@ def test_two_heads_learn_the_two_lookups():
     assert w.shape == (1000, 2, neighbours.LENGTH, neighbours.LENGTH)
     prev, nxt = neighbours.weight_at(w, -1), neighbours.weight_at(w, +1)
     assert prev.argmax() != nxt.argmax() and min(prev.max(), nxt.max()) > 0.5
+
+
+def test_input_gradient_reaches_the_receptive_field():
+    for w, L in ((3, 1), (5, 2), (4, 3)):
+        g = neighbours.input_gradient([w] * L, T=24)
+        assert g.shape == (24,) and int((g > 0).sum()) == L * (w - 1) + 1
+        assert (g[-(L * (w - 1) + 1) :] > 0).all()  # the last positions, contiguous
+    assert int((neighbours.input_gradient([3, None], T=24) > 0).sum()) == 24
+    assert torch.equal(neighbours.input_gradient([3], seed=1),
+                       neighbours.input_gradient([3], seed=1))  # fmt: skip
+
+
+def test_copy_batch_targets_the_token_offset_places_back():
+    ids, near, far = neighbours.copy_batch(3, torch.Generator().manual_seed(0), 16, 32)
+    assert ids.shape == near.shape == far.shape == (3, 32) and ids.max() < 16
+    assert (near[:, :4] == neighbours.IGNORE).all() and (far[:, :16] == -100).all()
+    assert torch.equal(near[:, 4:], ids[:, :-4]) and torch.equal(
+        far[:, 16:], ids[:, :-16]
+    )
+    (only,) = neighbours.copy_batch(1, torch.Generator(), 5, 10, offsets=(2,))[1:]
+    assert (only[:, :2] == -100).all() and (only[:, 2:] >= 0).all()
+
+
+def test_copy_model_loss_and_accuracy():
+    torch.manual_seed(0)
+    model = neighbours.CopyModel([4, None], vocab_size=16, d_model=32, n_heads=4)
+    batch = neighbours.copy_batch(8, torch.Generator().manual_seed(1), 16, 32)
+    logits = model(batch[0])
+    assert logits.shape == (8, 32, 2, 16)
+    keep = batch[2] != -100  # the far target by hand, against the summed loss
+    far = torch.nn.functional.cross_entropy(logits[:, :, 1][keep], batch[2][keep])
+    near_keep = batch[1] != -100
+    near = torch.nn.functional.cross_entropy(
+        logits[:, :, 0][near_keep], batch[1][near_keep]
+    )
+    torch.testing.assert_close(neighbours.copy_loss(model, batch), near + far)
+    guess = logits.argmax(-1)
+    accs = neighbours.copy_accuracy(model, batch)
+    assert accs[1] == (guess[..., 1][keep] == batch[2][keep]).float().mean().item()
+    assert len(accs) == 2 and all(0 <= a <= 1 for a in accs)
+
+
+def test_train_copy_learns_the_near_token_within_the_window():
+    gen = torch.Generator().manual_seed(0)
+    batches = [neighbours.copy_batch(32, gen, 8, 16, offsets=(2,)) for _ in range(150)]
+    test = neighbours.copy_batch(256, torch.Generator().manual_seed(9), 8, 16, (2,))
+    model = neighbours.train_copy([4, 4], 0, batches, 150, 5e-3, 8, 32, 4)
+    assert neighbours.copy_accuracy(model, test)[0] > 0.9  # chance: 1/8
+    again = neighbours.train_copy([4, 4], 0, batches, 150, 5e-3, 8, 32, 4)
+    assert neighbours.copy_accuracy(again, test) == neighbours.copy_accuracy(
+        model, test
+    )

@@ -126,3 +126,21 @@ def test_bad_inputs():
         tiled_attention(q, k[..., :3], v)
     with pytest.raises(ValueError, match="needs Tq <= Tk, got Tq=6, Tk=4"):
         tiled_attention(k, q, q, causal=True)
+
+
+def test_tiles_visited_counts_the_tiles_with_an_allowed_score():
+    from transformer_book import tiled_attention as tiled
+
+    assert tiled.tiles_visited(torch.ones(8, 8, dtype=torch.bool), 2) == 16
+    assert (
+        tiled.tiles_visited(masks.causal_mask(8), 2) == 4 * 5 // 2
+    )  # the diagonal too
+    # a window of 2 keys: the diagonal tiles and, for the first query of a block, the
+    # last key of the block before
+    assert tiled.tiles_visited(masks.sliding_window_mask(8, window=2), 2) == 4 + 3
+    mask = masks.sliding_window_mask(256, window=64)
+    n = 256 // 32  # chapter 08's former inline count
+    inline = int(mask.view(n, 32, n, 32).any(dim=3).any(dim=1).sum())
+    assert tiled.tiles_visited(mask, 32) == inline
+    with pytest.raises(ValueError, match="multiple of 3"):
+        tiled.tiles_visited(masks.causal_mask(8), 3)

@@ -9,7 +9,14 @@ layer with one linear read-out per target; :func:`train_neighbours` trains it wi
 :func:`transformer_book.training.train` and :func:`weight_at` measures where each
 head looks.
 
-Floor 3 (a model): it builds on ``attention`` and ``training``.
+Chapter 08 asks the same of a stack of layers whose attention is windowed or global:
+:func:`input_gradient` measures which input positions a
+:class:`transformer_book.blocks.WindowedStack` lets reach an output, :func:`copy_batch`
+names the token ``offset`` places *back* (no wrapping), one target per offset, and
+:func:`train_copy` trains a :class:`CopyModel` (embedding, a ``WindowedStack``, one
+read-out per target) on it.
+
+Floor 3 (a model): it builds on ``attention``, ``blocks`` and ``training``.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_book import attention, training
+from transformer_book import attention, blocks, training
 
 __all__ = [
     "N_TOKENS",
@@ -31,6 +38,13 @@ __all__ = [
     "loss_fn",
     "train_neighbours",
     "weight_at",
+    "input_gradient",
+    "IGNORE",
+    "copy_batch",
+    "CopyModel",
+    "copy_loss",
+    "copy_accuracy",
+    "train_copy",
 ]
 
 N_TOKENS, LENGTH = 8, 8  # token types; positions per sequence
@@ -111,3 +125,116 @@ def weight_at(w: Tensor, offset: int) -> Tensor:
     T = w.shape[-1]
     i = torch.arange(T)
     return w[:, :, i, (i + offset) % T].mean(dim=(0, 2))
+
+
+def input_gradient(
+    windows: Sequence[int | None],
+    T: int = 48,
+    seed: int = 0,
+    d_model: int = 16,
+    n_heads: int = 2,
+) -> Tensor:
+    """|∂ output[T-1] / ∂ input[s]| for every input position s of a randomly
+    initialised (``seed``) :class:`blocks.WindowedStack` of the pattern ``windows``,
+    in float64 on random inputs: non-zero exactly where the last output can see.
+
+    Shapes: -> (T,)."""
+    torch.manual_seed(seed)  # the random weights and inputs
+    stack = blocks.WindowedStack(windows, d_model=d_model, n_heads=n_heads).double()
+    x = torch.randn(1, T, d_model, dtype=torch.float64, requires_grad=True)
+    stack(x)[0, -1].sum().backward()
+    return x.grad[0].norm(dim=-1)  # (T,)
+
+
+IGNORE = -100  # the target of a position with nothing ``offset`` places back
+
+
+def copy_batch(
+    n: int,
+    gen: torch.Generator,
+    vocab_size: int,
+    seq_len: int,
+    offsets: Sequence[int] = (4, 16),
+) -> tuple[Tensor, ...]:
+    """Random token ids and, per offset, the token ``offset`` places back at every
+    position (:data:`IGNORE` in the first ``offset`` positions, which have none).
+
+    Shapes: -> ids (n, seq_len), then one target (n, seq_len) per offset."""
+    ids = torch.randint(0, vocab_size, (n, seq_len), generator=gen)  # (n, T)
+    targets = []
+    for offset in offsets:
+        y = torch.full_like(ids, IGNORE)
+        y[:, offset:] = ids[:, :-offset]  # the token `offset` places back
+        targets.append(y)
+    return ids, *targets
+
+
+class CopyModel(nn.Module):
+    """Token embedding, a :class:`blocks.WindowedStack` of the pattern ``windows``
+    (an int: a window of that many keys; ``None``: full causal attention), a LayerNorm
+    and one linear read-out per target.
+
+    Shapes: ids (B, T) -> logits (B, T, n_targets, vocab_size)."""
+
+    def __init__(
+        self,
+        windows: Sequence[int | None],
+        vocab_size: int,
+        d_model: int,
+        n_heads: int,
+        n_targets: int = 2,
+    ) -> None:
+        super().__init__()
+        self.vocab_size, self.n_targets = vocab_size, n_targets
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.stack = blocks.WindowedStack(windows, d_model, n_heads)
+        self.norm = nn.LayerNorm(d_model)
+        self.read_out = nn.Linear(d_model, n_targets * vocab_size)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        h = self.norm(self.stack(self.embed(ids)))  # (B, T, d_model)
+        logits = self.read_out(h)  # (B, T, n_targets * V)
+        return logits.unflatten(-1, (self.n_targets, self.vocab_size))
+
+
+def copy_loss(model: CopyModel, batch: Sequence[Tensor]) -> Tensor:
+    """The summed cross-entropy of every target of a :func:`copy_batch` batch,
+    positions without an answer (:data:`IGNORE`) left out."""
+    logits = model(batch[0])  # (B, T, n_targets, V)
+    return sum(
+        F.cross_entropy(
+            logits[:, :, h].flatten(0, 1), batch[1 + h].flatten(), ignore_index=IGNORE
+        )
+        for h in range(len(batch) - 1)
+    )
+
+
+@torch.no_grad()
+def copy_accuracy(model: CopyModel, batch: Sequence[Tensor]) -> tuple[float, ...]:
+    """Per target, the share of the positions with an answer that the model's first
+    guess gets right, on a :func:`copy_batch` batch."""
+    guess = model(batch[0]).argmax(dim=-1)  # (B, T, n_targets)
+    accs = []
+    for h, target in enumerate(batch[1:]):
+        keep = target != IGNORE
+        accs.append((guess[..., h][keep] == target[keep]).float().mean().item())
+    return tuple(accs)
+
+
+def train_copy(
+    windows: Sequence[int | None],
+    seed: int,
+    batches: Sequence[Sequence[Tensor]],
+    steps: int,
+    lr: float,
+    vocab_size: int,
+    d_model: int,
+    n_heads: int,
+) -> CopyModel:
+    """A :class:`CopyModel` of the pattern ``windows``, initialised from ``seed`` on
+    the device of the batches, trained with :func:`copy_loss` for ``steps`` AdamW
+    steps on ``batches`` (warm-up over 20 steps, cosine decay from ``lr``)."""
+    torch.manual_seed(seed)  # the initial weights
+    model = CopyModel(windows, vocab_size, d_model, n_heads).to(batches[0][0].device)
+    training.train(model, batches, copy_loss, steps, lr=lr, warmup=20, decay="cosine")
+    return model

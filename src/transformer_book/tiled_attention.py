@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .attention import _check_inputs
 
-__all__ = ["tiled_attention"]
+__all__ = ["tiled_attention", "tiles_visited"]
 
 
 def tiled_attention(
@@ -113,3 +113,18 @@ def _key_range(
     if causal:
         hi = min(hi, last + 1)
     return lo, hi
+
+
+def tiles_visited(mask: Tensor, block_size: int) -> int:
+    """How many (block_size, block_size) tiles of a (T, T) mask hold at least one
+    allowed score: the tiles :func:`tiled_attention` computes. T must be a multiple
+    of block_size."""
+    T = mask.shape[0]
+    if mask.shape != (T, T) or T % block_size:
+        raise ValueError(
+            f"mask must be (T, T) with T a multiple of {block_size}, "
+            f"got {tuple(mask.shape)}"
+        )
+    n = T // block_size
+    tiles = mask.view(n, block_size, n, block_size).any(dim=3).any(dim=1)  # (n, n)
+    return int(tiles.sum())
