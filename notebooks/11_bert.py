@@ -59,7 +59,6 @@ if "google.colab" in sys.modules:
 import math
 import random
 import time
-from collections import Counter
 
 import matplotlib.pyplot as plt
 import torch
@@ -248,8 +247,9 @@ for name, texts in corpora.items():
 # positive only when the pair occurs about $e \approx 2.7$ times as often as chance
 # predicts: a frequent pair whose parts are merely common does not pay. The ratio
 # $k/(c_a c_b)$ often quoted for WordPiece keeps the association but drops the weight
-# $k$. Here is the exact gain on the character pairs of 2,000 training reviews, before
-# the first merge (rt-polarity's reviews, split once by `data.review_split`):
+# $k$. Here is the exact gain (`tokenizer.merge_gain`) on the character pairs of 2,000
+# training reviews, before the first merge (rt-polarity's reviews, split once by
+# `data.review_split`; `tokenizer.unit_counts` counts the units and the pairs):
 
 # %%
 split = data.review_split(seed=0)  # rt-polarity: name -> (texts, labels)
@@ -260,28 +260,14 @@ print(
 
 
 # %%
-def merge_gain(k, c_a, c_b, n):
-    """Exact change of log L when two different units, k times side by side, merge."""
-    f = lambda x: x * math.log(x) if x > 0 else 0.0  # noqa: E731
-    return f(c_a - k) - f(c_a) + f(c_b - k) - f(c_b) + f(k) - f(n - k) + f(n)
-
-
-words = Counter(
-    w for t in train_texts[:2000] for w in basic_tokenizer.basic_tokenize(t)
-)
-units, pair_counts = Counter(), Counter()  # characters, "##"-prefixed inside words
-for w, c in words.items():
-    chars = [w[0], *("##" + ch for ch in w[1:])]
-    for u in chars:
-        units[u] += c
-    for pair in zip(chars, chars[1:]):
-        pair_counts[pair] += c
+units, pair_counts = tokenizer.unit_counts(train_texts[:2000])
 n = sum(units.values())
 rank = {pair: r for r, (pair, _) in enumerate(pair_counts.most_common(), 1)}
 print("pair        | rank |    k | chance | k/chance | gain Δ | k[log(k/chance) - 1]")
 for a, b in [("t", "##h"), ("##n", "##g"), ("##e", "##s"), ("##e", "##n")]:
     k, chance = pair_counts[a, b], units[a] * units[b] / n
-    gain, approx = merge_gain(k, units[a], units[b], n), k * (math.log(k / chance) - 1)
+    gain = tokenizer.merge_gain(k, units[a], units[b], n)  # Δ, exact
+    approx = k * (math.log(k / chance) - 1)
     print(
         f"{a + ' ' + b:11} | {rank[a, b]:4} | {k:4} | {chance:6.0f} | {k / chance:8.2f}"
         f" | {gain:6.0f} | {approx:6.0f}"
@@ -300,34 +286,8 @@ assert pair_counts["##e", "##s"] > pair_counts["##n", "##g"]  # frequent, yet Δ
 # two things on the dev reviews: **pieces per word** (fewer means shorter sequences)
 # and **bits per word**, the cost of the dev text under the unigram model of the units
 # with their frequencies counted on the training reviews (lower means a better model of
-# the language; it is the quantity the likelihood rule maximises).
-
-
-# %%
-def pieces(tok, texts):
-    """The word pieces of all words of texts, in order."""
-    return [
-        p
-        for t in texts
-        for w in basic_tokenizer.basic_tokenize(t)
-        for p in tok.word_pieces(w)
-    ]
-
-
-def n_words(texts):
-    return sum(len(basic_tokenizer.basic_tokenize(t)) for t in texts)
-
-
-def pieces_per_word(tok, texts):
-    return len(pieces(tok, texts)) / n_words(texts)
-
-
-def bits_per_word(tok, train, texts):
-    """-log2 of texts' probability under a unigram model of the units (add-one)."""
-    counts = Counter(pieces(tok, train))
-    total = sum(counts.values()) + len(tok)
-    bits = -sum(math.log2((counts[p] + 1) / total) for p in pieces(tok, texts))
-    return bits / n_words(texts)
+# the language; it is the quantity the likelihood rule maximises). The functions
+# `tokenizer.pieces_per_word` and `tokenizer.bits_per_word` compute the two.
 
 
 # %%
@@ -336,8 +296,8 @@ print("rule       | pieces/word | bits/word | first merges")
 for rule in tokenizer.MERGE_RULES:
     tok = tokenizer.WordPiece.train(train_texts[:2000], 800, rule=rule)
     scores[rule] = (
-        pieces_per_word(tok, dev_texts),
-        bits_per_word(tok, train_texts[:2000], dev_texts),
+        tokenizer.pieces_per_word(tok, dev_texts),
+        tokenizer.bits_per_word(tok, train_texts[:2000], dev_texts),
     )
     merges = [t for t in tok.itos[5:] if len(t.removeprefix("##")) > 1]
     print(
@@ -376,7 +336,8 @@ report.glue("bpw_less_pct", 100 * (1 - bpw_l / bpw_f), "{:.0f}")
 
 # %%
 small_wp = tokenizer.WordPiece.train(train_texts, vocab_size)
-print(small_wp, f"| pieces per word on dev: {pieces_per_word(small_wp, dev_texts):.3f}")
+ppw = tokenizer.pieces_per_word(small_wp, dev_texts)
+print(small_wp, f"| pieces per word on dev: {ppw:.3f}")
 print(small_wp.tokenize("An unforgettable, heartbreaking performance."))
 
 # %% [markdown]
@@ -425,50 +386,24 @@ assert n_table > n_minilm / 2
 # `up_proj`, `norm1`, …; `bert.hf_names` maps them to Hugging Face's). Safetensors
 # holds raw tensors and a JSON header, nothing else; a pickled checkpoint (`.bin`,
 # `.pt`) can run code when it is loaded. Does the book's code compute what the
-# reference computes with the same weights?
+# reference computes with the same weights? (`bert.reference_outputs` runs Hugging
+# Face's `BertModel` on the same batch, with either of its two attention paths.)
 
 # %% tags=["nbval-ignore-output"]
-import transformers
-
-reference_bert = transformers.BertModel.from_pretrained(str(bert.pretrained_path()))
 sentences = ["This teddy bear is so cute.", "Is it?", ("A question?", "An answer.")]
 inputs = wp.encode_batch(sentences)  # (B, T) ids, token_type_ids, attention_mask
+real = inputs["attention_mask"].bool()  # compare the real tokens (padding is unused)
 with torch.no_grad():
     ours = minilm(inputs["ids"], inputs["token_type_ids"], inputs["attention_mask"])
-    theirs = reference_bert(
-        input_ids=inputs["ids"],
-        token_type_ids=inputs["token_type_ids"],
-        attention_mask=inputs["attention_mask"],
-    )
-real = inputs["attention_mask"].bool()  # compare the real tokens (padding is unused)
-err = (ours.hidden - theirs.last_hidden_state)[real].abs().max().item()
-print(f"hidden states: max |difference| = {err:.1e}; agree within 1e-4: {err < 1e-4}")
-assert err < 1e-4
-torch.testing.assert_close(ours.pooled, theirs.pooler_output, atol=1e-4, rtol=0)
-print("attention in the reference:", reference_bert.config._attn_implementation)
-
-# %% tags=["nbval-ignore-output"]
-eager = transformers.BertModel.from_pretrained(  # softmax(QK^T/√d)V written out
-    str(bert.pretrained_path()), attn_implementation="eager"
-)
-with torch.no_grad():
-    theirs_eager = eager(
-        input_ids=inputs["ids"],
-        token_type_ids=inputs["token_type_ids"],
-        attention_mask=inputs["attention_mask"],
-    )
-err_eager = (ours.hidden - theirs_eager.last_hidden_state)[real].abs().max().item()
-print(f"against the eager attention path: max |difference| = {err_eager:.1e}")
-assert err_eager < 1e-4
-report.glue("parity_eager", err_eager, "{:.0e}")
-report.glue(
-    "parity_verdict",
-    "exactly 0 on this machine: the book's code and the reference run the same float32 "
-    "kernels (matrix products, torch's fused attention, layer norm, GELU) on the same "
-    "numbers in the same order, and identical operations round identically"
-    if err == 0
-    else f"{err:.0e}, not 0: the two run their float32 arithmetic in different orders",
-)
+errs = {}  # the reference's attention: torch's fused kernel, or softmax written out
+for attention in ("sdpa", "eager"):
+    hidden, pooled = bert.reference_outputs(inputs, attention)  # (B, T, D), (B, D)
+    errs[attention] = (ours.hidden - hidden)[real].abs().max().item()
+    print(f"{attention:>5} attention: max |difference| = {errs[attention]:.1e}")
+    assert errs[attention] < 1e-4
+    torch.testing.assert_close(ours.pooled, pooled, atol=1e-4, rtol=0)
+report.glue("parity_eager", errs["eager"], "{:.0e}")
+report.glue("parity_verdict", bert.parity_verdict(errs["sdpa"]))  # the default
 
 # %% [markdown]
 # The largest difference over all hidden states is {glue:text}`parity_verdict`.
@@ -504,16 +439,18 @@ torch.testing.assert_close(e[0, :5], expected, atol=1e-4, rtol=0)
 
 # %%
 snips_test = data.load_snips("test")
-by_intent = {}
-for words, intent in zip(snips_test.sentences, snips_test.intents):
-    by_intent.setdefault(intent, []).append(" ".join(words))
+snips_texts = [" ".join(words) for words in snips_test.sentences]
+labelled = list(zip(snips_texts, snips_test.intents))  # (query, intent)
 per_group = 5  # the first five of each group, not hand-picked
 groups = {
-    "weather": by_intent["GetWeather"][:per_group],
-    "restaurant": by_intent["BookRestaurant"][:per_group],
-    "music": by_intent["PlayMusic"][:per_group],
-    "review": corpora["rt-polarity"][:per_group],
+    name: [t for t, i in labelled if i == intent][:per_group]
+    for name, intent in [
+        ("weather", "GetWeather"),
+        ("restaurant", "BookRestaurant"),
+        ("music", "PlayMusic"),
+    ]
 }
+groups["review"] = corpora["rt-polarity"][:per_group]
 examples = [s for g in groups.values() for s in g]
 for g, ss in groups.items():
     print(f"{g:>10}: {ss[:2]} ...")
@@ -522,14 +459,10 @@ for g, ss in groups.items():
 emb = bert.sentence_embeddings(minilm, wp, examples)  # (20, 384), unit length
 sim = emb @ emb.T  # (20, 20) cosine similarities
 group_of = torch.arange(len(examples)) // per_group
-same = (group_of[:, None] == group_of[None, :]) & ~torch.eye(len(examples), dtype=bool)
-within = sim[same].mean().item()
-across = sim[group_of[:, None] != group_of].mean().item()
+stats = bert.similarity_by_group(sim, group_of)  # mean cosines, nearest neighbours
+within, across, hits = (stats[k] for k in ("within", "across", "hits"))
 snips = group_of < 3  # the three SNIPS groups, without the reviews
-across_snips = sim[snips][:, snips][group_of[snips][:, None] != group_of[snips]]
-across_snips = across_snips.mean().item()
-nearest = sim.clone().fill_diagonal_(-1).argmax(dim=1)  # the most similar other one
-hits = (group_of[nearest] == group_of).float().mean().item()
+across_snips = bert.similarity_by_group(sim[snips][:, snips], group_of[snips])["across"]
 print(f"mean cosine: same group {within:.2f}, different groups {across:.2f}, "
       f"different SNIPS groups {across_snips:.2f}")  # fmt: skip
 print(f"nearest other sentence in the same group: {hits:.0%}")
@@ -541,21 +474,20 @@ report.glue("sim_across", across, "{:.2f}")
 report.glue("sim_hits", hits, "{:.0%}")
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SQUARE)
-im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1)
+ax = plt.figure(figsize=plotting.SQUARE).gca()
+title = "all-MiniLM-L6-v2: cosine similarity of 20 sentences"
+plotting.heatmap(sim, ax, title=title, cmap="viridis", vmin=-0.2, vmax=1)
 centres = [per_group * i + (per_group - 1) / 2 for i in range(len(groups))]
 ax.set_xticks(centres, list(groups), rotation=30, ha="right")
 ax.set_yticks(centres, list(groups))
 for edge in range(per_group, len(examples), per_group):
     ax.axhline(edge - 0.5, color="white", lw=1)
     ax.axvline(edge - 0.5, color="white", lw=1)
-ax.grid(False)
-fig.colorbar(im, ax=ax, label="cosine similarity")
-ax.set_title("all-MiniLM-L6-v2: 20 sentences")
 plt.show()
 
 # %% [markdown]
-# Sentences about the same thing sit close together: mean cosine
+# Sentences about the same thing sit close together (`bert.similarity_by_group`
+# averages the cosines): mean cosine
 # {glue:text}`sim_within` within a group against {glue:text}`sim_across` across
 # groups, and for {glue:text}`sim_hits` of the sentences the most similar other
 # sentence is in the same group. The reviews are the easy part: they come from another
@@ -565,46 +497,18 @@ plt.show()
 # the intent of its most similar labelled query (1-nearest neighbour). Three draws of
 # the labelled examples show how much the choice matters, and beside MiniLM the same
 # 1-NN on **bags of words**: each query a vector of its word counts, compared by
-# cosine, with no model at all. It says how much of the answer word overlap already
-# gives.
+# cosine, with no model at all (`bert.few_shot_1nn` runs both on each draw). It says
+# how much of the answer word overlap already gives.
 
 # %% tags=["nbval-ignore-output"]
 snips_train = data.load_snips("train")
 intents = sorted(set(snips_train.intents))
-test_q = [" ".join(w) for w in snips_test.sentences][::knn_test_every]
+test_q = snips_texts[::knn_test_every]
 test_y = torch.tensor([intents.index(i) for i in snips_test.intents][::knn_test_every])
-test_emb = bert.sentence_embeddings(minilm, wp, test_q)  # (N, 384)
-
-
-def bag_of_words(texts):
-    """Word-count vectors over the words of texts, scaled to unit length."""
-    index = {w: i for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
-    bags = torch.zeros(len(texts), len(index))
-    for row, t in enumerate(texts):
-        for w in t.split():
-            bags[row, index[w]] += 1
-    return bags / bags.norm(dim=1, keepdim=True)
-
-
-accs, bow_accs = [], []
-for draw in range(3):
-    rng = random.Random(draw)
-    pool = [
-        (" ".join(w), i) for w, i in zip(snips_train.sentences, snips_train.intents)
-    ]
-    shots = [
-        q
-        for i in intents
-        for q in rng.sample([p for p in pool if p[1] == i], knn_per_intent)
-    ]
-    shot_emb = bert.sentence_embeddings(minilm, wp, [q for q, _ in shots])
-    shot_y = torch.tensor([intents.index(i) for _, i in shots])
-    pred = shot_y[(test_emb @ shot_emb.T).argmax(dim=1)]  # nearest labelled query
-    accs.append((pred == test_y).float().mean().item())
-    bags = bag_of_words(test_q + [q for q, _ in shots])  # (N + shots, words)
-    pred = shot_y[(bags[: len(test_q)] @ bags[len(test_q) :].T).argmax(dim=1)]
-    bow_accs.append((pred == test_y).float().mean().item())
-accs, bow_accs = torch.tensor(accs), torch.tensor(bow_accs)
+pool = [(" ".join(w), i) for w, i in zip(snips_train.sentences, snips_train.intents)]
+accs, bow_accs = bert.few_shot_1nn(  # (3,) each: one accuracy per draw
+    minilm, wp, pool, intents, test_q, test_y, knn_per_intent, seeds=range(3)
+)
 print(f"{knn_per_intent} labelled queries per intent, {len(test_q)} test queries")
 best_constant = test_y.bincount().max().item() / len(test_y)  # the commonest intent
 for name, a in (("MiniLM", accs), ("bag of words", bow_accs)):
@@ -616,7 +520,6 @@ assert accs.min() > 0.7 and bow_accs.min() > 0.6  # both far above any constant
 assert 0 < (accs - bow_accs).mean() < 0.1  # MiniLM ahead by a few points, not tens
 ahead = int((accs > bow_accs).sum())
 report.glue("knn_ahead", f"{ahead} of {len(accs)}")
-report.glue("knn_min", accs.min().item(), "{:.0%}")
 report.glue("knn_mean", accs.mean().item(), "{:.0%}")
 report.glue("bow_mean", bow_accs.mean().item(), "{:.0%}")
 report.glue("bow_range", f"{bow_accs.min():.0%}–{bow_accs.max():.0%}")
@@ -663,7 +566,7 @@ plt.show()
 # %%
 gen = torch.Generator().manual_seed(0)
 batch = small_wp.encode_batch(train_texts[:2])
-special = torch.isin(batch["ids"], torch.tensor(sorted(small_wp.special_ids)))
+special = masked_lm.special_mask(small_wp, batch["ids"])  # [CLS], [SEP], [PAD]
 masked, labels = masked_lm.mask_tokens(
     batch["ids"], small_wp.mask_id, len(small_wp), special, p=0.15, generator=gen
 )
@@ -674,33 +577,16 @@ print("labels:  ", [small_wp.itos[i] if i >= 0 else "·" for i in labels[0].toli
 # %% [markdown]
 # Over many draws on the pre-training text, the four fractions should be 15 % of the
 # non-special tokens selected, then 80/10/10 of those (a "random" token equals the
-# original one time in $V$, which moves a little mass from *random* to *unchanged*):
+# original one time in $V$, which moves a little mass from *random* to *unchanged*).
+# `masked_lm.masking_outcomes` masks 2,048 reviews and counts what happened:
 
 # %% tags=["nbval-ignore-output"]
 gen = torch.Generator().manual_seed(1)
-counts = Counter()
-for i in range(0, 2048, 256):
-    b = small_wp.encode_batch(train_texts[i : i + 256])
-    spec = torch.isin(b["ids"], torch.tensor(sorted(small_wp.special_ids)))
-    x, y = masked_lm.mask_tokens(
-        b["ids"], small_wp.mask_id, len(small_wp), spec, 0.15, gen
-    )
-    sel = y != -100
-    counts["eligible"] += (~spec).sum().item()
-    counts["selected"] += sel.sum().item()
-    counts["mask"] += (sel & (x == small_wp.mask_id)).sum().item()
-    counts["unchanged"] += (sel & (x == b["ids"])).sum().item()
-counts["random"] = counts["selected"] - counts["mask"] - counts["unchanged"]
-frac = {k: counts[k] / counts["selected"] for k in ("mask", "random", "unchanged")}
-frac["selected"] = counts["selected"] / counts["eligible"]
+counts, frac = masked_lm.masking_outcomes(small_wp, train_texts[:2048], 0.15, gen)
 print(f"{counts['selected']:,} of {counts['eligible']:,} tokens selected")
 print({k: f"{v:.3f}" for k, v in frac.items()})
-for k, target in (
-    ("selected", 0.15),
-    ("mask", 0.8),
-    ("random", 0.1),
-    ("unchanged", 0.1),
-):
+targets = {"selected": 0.15, "mask": 0.8, "random": 0.1, "unchanged": 0.1}
+for k, target in targets.items():
     assert abs(frac[k] - target) < 0.01, k
 for k, v in frac.items():
     report.glue(f"mlm_{k}", v, "{:.3f}")
@@ -776,37 +662,21 @@ print(f"{params.count_params(small.model):,} parameters")
 # The honest yardstick is the **unigram baseline**: predict every masked token from
 # its frequency in the training text, without looking at the sentence
 # (`baselines.unigram_log_probs`, add-one; `masked_lm.target_ids` lists the pieces it
-# counts). `pretraining.pretraining_metrics` scores the model and the baseline on the
+# counts). `pretraining.heldout_metrics` scores the model and the baseline on the
 # *same* held-out masks (one fixed draw on the test reviews), and next-sentence
 # prediction beside the share of pairs that are "is next", the accuracy of always
 # saying so:
 
 # %% tags=["nbval-ignore-output"]
-review_unigram = baselines.unigram_log_probs(
-    masked_lm.target_ids(small_wp, train_texts), len(small_wp)
-)  # (V,) log-probabilities
-live = pretraining.pretraining_metrics(
-    small.model, small_wp, test_texts, 64, seed=pretraining_data.HELDOUT_SEED,
-    unigram=review_unigram,
-)  # fmt: skip
+live = pretraining.heldout_metrics(
+    small.model, small_wp, train_texts, test_texts, seed=pretraining_data.HELDOUT_SEED
+)
 first, last = small.mlm_loss[0], sum(small.mlm_loss[-50:]) / 50
 print(f"training MLM loss: step 1 {first:.2f} (ln V = {math.log(len(small_wp)):.2f}),"
       f" last 50 steps {last:.2f}")  # fmt: skip
-print("test reviews | MLM loss | MLM accuracy | NSP accuracy")
-row = "{:12} | {:8.3f} | {:12.1%} | {:12.1%}"
-print(row.format("unigram", live["unigram_mlm_loss"], live["unigram_mlm_accuracy"],
-                 live["is_next_share"]), "(always 'is next')")  # fmt: skip
-print(row.format("small BERT", live["mlm_loss"], live["mlm_accuracy"],
-                 live["nsp_accuracy"]))  # fmt: skip
+print(pretraining.metrics_table("test reviews", live, "small BERT"))
 live_margin = live["unigram_mlm_loss"] - live["mlm_loss"]
-
-
-def nsp_majority(share):
-    """The NSP majority class of the held-out pairs and its accuracy."""
-    return ("is next", share) if share >= 0.5 else ("not next", 1 - share)
-
-
-live_major = nsp_majority(live["is_next_share"])
+live_major = pretraining.nsp_majority(live["is_next_share"])
 print(f"NSP majority class: always {live_major[0]!r}, {live_major[1]:.1%}")
 assert last < first - 1.0 and 0 < live_margin < 0.5  # it learns, but not much yet
 assert live["nsp_accuracy"] < live_major[1] + 0.05  # NSP: no better than a constant
@@ -818,31 +688,12 @@ report.glue("mlm_end", last, "{:.2f}")
 report.glue("live_margin", live_margin, "{:.2f}")
 
 
-# %% tags=["hide-input"]
-def smooth(xs, k=20):
-    """Mean of the last k values at every step."""
-    return [sum(xs[max(0, i - k + 1) : i + 1]) / min(i + 1, k) for i in range(len(xs))]
-
-
-def pretraining_curves(mlm, nsp, unigram_loss, k, title):
-    """MLM and NSP training losses (k-step means) beside their baselines."""
-    fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-    axes[0].plot(smooth(mlm, k), label="MLM loss (training batches)")
-    axes[0].axhline(unigram_loss, color="gray", ls=":", label="unigram (held-out)")
-    axes[1].plot(smooth(nsp, k), label="NSP loss (training batches)")
-    axes[1].axhline(math.log(2), color="gray", ls=":", label="chance, ln 2")
-    for ax, name in zip(axes, ("MLM", "NSP")):
-        ax.set(xlabel="step", ylabel=f"cross-entropy ({k}-step mean)", title=name)
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    plt.show()
-
-
-pretraining_curves(
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels of training losses against steps, for the small BERT trained live on movie reviews. Left: the masked-language-model loss on training batches (20-step means) falls from about ln V, with a dotted line at the unigram baseline's loss on the held-out masks. Right: the next-sentence-prediction loss on training batches, with a dotted line at ln 2, the loss of a coin flip."}}
+diagrams.bert.pretraining_curves(
     small.mlm_loss, small.nsp_loss, live["unigram_mlm_loss"], 20,
     f"A small BERT on movie reviews, {pretrain_steps} steps",
 )  # fmt: skip
+plt.show()
 
 # %% [markdown]
 # The MLM loss starts near $\ln V$ (a uniform guess over the vocabulary) and falls from
@@ -874,14 +725,7 @@ print(model_ck.config)
 print(f"{params.count_params(model_ck):,} parameters, {tok_ck}")
 print({k: card["recipe"][k] for k in ("steps", "batch_size", "lr", "dropout", "nsp")})
 print(card["data"]["split"])
-names = {"vocab_size": "vocabulary", "d_model": "width", "n_layers": "layers",
-         "d_ff": "feed-forward width", "dropout": "dropout", "batch_size": "batch",
-         "lr": "learning rate", "steps": "steps"}  # fmt: skip
-differs = [
-    f"{name} {getattr(recipe, k):g} → {card['recipe'][k]:g}"
-    for k, name in names.items()
-    if getattr(recipe, k) != card["recipe"][k]
-]
+differs = pretraining.recipe_differences(recipe, card["recipe"])
 print("differs from section 7's recipe in:", "; ".join(differs) or "nothing")
 report.glue("bert_differs", "; ".join(differs) or "none of its settings")
 
@@ -914,11 +758,7 @@ ck = pretraining.pretraining_metrics(
 )  # fmt: skip
 print(f"{len(phrases):,} training phrases of {pretraining_data.MIN_WORDS} words or "
       f"more, {len(heldout)} held-out sentences")  # fmt: skip
-print("SST-2 dev    | MLM loss | MLM accuracy | NSP accuracy")
-print(row.format("unigram", ck["unigram_mlm_loss"], ck["unigram_mlm_accuracy"],
-                 ck["is_next_share"]), "(always 'is next')")  # fmt: skip
-print(row.format("book's BERT", ck["mlm_loss"], ck["mlm_accuracy"],
-                 ck["nsp_accuracy"]))  # fmt: skip
+print(pretraining.metrics_table("SST-2 dev", ck, "book's BERT"))
 for key, value in card["heldout"].items():  # the card's numbers, recomputed
     assert abs(ck[key] - value) < 1e-3, (key, ck[key], value)
 ck_margin = ck["unigram_mlm_loss"] - ck["mlm_loss"]
@@ -929,18 +769,19 @@ report.glue("ck_loss", ck["mlm_loss"], "{:.2f}")
 report.glue("ck_unigram", ck["unigram_mlm_loss"], "{:.2f}")
 report.glue("ck_acc", ck["mlm_accuracy"], "{:.0%}")
 report.glue("ck_unigram_acc", ck["unigram_mlm_accuracy"], "{:.0%}")
-curve = smooth(card["mlm_losses"], 50)  # training batches, 50-step means
-below = next(i for i, v in enumerate(curve) if v < ck["unigram_mlm_loss"])
-assert max(curve[-500:]) < ck["unigram_mlm_loss"] - 1.0  # and it stays below
-report.glue("ck_below", below + 1, "{:,}")
-report.glue("ck_train_end", curve[-1], "{:.2f}")
+steps, curve = plotting.trailing_mean(card["mlm_losses"], 50)  # training batches
+below = next(s for s, v in zip(steps, curve.tolist()) if v < ck["unigram_mlm_loss"])
+assert curve[-500:].max() < ck["unigram_mlm_loss"] - 1.0  # and it stays below
+report.glue("ck_below", below, "{:,}")
+report.glue("ck_train_end", curve[-1].item(), "{:.2f}")
 
-# %% tags=["hide-input"]
-pretraining_curves(
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels of training losses against steps, for the book's BERT (sst-bert) read from its card. Left: the masked-language-model loss on training batches (50-step means) falls below the dotted line of the unigram baseline's loss on the held-out masks within the first few hundred steps and ends far below it. Right: the next-sentence-prediction loss on training batches, with a dotted line at ln 2, the loss of a coin flip."}}
+diagrams.bert.pretraining_curves(
     card["mlm_losses"], card["nsp_losses"], ck["unigram_mlm_loss"], 50,
     f"The book's BERT (sst-bert): {card['steps']:,} steps of "
     f"{card['recipe']['batch_size']} pairs",
 )  # fmt: skip
+plt.show()
 
 # %% [markdown]
 # With {glue:text}`ck_minutes` CPU-minutes instead of seconds, the held-out MLM loss is
@@ -1002,19 +843,13 @@ report.glue("fm_outside", f"{len(outside)} of {len(firsts)}")
 # The card's third column: is the second segment the continuation of the first?
 
 # %% tags=["nbval-ignore-output"]
-ck_major = nsp_majority(ck["is_next_share"])
+ck_major = pretraining.nsp_majority(ck["is_next_share"])
 print(f"NSP accuracy on the held-out pairs: {ck['nsp_accuracy']:.1%}; "
       f"the majority class, always {ck_major[0]!r}: {ck_major[1]:.1%}")  # fmt: skip
-nsp_gain = ck["nsp_accuracy"] - ck_major[1]
 report.glue("ck_nsp", ck["nsp_accuracy"], "{:.1%}")
 report.glue("ck_major", f"always answering \"{ck_major[0]}\", the majority class, "
             f"{ck_major[1]:.1%}")  # fmt: skip
-report.glue(
-    "nsp_verdict",
-    "stays near chance"
-    if nsp_gain < 0.05
-    else f"is {nsp_gain:.0%} above the majority class, a modest margin",
-)
+report.glue("nsp_verdict", pretraining.nsp_verdict(ck["nsp_accuracy"], ck_major[1]))
 assert ck["nsp_accuracy"] < 0.75  # far from solved: the paragraph below says why
 
 # %% [markdown]
@@ -1036,14 +871,12 @@ assert ck["nsp_accuracy"] < 0.75  # far from solved: the paragraph below says wh
 # same model class, pooler, head, labels and batches, on texts where a negative *does*
 # differ in topic. Each synthetic text is 12 words of one of 40 topics, a vocabulary
 # of 6 made-up words each, so a random second half comes from another topic 39 times
-# in 40. To test just the part in question, the loss is the NSP term alone
-# (`pretraining.pretraining_loss` returns the two terms apart), for 300 steps:
+# in 40 (`pretraining_data.topic_texts` writes them). To test just the part in
+# question, the loss is the NSP term alone (`pretraining.nsp_loss`), for 300 steps:
 
 # %% tags=["nbval-ignore-output"]
-rng = random.Random(0)
-topics = [[f"t{k}w{i}" for i in range(6)] for k in range(40)]  # 40 x 6 made-up words
-toy_texts = [" ".join(rng.choices(rng.choice(topics), k=12)) for _ in range(2400)]
-toy_tok = tokenizer.WordPiece([*tokenizer.SPECIAL_TOKENS, *sum(topics, [])])
+toy_texts, toy_words = pretraining_data.topic_texts(40, 6, length=12, n=2400, seed=0)
+toy_tok = tokenizer.WordPiece([*tokenizer.SPECIAL_TOKENS, *toy_words])
 toy_docs = [masked_lm.word_pieces_by_word(toy_tok, t) for t in toy_texts[:2000]]
 torch.manual_seed(0)
 toy_config = bert.BertConfig(
@@ -1051,23 +884,13 @@ toy_config = bert.BertConfig(
 )
 toy = bert.BertForPreTraining(toy_config)
 toy_batches = masked_lm.mlm_batches(toy_tok, toy_docs, 32, 32, nsp=True, seed=0)
-
-
-def nsp_alone(model, batch):
-    return pretraining.pretraining_loss(model, batch)[2]  # (total, MLM, NSP)
-
-
-t0 = time.process_time()
-training.train(toy, toy_batches, nsp_alone, 300, lr=1e-3, weight_decay=0.01,
-               warmup=30, decay="linear")  # fmt: skip
-toy_ids = masked_lm.target_ids(toy_tok, toy_texts[:2000])
-toy_m = pretraining.pretraining_metrics(
-    toy, toy_tok, toy_texts[2000:], 32, 400, seed=1,
-    unigram=baselines.unigram_log_probs(toy_ids, len(toy_tok)),
-)  # fmt: skip
+training.train(toy, toy_batches, pretraining.nsp_loss, 300, lr=1e-3,
+               weight_decay=0.01, warmup=30, decay="linear")  # fmt: skip
+toy_m = pretraining.heldout_metrics(
+    toy, toy_tok, toy_texts[:2000], toy_texts[2000:], 32, 400, seed=1
+)
 print(f"NSP on 400 held-out toy pairs: {toy_m['nsp_accuracy']:.1%} "
-      f"(always 'is next': {toy_m['is_next_share']:.1%}), "
-      f"{time.process_time() - t0:.1f} CPU-s")  # fmt: skip
+      f"(always 'is next': {toy_m['is_next_share']:.1%})")  # fmt: skip
 assert toy_m["nsp_accuracy"] >= 0.9
 report.glue("toy_nsp", toy_m["nsp_accuracy"], "{:.0%}")
 
@@ -1226,19 +1049,25 @@ print(
 # - `transformer_book.tokenizer`: `WordPiece`
 #   (`from_file`, `word_pieces`, `tokenize`, `encode`, `encode_pair`, `encode_batch`,
 #   `pad`, `decode`, and `WordPiece.train` with the `likelihood`, `ratio` and
-#   `frequency` merge rules).
+#   `frequency` merge rules); `merge_gain`, `unit_counts`, `pieces_per_word` and
+#   `bits_per_word` to compare the rules.
 # - `transformer_book.bert`: `BertConfig`, `BertEmbeddings`, `BertModel`,
 #   `MaskedLMHead`, `BertForPreTraining`; `fill_mask`, `sentence_embeddings`; loading
 #   real weights with `from_pretrained`, `pretrained_tokenizer`, `hf_names` and
-#   `load_hf_state_dict`.
-# - `transformer_book.masked_lm`: `mask_tokens`, `next_sentence_pairs`,
-#   `word_pieces_by_word`, `target_ids` (what a unigram baseline counts),
-#   `mlm_batches` (BERT's objective as data).
+#   `load_hf_state_dict`, and checking them with `reference_outputs` and
+#   `parity_verdict`; `similarity_by_group`, and 1-NN with few labels: `few_shot`,
+#   `bag_of_words`, `nearest_label_accuracy`, `few_shot_1nn`.
+# - `transformer_book.masked_lm`: `mask_tokens`, `special_mask`, `masking_outcomes`,
+#   `next_sentence_pairs`, `word_pieces_by_word`, `target_ids` (what a unigram
+#   baseline counts), `mlm_batches` (BERT's objective as data).
 # - `transformer_book.pretraining`: `PretrainConfig`, `pretrain` (chapters 12 and 13
-#   start from it), `pretraining_loss`, `pretraining_metrics`; and
-#   `transformer_book.data.review_split` (the fixed rt-polarity split).
+#   start from it), `pretraining_loss`, `nsp_loss`, `pretraining_metrics`,
+#   `heldout_metrics` (beside a unigram baseline), `metrics_table`, `nsp_majority`,
+#   `nsp_verdict`, `recipe_differences`; `transformer_book.pretraining_data.topic_texts`
+#   (the toy NSP texts); and `transformer_book.data.review_split` (the fixed
+#   rt-polarity split).
 # - `transformer_book.diagrams.bert`: `input_embeddings()` and
-#   `masked_language_model()`.
+#   `masked_language_model()`, and the plot `pretraining_curves`.
 # - `transformer_book.checks`: `check_word_pieces`, `check_segment_ids`,
 #   `check_mask_tokens`.
 #

@@ -210,3 +210,32 @@ def test_target_ids_count_what_word_pieces_by_word_cuts():
         baselines.unigram_log_probs(slow, len(tok)),
     )
     assert masked_lm.target_ids(tok, []).shape == (0,)
+
+
+def test_special_mask_marks_the_special_tokens(tok):
+    ids = tok.encode_batch(["a quiet film", ("funny", "and sad at once")])["ids"]
+    special = masked_lm.special_mask(tok, ids)
+    names = [[tok.itos[i] for i in row] for row in ids.tolist()]
+    expected = [[n in ("[CLS]", "[SEP]", "[PAD]") for n in row] for row in names]
+    assert special.tolist() == expected and special.any() and not special.all()
+
+
+def test_masking_outcomes_equal_the_chapters_inline_count(tok):
+    texts = TEXTS * 3  # 96 texts, in batches of 40
+    counts, frac = masked_lm.masking_outcomes(
+        tok, texts, 0.15, torch.Generator().manual_seed(1), batch_size=40
+    )
+    gen, inline = torch.Generator().manual_seed(1), dict.fromkeys(counts, 0)
+    for i in range(0, len(texts), 40):  # chapter 11's former inline loop
+        b = tok.encode_batch(texts[i : i + 40])
+        spec = torch.isin(b["ids"], torch.tensor(sorted(tok.special_ids)))
+        x, y = masked_lm.mask_tokens(b["ids"], tok.mask_id, len(tok), spec, 0.15, gen)
+        sel = y != -100
+        inline["eligible"] += (~spec).sum().item()
+        inline["selected"] += sel.sum().item()
+        inline["mask"] += (sel & (x == tok.mask_id)).sum().item()
+        inline["unchanged"] += (sel & (x == b["ids"])).sum().item()
+    inline["random"] = inline["selected"] - inline["mask"] - inline["unchanged"]
+    assert dict(counts) == inline and counts["random"] > 0
+    assert frac["selected"] == counts["selected"] / counts["eligible"]
+    assert sum(frac[k] for k in ("mask", "random", "unchanged")) == pytest.approx(1)

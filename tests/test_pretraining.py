@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from transformer_book import bert, data, masked_lm, pretraining, t5
+from transformer_book import baselines, bert, data, masked_lm, pretraining, t5
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 TINY = pretraining.PretrainConfig(
@@ -82,14 +82,20 @@ def test_pretraining_loss_adds_its_parts():
     assert no_nsp.item() == 0.0
 
 
-def test_pretraining_metrics_of_an_untrained_model():
-    texts = data.load_rt_polarity()[0][:300]
+def _untrained(n_texts: int):
+    """rt-polarity's first n_texts reviews, a 200-piece WordPiece learnt on them and an
+    untrained BertForPreTraining of width 16 (seed 0)."""
+    texts = data.load_rt_polarity()[0][:n_texts]
     tok = WordPiece.train(texts, 200)
     torch.manual_seed(0)
     config = bert.BertConfig(
         vocab_size=len(tok), d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=32
     )
-    model = bert.BertForPreTraining(config)
+    return texts, tok, bert.BertForPreTraining(config)
+
+
+def test_pretraining_metrics_of_an_untrained_model():
+    texts, tok, model = _untrained(300)
     a = pretraining.pretraining_metrics(model, tok, texts, 32, batch_size=64, seed=1)
     b = pretraining.pretraining_metrics(model, tok, texts, 32, batch_size=64, seed=1)
     assert a == b  # one fixed draw of pairs and masks
@@ -195,6 +201,56 @@ def test_pretrain_t5_scale_steps_reaches_the_optimiser():
     assert moved[True]["tok_emb.weight"] / moved[True][k] == pytest.approx(8, rel=0.05)
     assert moved[True][q] / moved[True][k] == pytest.approx(0.25, rel=0.05)
     assert moved[False][q] / moved[False][k] == pytest.approx(1, rel=0.05)
+
+
+def test_nsp_loss_and_heldout_metrics_are_the_parts_they_name():
+    texts, tok, model = _untrained(200)
+    model.eval()
+    docs = [masked_lm.word_pieces_by_word(tok, t) for t in texts]
+    batch = next(masked_lm.mlm_batches(tok, docs, 8, 32, nsp=True, seed=0))
+    total, mlm, nsp = pretraining.pretraining_loss(model, batch)
+    assert pretraining.nsp_loss(model, batch) == nsp != total
+    ids = masked_lm.target_ids(tok, texts[:150])  # chapter 11's former inline unigram
+    unigram = baselines.unigram_log_probs(ids, len(tok))
+    inline = pretraining.pretraining_metrics(
+        model, tok, texts[150:], 32, 25, seed=3, unigram=unigram
+    )
+    assert (
+        pretraining.heldout_metrics(
+            model, tok, texts[:150], texts[150:], 32, 25, seed=3
+        )
+        == inline
+    )
+
+
+def test_nsp_majority_verdict_and_table():
+    assert pretraining.nsp_majority(0.6) == ("is next", 0.6)
+    assert pretraining.nsp_majority(0.45) == ("not next", pytest.approx(0.55))
+    assert pretraining.nsp_verdict(0.53, 0.5) == "stays near chance"
+    assert pretraining.nsp_verdict(0.62, 0.5) == (
+        "is 12% above the majority class, a modest margin"
+    )
+    metrics = {"mlm_loss": 5.0, "mlm_accuracy": 0.1, "nsp_accuracy": 0.55,
+               "unigram_mlm_loss": 6.25, "unigram_mlm_accuracy": 0.05,
+               "is_next_share": 0.5}  # fmt: skip
+    assert pretraining.metrics_table("test reviews", metrics, "small BERT") == (
+        "test reviews | MLM loss | MLM accuracy | NSP accuracy\n"
+        "unigram      |    6.250 |         5.0% |        50.0% (always 'is next')\n"
+        "small BERT   |    5.000 |        10.0% |        55.0%"
+    )
+
+
+def test_recipe_differences_name_the_changed_settings():
+    recipe = pretraining.PretrainConfig(
+        vocab_size=2000, d_model=64, n_layers=2, n_heads=4, d_ff=128, max_len=64
+    )
+    card = {k: getattr(recipe, k) for k in pretraining.RECIPE_NAMES}
+    assert pretraining.recipe_differences(recipe, card) == []
+    card |= {"d_model": 256, "lr": 1e-4}
+    assert pretraining.recipe_differences(recipe, card) == [
+        "width 64 → 256",
+        f"learning rate {recipe.lr:g} → 0.0001",
+    ]
 
 
 def test_each_process_draws_its_own_batches_rank_0_as_one_process(monkeypatch):

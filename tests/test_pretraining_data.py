@@ -1,6 +1,8 @@
 """pretraining_data: the corpora the bert and t5 families pre-train on, and T5's
 held-out windows (dev for choices, test for reports)."""
 
+import random
+
 import pytest
 import torch
 
@@ -96,6 +98,24 @@ def test_recipe_differences_in_words():
         "width 1 → 128", "learning rate 1 → 0.0003", "steps scaled per tensor off → on"
     ]  # fmt: skip
     assert pretraining_data.recipe_differences(after, after) == []
+
+
+def test_topic_texts_stay_within_one_topic_and_repeat():
+    texts, words = pretraining_data.topic_texts(40, 6, length=12, n=300, seed=0)
+    assert len(words) == 240 and words[:2] == ["t0w0", "t0w1"] and len(texts) == 300
+    for t in texts:
+        topics = {w.split("w")[0] for w in t.split()}
+        assert (
+            len(t.split()) == 12 and len(topics) == 1 and set(t.split()) <= set(words)
+        )
+    assert len({t.split()[0].split("w")[0] for t in texts}) > 30  # many topics used
+    assert pretraining_data.topic_texts(40, 6, 12, 300, seed=0) == (texts, words)
+    assert pretraining_data.topic_texts(40, 6, 12, 300, seed=1)[0] != texts
+    rng = random.Random(0)  # chapter 11's former inline draw
+    topics = [[f"t{k}w{i}" for i in range(6)] for k in range(40)]
+    assert texts == [
+        " ".join(rng.choices(rng.choice(topics), k=12)) for _ in range(300)
+    ]
 
 
 def test_score_table_lines_up_the_rows_and_the_cards_columns():

@@ -254,3 +254,52 @@ def test_trained_vocabulary_covers_its_corpus():
     assert {"the", "and", "of"} <= set(tok.itos)  # frequent words become tokens
     words = sum(len(basic_tokenizer.basic_tokenize(t)) for t in texts)
     assert len(pieces) / words < 2.0
+
+
+def test_merge_gain_is_the_exact_change_of_log_likelihood():
+    """merge_gain against log L = sum_u c_u log(c_u / N) computed before and after a
+    merge of 'a' and 'b' in a small text of units (chapter 11's formula)."""
+
+    def log_l(counts):
+        n = sum(counts.values())
+        return sum(c * math.log(c / n) for c in counts.values() if c)
+
+    before = Counter({"a": 7, "b": 5, "c": 9})
+    k = 3  # "a b" side by side 3 times
+    after = Counter({"a": 7 - k, "b": 5 - k, "c": 9, "ab": k})
+    gain = tokenizer.merge_gain(k, 7, 5, 21)
+    assert gain == pytest.approx(log_l(after) - log_l(before), abs=1e-9)
+
+
+def test_unit_counts_count_characters_and_adjacent_pairs():
+    texts = data.load_rt_polarity()[0][:200]
+    words = [w for t in texts for w in basic_tokenizer.basic_tokenize(t)]
+    units, pairs = tokenizer.unit_counts(texts)
+    assert sum(units.values()) == sum(len(w) for w in words)  # one unit a character
+    assert sum(pairs.values()) == sum(len(w) - 1 for w in words)  # within words only
+    assert units["t"] == sum(w.startswith("t") for w in words)  # first letters bare
+    assert units["##t"] == sum(w[1:].count("t") for w in words)
+    assert tokenizer.unit_counts(["Tea, tea."]) == (
+        Counter({"t": 2, "##e": 2, "##a": 2, ",": 1, ".": 1}),
+        Counter({("t", "##e"): 2, ("##e", "##a"): 2}),
+    )
+
+
+def test_pieces_and_bits_per_word():
+    tok = WordPiece([*SPECIAL_TOKENS, "a", "b", "##b", "ab"])
+    # words: "ab" -> [ab], "bb" -> [b, ##b], "a" -> [a]: 4 pieces for 3 words
+    assert tokenizer.corpus_pieces(tok, ["ab bb", "a"]) == (["ab", "b", "##b", "a"], 3)
+    assert tokenizer.pieces_per_word(tok, ["ab bb", "a"]) == pytest.approx(4 / 3)
+    # trained on "ab ab": counts ab 2, others 0; add-one over 9 tokens: total 2 + 9
+    bits = -(math.log2(3 / 11) + math.log2(1 / 11))  # "ab a": 2 words
+    assert tokenizer.bits_per_word(tok, ["ab ab"], ["ab a"]) == pytest.approx(bits / 2)
+    texts = data.load_rt_polarity()[0][:300]
+    small = WordPiece.train(texts[:200], 300)
+    pieces = [  # chapter 11's former inline definition
+        p
+        for t in texts[200:]
+        for w in basic_tokenizer.basic_tokenize(t)
+        for p in small.word_pieces(w)
+    ]
+    words = sum(len(basic_tokenizer.basic_tokenize(t)) for t in texts[200:])
+    assert tokenizer.pieces_per_word(small, texts[200:]) == len(pieces) / words

@@ -19,6 +19,7 @@ maps them to Hugging Face's checkpoint names.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,13 @@ __all__ = [
     "BertForPreTraining",
     "fill_mask",
     "sentence_embeddings",
+    "parity_verdict",
+    "similarity_by_group",
+    "few_shot",
+    "bag_of_words",
+    "nearest_label_accuracy",
+    "few_shot_1nn",
+    "reference_outputs",
     "hf_names",
     "load_hf_state_dict",
     "pretrained_path",
@@ -260,6 +268,125 @@ def sentence_embeddings(
         mean = masked_mean(h, batch["attention_mask"].bool())  # (B, D)
         out.append(F.normalize(mean, dim=-1))
     return torch.cat(out)  # (N, d_model)
+
+
+def parity_verdict(err: float) -> str:
+    """In words: what the largest difference ``err`` between the book's BERT and the
+    reference (same weights, same inputs) says."""
+    if err == 0:
+        return (
+            "exactly 0 on this machine: the book's code and the reference run the same "
+            "float32 kernels (matrix products, torch's fused attention, layer norm, "
+            "GELU) on the same numbers in the same order, and identical operations "
+            "round identically"
+        )
+    return f"{err:.0e}, not 0: the two run their float32 arithmetic in different orders"
+
+
+def similarity_by_group(sim: Tensor, group_of: Tensor) -> dict[str, float]:
+    """Similarities of N items within and across groups: the mean over pairs of
+    different items of one group (``within``), over pairs of items of different groups
+    (``across``), and the share of items whose most similar other item is in their
+    group (``hits``). Shapes: sim (N, N), e.g. cosines, group_of (N,)."""
+    same_group = group_of[:, None] == group_of[None, :]  # (N, N)
+    other = ~torch.eye(len(sim), dtype=torch.bool)
+    nearest = sim.clone().fill_diagonal_(-1).argmax(dim=1)  # the most similar other
+    return {
+        "within": sim[same_group & other].mean().item(),
+        "across": sim[~same_group].mean().item(),
+        "hits": (group_of[nearest] == group_of).float().mean().item(),
+    }
+
+
+def few_shot(
+    pool: Sequence[tuple[str, str]], labels: Sequence[str], per_label: int, seed: int
+) -> tuple[list[str], Tensor]:
+    """``per_label`` examples of every label drawn at random (``random.Random(seed)``,
+    label by label in the order of ``labels``) from ``pool``, (text, label) pairs.
+    Returns their texts and their labels as indices into ``labels`` (shape (S,))."""
+    rng = random.Random(seed)
+    shots = [
+        pair
+        for label in labels
+        for pair in rng.sample([p for p in pool if p[1] == label], per_label)
+    ]
+    return [t for t, _ in shots], torch.tensor([labels.index(y) for _, y in shots])
+
+
+def bag_of_words(texts: Sequence[str]) -> Tensor:
+    """Word-count vectors over the (space-separated) words of ``texts``, scaled to unit
+    length, so that a dot product is a cosine; no model at all.
+
+    Shapes: len(texts) texts -> (len(texts), number of distinct words)."""
+    index = {w: i for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
+    bags = torch.zeros(len(texts), len(index))
+    for row, t in enumerate(texts):
+        for w in t.split():
+            bags[row, index[w]] += 1
+    return bags / bags.norm(dim=1, keepdim=True)
+
+
+def nearest_label_accuracy(
+    queries: Tensor, labels: Tensor, shots: Tensor, shot_labels: Tensor
+) -> float:
+    """1-nearest neighbour: the share of ``queries`` whose most similar labelled shot
+    (largest dot product) has their label.
+
+    Shapes: queries (N, D), labels (N,), shots (S, D), shot_labels (S,)."""
+    predicted = shot_labels[(queries @ shots.T).argmax(dim=1)]  # (N,)
+    return (predicted == labels).float().mean().item()
+
+
+def few_shot_1nn(
+    model: BertModel,
+    tok: WordPiece,
+    pool: Sequence[tuple[str, str]],
+    labels: Sequence[str],
+    queries: Sequence[str],
+    query_labels: Tensor,
+    per_label: int,
+    seeds: Sequence[int],
+) -> tuple[Tensor, Tensor]:
+    """1-nearest-neighbour accuracy on ``queries`` (labels: indices into ``labels``,
+    shape (N,)) for each seed's draw of ``per_label`` labelled examples per label
+    (:func:`few_shot`), in ``model``'s sentence-embedding space
+    (:func:`sentence_embeddings`) and with :func:`bag_of_words` (over the words of the
+    queries and that draw). Returns two tensors of shape (len(seeds),)."""
+    query_emb = sentence_embeddings(model, tok, queries)  # (N, D)
+    n, accs, bow_accs = len(queries), [], []
+    for seed in seeds:
+        shot_q, shot_y = few_shot(pool, labels, per_label, seed)
+        shot_emb = sentence_embeddings(model, tok, shot_q)  # (S, D)
+        accs.append(nearest_label_accuracy(query_emb, query_labels, shot_emb, shot_y))
+        bags = bag_of_words([*queries, *shot_q])  # (N + S, words)
+        bow = bags[:n], query_labels, bags[n:], shot_y
+        bow_accs.append(nearest_label_accuracy(*bow))
+    return torch.tensor(accs), torch.tensor(bow_accs)
+
+
+@torch.no_grad()
+def reference_outputs(
+    batch: dict[str, Tensor], attention: str = "sdpa", path: str | Path | None = None
+) -> tuple[Tensor, Tensor]:
+    """The reference: Hugging Face's ``BertModel`` with the weights of
+    :func:`from_pretrained` (``path``), its attention computed by ``attention``
+    (``"sdpa"``: torch's fused kernel, its default; ``"eager"``: the softmax written
+    out), run on a batch of :meth:`WordPiece.encode_batch`.
+
+    Shapes: batch ``ids``, ``token_type_ids``, ``attention_mask`` (B, T) -> (last
+    hidden states (B, T, D), pooled output (B, D))."""
+    import transformers  # the reference only: the book's code does not need it
+
+    path = pretrained_path() if path is None else Path(path)
+    reference = transformers.BertModel.from_pretrained(
+        str(path), attn_implementation=attention
+    )
+    out = reference(
+        input_ids=batch["ids"],
+        token_type_ids=batch["token_type_ids"],
+        attention_mask=batch["attention_mask"],
+    )
+    return out.last_hidden_state, out.pooler_output
 
 
 def hf_names(n_layers: int, prefix: str = "") -> dict[str, str]:

@@ -31,6 +31,8 @@ __all__ = [
     "NOT_NEXT",
     "MASKINGS",
     "mask_tokens",
+    "special_mask",
+    "masking_outcomes",
     "next_sentence_pairs",
     "word_pieces_by_word",
     "target_ids",
@@ -77,6 +79,40 @@ def mask_tokens(
     inputs[swap] = random_ids[swap]
     labels = torch.where(selected, ids_cpu, torch.full_like(ids_cpu, IGNORE))
     return inputs.to(ids.device), labels.to(ids.device)
+
+
+def special_mask(tok: WordPiece, ids: Tensor) -> Tensor:
+    """True where ``ids`` holds one of ``tok``'s special tokens ([PAD], [CLS], [SEP],
+    ...): the positions :func:`mask_tokens` never selects. Shapes: ids (B, T) -> (B, T)."""
+    return torch.isin(ids, torch.tensor(sorted(tok.special_ids), device=ids.device))
+
+
+def masking_outcomes(
+    tok: WordPiece,
+    texts: Sequence[str],
+    p: float = 0.15,
+    generator: torch.Generator | None = None,
+    batch_size: int = 256,
+) -> tuple[Counter[str], dict[str, float]]:
+    """What :func:`mask_tokens` did to ``texts``, encoded one by one and masked in
+    batches of ``batch_size``: the counts of ``eligible`` (non-special), ``selected``,
+    ``mask``, ``random`` and ``unchanged`` tokens, and the fractions ``selected`` (of
+    the eligible) and ``mask``, ``random``, ``unchanged`` (of the selected). A random
+    token equal to the original counts as unchanged."""
+    counts: Counter[str] = Counter()
+    for i in range(0, len(texts), batch_size):
+        ids = tok.encode_batch(texts[i : i + batch_size])["ids"]  # (B, T)
+        special = special_mask(tok, ids)
+        x, y = mask_tokens(ids, tok.mask_id, len(tok), special, p, generator)
+        selected = y != IGNORE
+        counts["eligible"] += (~special).sum().item()
+        counts["selected"] += selected.sum().item()
+        counts["mask"] += (selected & (x == tok.mask_id)).sum().item()
+        counts["unchanged"] += (selected & (x == ids)).sum().item()
+    counts["random"] = counts["selected"] - counts["mask"] - counts["unchanged"]
+    frac = {k: counts[k] / counts["selected"] for k in ("mask", "random", "unchanged")}
+    frac["selected"] = counts["selected"] / counts["eligible"]
+    return counts, frac
 
 
 def next_sentence_pairs(

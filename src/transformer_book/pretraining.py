@@ -30,9 +30,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import bert, t5, training
+from . import baselines, bert, t5, training
 from .distributed import world
-from .masked_lm import IGNORE, IS_NEXT, MASKINGS, mlm_batches, word_pieces_by_word
+from .masked_lm import (
+    IGNORE,
+    IS_NEXT,
+    MASKINGS,
+    mlm_batches,
+    target_ids,
+    word_pieces_by_word,
+)
 from .span_corruption import SpanCorruptionBatches
 from .tokenizer import WordPiece
 
@@ -41,6 +48,12 @@ __all__ = [
     "Pretrained",
     "pretraining_loss",
     "pretraining_metrics",
+    "nsp_loss",
+    "heldout_metrics",
+    "nsp_majority",
+    "nsp_verdict",
+    "metrics_table",
+    "recipe_differences",
     "pretrain",
     "process_seed",
     "SpanPretrainConfig",
@@ -173,6 +186,85 @@ def pretraining_metrics(
         result["unigram_mlm_accuracy"] = sums["uni_right"] / n_masked
         result["is_next_share"] = sums["next"] / n_pairs if nsp else math.nan
     return result
+
+
+def nsp_loss(model: bert.BertForPreTraining, batch: dict[str, Tensor]) -> Tensor:
+    """The NSP term of :func:`pretraining_loss` alone, as a loss for
+    :func:`training.train` (the MLM head gets no gradient)."""
+    return pretraining_loss(model, batch)[2]
+
+
+def heldout_metrics(
+    model: bert.BertForPreTraining,
+    tok: WordPiece,
+    train_texts: Sequence[str],
+    texts: Sequence[str],
+    max_len: int = 64,
+    batch_size: int = 128,
+    seed: int = 0,
+) -> dict[str, float]:
+    """:func:`pretraining_metrics` on ``texts`` beside the unigram baseline (add-one,
+    :func:`baselines.unigram_log_probs`) fitted on the pieces of ``train_texts`` that
+    masking could select (:func:`masked_lm.target_ids`)."""
+    unigram = baselines.unigram_log_probs(target_ids(tok, train_texts), len(tok))
+    return pretraining_metrics(
+        model, tok, texts, max_len, batch_size, seed, unigram=unigram
+    )
+
+
+def nsp_majority(is_next_share: float) -> tuple[str, float]:
+    """The majority class of held-out NSP pairs ("is next" or "not next") and the
+    accuracy of always answering it, from the share of "is next" pairs."""
+    if is_next_share >= 0.5:
+        return "is next", is_next_share
+    return "not next", 1 - is_next_share
+
+
+def nsp_verdict(accuracy: float, majority_accuracy: float) -> str:
+    """NSP accuracy against its majority class in words: "stays near chance" within
+    5 points, else how far above it is."""
+    gain = accuracy - majority_accuracy
+    if gain < 0.05:
+        return "stays near chance"
+    return f"is {gain:.0%} above the majority class, a modest margin"
+
+
+def metrics_table(title: str, metrics: dict[str, float], name: str) -> str:
+    """:func:`pretraining_metrics` (with a unigram) as a three-line table: MLM loss,
+    MLM accuracy and NSP accuracy of the unigram baseline (NSP: always "is next") and
+    of the model called ``name``; ``title`` heads the first column."""
+    row = "{:12} | {:8.3f} | {:12.1%} | {:12.1%}"
+    unigram = ("unigram", metrics["unigram_mlm_loss"], metrics["unigram_mlm_accuracy"])
+    model = (name, metrics["mlm_loss"], metrics["mlm_accuracy"])
+    return "\n".join(
+        [
+            f"{title:12} | MLM loss | MLM accuracy | NSP accuracy",
+            row.format(*unigram, metrics["is_next_share"]) + " (always 'is next')",
+            row.format(*model, metrics["nsp_accuracy"]),
+        ]
+    )
+
+
+RECIPE_NAMES = {
+    "vocab_size": "vocabulary",
+    "d_model": "width",
+    "n_layers": "layers",
+    "d_ff": "feed-forward width",
+    "dropout": "dropout",
+    "batch_size": "batch",
+    "lr": "learning rate",
+    "steps": "steps",
+}
+
+
+def recipe_differences(recipe: PretrainConfig, other: dict) -> list[str]:
+    """The settings (of :data:`RECIPE_NAMES`) in which a checkpoint card's recipe
+    ``other`` differs from ``recipe``, as "width 64 → 256"."""
+    return [
+        f"{name} {getattr(recipe, k):g} → {other[k]:g}"
+        for k, name in RECIPE_NAMES.items()
+        if getattr(recipe, k) != other[k]
+    ]
 
 
 def pretrain(

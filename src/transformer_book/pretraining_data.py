@@ -22,6 +22,7 @@ the same masks, pairs and windows. ``python -m transformer_book.train bert|t5``
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ __all__ = [
     "bias_sweep_summary",
     "bias_sweep_words",
     "baseline_words",
+    "topic_texts",
     "CITY_TAGS",
     "city_words",
     "city_gaps",
@@ -59,6 +61,19 @@ HELDOUT_SEED = 123
 #: the shortest training phrase the BERT pre-trains on (shorter ones give a masked
 #: word almost no context, and NSP needs two segments)
 MIN_WORDS = 5
+
+
+def topic_texts(
+    n_topics: int, words_per_topic: int, length: int, n: int, seed: int = 0
+) -> tuple[list[str], list[str]]:
+    """Synthetic texts where a random second half usually changes topic: each of ``n``
+    texts is ``length`` words drawn (with replacement) from one random topic's own
+    vocabulary of ``words_per_topic`` made-up words ("t3w5": topic 3, word 5). Returns
+    the texts and all ``n_topics * words_per_topic`` words, topic by topic."""
+    rng = random.Random(seed)
+    topics = [[f"t{k}w{i}" for i in range(words_per_topic)] for k in range(n_topics)]
+    texts = [" ".join(rng.choices(rng.choice(topics), k=length)) for _ in range(n)]
+    return texts, [w for topic in topics for w in topic]
 
 
 def bert_corpus() -> tuple[list[str], list[str]]:

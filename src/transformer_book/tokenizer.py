@@ -32,7 +32,17 @@ from torch import Tensor
 
 from .basic_tokenizer import basic_tokenize
 
-__all__ = ["SPECIAL_TOKENS", "MERGE_RULES", "Encoding", "WordPiece"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "MERGE_RULES",
+    "Encoding",
+    "WordPiece",
+    "merge_gain",
+    "unit_counts",
+    "corpus_pieces",
+    "pieces_per_word",
+    "bits_per_word",
+]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -299,6 +309,52 @@ def _merge_score(rule: str, k: int, ca: int, cb: int, n: int, same: bool) -> flo
     else:
         units = _xlogx(ca - k) - _xlogx(ca) + _xlogx(cb - k) - _xlogx(cb)
     return units + _xlogx(k) - _xlogx(n - k) + _xlogx(n)
+
+
+def merge_gain(k: int, c_a: int, c_b: int, n: int) -> float:
+    """The exact change of log L = sum_u c_u log(c_u / N) when two different units
+    (counts ``c_a``, ``c_b``, in a text of ``n`` units) that occur ``k`` times side by
+    side merge: the ``"likelihood"`` rule's score."""
+    return _merge_score("likelihood", k, c_a, c_b, n, same=False)
+
+
+def unit_counts(
+    texts: Iterable[str], lowercase: bool = True
+) -> tuple[Counter[str], Counter[tuple[str, str]]]:
+    """Before the first merge of :meth:`WordPiece.train`: the counts of the
+    single-character units (``##``-prefixed inside a word) and of the pairs of adjacent
+    units, over the words of ``texts`` (basic tokenisation)."""
+    words = Counter(w for t in texts for w in basic_tokenize(t, lowercase))
+    units: Counter[str] = Counter()
+    pairs: Counter[tuple[str, str]] = Counter()
+    for w, c in words.items():
+        chars = [w[0], *("##" + ch for ch in w[1:])]
+        for u in chars:
+            units[u] += c
+        for p in zip(chars, chars[1:]):
+            pairs[p] += c
+    return units, pairs
+
+
+def corpus_pieces(tok: WordPiece, texts: Iterable[str]) -> tuple[list[str], int]:
+    """The word pieces of all words of ``texts`` in order, and the number of words."""
+    words = [w for t in texts for w in basic_tokenize(t, tok.lowercase)]
+    return [p for w in words for p in tok.word_pieces(w)], len(words)
+
+
+def pieces_per_word(tok: WordPiece, texts: Iterable[str]) -> float:
+    """How many pieces ``tok`` cuts a word of ``texts`` into, on average."""
+    pieces, n_words = corpus_pieces(tok, texts)
+    return len(pieces) / n_words
+
+
+def bits_per_word(tok: WordPiece, train: Iterable[str], texts: Iterable[str]) -> float:
+    """-log2 of ``texts``' probability under a unigram model of ``tok``'s units whose
+    (add-one) frequencies are counted on ``train``, per word of ``texts``."""
+    counts = Counter(corpus_pieces(tok, train)[0])
+    total = sum(counts.values()) + len(tok)
+    pieces, n_words = corpus_pieces(tok, texts)
+    return -sum(math.log2((counts[p] + 1) / total) for p in pieces) / n_words
 
 
 def _learn_merges(
