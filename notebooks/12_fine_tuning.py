@@ -426,8 +426,7 @@ for row, accs in rows.items():
         print(f"{row:<40} {accs[0]:.3f}  (one run, not repeated)")
     else:
         print(f"{row:<40} {report.mean_spread(accs)}  ({len(accs)} seeds)")
-dev = {a: [r["dev_accuracy"] for r in few["final_runs"][f"{a}/{heads[a]}"]]
-       for a in heads}  # fmt: skip
+dev = {a: few_labels.dev_accuracies(few, a, heads[a]) for a in heads}
 gain = statistics.mean(dev["pre-trained"]) - statistics.mean(dev["scratch"])
 gain_words = report.compare_seeds(dev["scratch"], dev["pre-trained"])  # Welch's
 gain_t = few_labels.t_words(dev["pre-trained"], dev["scratch"])
@@ -510,10 +509,7 @@ same = ("n_labels", "n_select", "min_words", "select_min_words", "ngram", "seed"
 assert all(few_sst["settings"][k] == s[k] for k in same)
 assert few_sst["majority"] == few["majority"]  # the same phrases, the same dev
 sst_heads = {arm: few_labels.chosen_head(few_sst, arm)[0] for arm in heads}
-sst_dev = {
-    a: [r["dev_accuracy"] for r in few_sst["final_runs"][f"{a}/{sst_heads[a]}"]]
-    for a in heads
-}
+sst_dev = {a: few_labels.dev_accuracies(few_sst, a, sst_heads[a]) for a in heads}
 for a in heads:
     lr = few_sst["chosen"][f"{a}/{sst_heads[a]}"]["lr"]
     print(f"sst-bert {a:>11}, {sst_heads[a]:>4} head, lr {lr:g}: dev",
@@ -1112,10 +1108,10 @@ report.glue("probe_cut", "" if probe_here else (
 #   `qa_batches` (texts of similar length together), `classification_loss`,
 #   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`.
 # - `transformer_book.few_labels`: the committed few-label sweep read back
-#   (`chosen_head`, `grid_edge`, `compare_heads`, `dev_table`, `sweep_cpu_seconds`) and
-#   its comparisons in words (`t_words`, `beside`, `one_run_against`,
-#   `comparison_words`, `live_words`, `pretraining_verdict`); the too-large rate's
-#   `failure_kind` and `forgetting_words`.
+#   (`chosen_head`, `grid_edge`, `compare_heads`, `dev_accuracies`, `dev_table`,
+#   `sweep_cpu_seconds`) and its comparisons in words (`head_noise`, `t_words`,
+#   `beside`, `one_run_against`, `comparison_words`, `live_words`,
+#   `pretraining_verdict`); the too-large rate's `failure_kind` and `forgetting_words`.
 # - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
 #   `linear_probe` (probes, and heads fitted before fine-tuning).
 # - `transformer_book.data`: `few_labels` (a few labelled texts and a selection split
