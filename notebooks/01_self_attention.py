@@ -67,6 +67,7 @@ from transformer_book import (
     plotting,
     report,
     runtime,
+    thread_gain,
 )
 
 # %% tags=["parameters"]
@@ -561,27 +562,18 @@ plt.show()
 # turns, round after round, and the cell reports each layer's gain (time on one thread
 # over time on all of them) as the median over the rounds with its smallest and
 # largest value. It also prints the machine's load: threads only help when cores are
-# idle.
+# idle. (`thread_gain.timing_rounds` takes the turns and leaves the GRU out of a round
+# in which attention found the cores busy; `thread_gain.verdict` says what the rounds
+# support.)
 
 # %% tags=["nbval-ignore-output"]
 T_par, n_all = 256, runtime.thread_count(os.cpu_count() or 1)  # every core, or the cap
 xs = torch.randn(rnn_batch, T_par, rnn_width, device=run.device)  # (B, T, d)
-wall = lambda fn: benchmark.median_time(fn, 3, 1, run.device, "wall")  # noqa: E731
 threads, rounds = sorted({1, n_all}), 7
-par_times = {(k, n): [] for k in ("GRU", "attention") for n in threads}  # per round
+layers = {"attention": lambda: mha(xs), "GRU": lambda: gru(xs)}  # attention: the probe
 with torch.no_grad():
-    for _ in range(rounds):  # the arms take turns: a change of load hits them all
-        for n in threads:
-            torch.set_num_threads(n)
-            t_att = wall(lambda: mha(xs))
-            par_times["attention", n].append(t_att)
-            # busy cores: each of the GRU's T steps would wait for every thread,
-            # which can take many times longer; leave it out of this round
-            busy = n > 1 and t_att > 1.5 * par_times["attention", 1][-1]
-            par_times["GRU", n].append(float("nan") if busy else wall(lambda: gru(xs)))
-torch.set_num_threads(1)  # back to the chapter's single thread
-par_times = {k: torch.tensor(v) for k, v in par_times.items()}  # (rounds,) each
-gain = {k: par_times[k, 1] / par_times[k, n_all] for k in ("GRU", "attention")}
+    par_times = thread_gain.timing_rounds(layers, threads, rounds, run.device)
+gain = thread_gain.gains(par_times, n_all)  # one thread / all threads, per round
 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 print(f"B = {rnn_batch}, T = {T_par}, d = {rnn_width}, forward, {run.device.type}, "
       f"wall-clock ms (median of {rounds} rounds); load average {load:.1f} on "
@@ -593,57 +585,8 @@ for name in ("GRU", "attention"):
     g = gain[name][~gain[name].isnan()]
     spread = f"{g.median():.2f} [{g.min():.2f}, {g.max():.2f}]" if len(g) else "-"
     print(f"{name:10s} | {cells} | {spread}")
-both = ~gain["GRU"].isnan()  # the rounds that timed both layers
-g = gain["attention"].median().item()
-att = (
-    f"ran {g:.2f} times as fast as" if g >= 1 else f"took {1 / g:.1f} times as long as"
-)
-if n_all == 1:
-    summary = "This run had one thread only, so it could not compare."
-elif not both.any():  # the GRU was left out of every round
-    summary = (
-        f"With {n_all} threads, attention's forward pass {att} with one thread "
-        "(median of the rounds). The machine was busy with other work "
-        "(the load average is printed), so the threads waited for cores, and the "
-        "cell left the GRU out, whose steps would each have waited. This comparison "
-        "needs idle cores; run the cell on a quiet machine."
-    )
-else:
-    g_att, g_gru = gain["attention"][both], gain["GRU"][both]
-    m_att, m_gru = g_att.median().item(), g_gru.median().item()
-    wins = int((g_att > g_gru).sum())
-    rounds_said = f"medians of {len(g_att)} rounds that timed both, which take turns"
-    sped = lambda g: g > 1.1  # noqa: E731  a gain within 10 % of 1 is no speed-up
-    said = lambda g: f"{g:.2f}×" + (" (slower)" if g < 0.95 else "")  # noqa: E731
-    if not sped(m_att) and not sped(m_gru):
-        summary = (
-            f"Neither layer ran faster with {n_all} threads than with one "
-            f"({rounds_said}): attention {said(m_att)}, the GRU {said(m_gru)}. "
-            "This run shows no speed-up from threads"
-            + (
-                "; the extra threads cost the GRU's T small steps more than "
-                "attention's products, in every round."
-                if wins == len(g_att) and m_gru < m_att
-                else "."
-            )
-        )
-    elif not sped(m_att):
-        summary = (
-            f"With {n_all} threads the GRU ran {said(m_gru)} as fast as with one "
-            f"thread, attention {said(m_att)} ({rounds_said}): this run does not show "
-            "attention gaining more from the extra threads."
-        )
-    else:
-        summary = (
-            f"With {n_all} threads, attention's forward pass ran {m_att:.2f} times as "
-            f"fast as with one thread, the GRU's {said(m_gru)} ({rounds_said}): "
-            + (
-                "attention gained more from the extra threads in every round."
-                if wins == len(g_att)
-                else f"attention gained more in {wins} of those rounds, so this run "
-                "does not separate them (a busy machine can hide the difference)."
-            )
-        )
+assert not gain["attention"].isnan().any()  # the probe is timed in every round
+summary = thread_gain.verdict(gain, n_all)
 print(summary)
 report.glue("thread_summary", summary)
 
@@ -870,6 +813,8 @@ checks.check_cosine_attention(cosine_attention)
 #   explain them; `params.gru_flops` and `params.attention_flops`, the arithmetic of
 #   one layer.
 # - `transformer_book.report.times_faster`: a measured speed ratio in words.
+# - `transformer_book.thread_gain`: `timing_rounds`, `gains` and `verdict`, what more
+#   threads buy a layer, measured in turns on a shared machine.
 # - `transformer_book.plotting.curves`: the timing figures' boilerplate.
 # - `transformer_book.diagrams.attention.self_attention_matrix_form()` and
 #   `recurrence_vs_attention()`: the two diagrams of this chapter.
