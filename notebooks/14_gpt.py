@@ -73,6 +73,7 @@ from transformer_book import (
     gpt_training,
     kv_cache,
     lm_data,
+    metrics,
     params,
     plotting,
     report,
@@ -193,11 +194,8 @@ print(f"parameters: {n_toy:,}")
 
 # %%
 quick_recipe = gpt_training.RECIPES["book-quick"]
-fields = [f.name for f in dataclasses.fields(nano)]
-changed = {n: (getattr(nano, n), getattr(quick_recipe, n)) for n in fields
-           if getattr(nano, n) != getattr(quick_recipe, n)}  # fmt: skip
 print("book-quick differs from nanogpt-cpu in (nanogpt-cpu, book-quick):")
-for name, (old, new) in changed.items():
+for name, (old, new) in gpt_training.recipe_changes(nano, quick_recipe).items():
     print(f"  {name:14s} {old!s:>8} -> {new}")
 n_quick = params.count_params(
     gpt.GPT(gpt_training.model_config(quick_recipe, len(chars)))
@@ -363,16 +361,12 @@ assert min(bench["ratio"], bench["ratio_cpu"]) > 0.9  # about equal speed, or fa
 # text only, and the recipe was chosen by looking at the same validation loss it
 # reports. The book's loss in the table below is therefore a little optimistic; an
 # unbiased number would need a third split, touched once at the end.
+# `gpt_training.ablation_rows` reads the committed runs into one row per variant, and
+# `gpt_training.ablation_table` prints them.
 
 # %%
 ablation = benchmark.committed_result("shakespeare_ablation.json")
-rows = {}
-for name, entry in ablation["variants"].items():
-    losses = [r["val_loss"] for r in entry["runs"]]
-    cpu = [r["train_cpu_seconds"] for r in entry["runs"]]
-    rows[name] = dict(what=entry["what"], losses=losses, steps=entry["config"]["steps"],
-                      lr=entry["config"]["lr"], cpu=statistics.median(cpu),
-                      cpus=cpu, batch=entry["config"]["batch_size"])  # fmt: skip
+rows = gpt_training.ablation_rows(ablation)  # one row per variant, its seeds' runs
 for name, r in rows.items():
     n = len(r["losses"])
     print(f"{name:14s} {n} seed{'s' * (n > 1)}: {r['what']}")
@@ -380,14 +374,7 @@ print(f"{ablation['threads']} thread per run, on {ablation['machine']['cpu']}")
 print(ablation.get("note", ""))
 
 # %% tags=["nbval-ignore-output"]
-print(f"{'recipe':14s}{'steps':>6s}{'lr':>7s}  val. loss mean ± std (min–max)  CPU s")
-for name, r in rows.items():
-    m, n = statistics.mean(r["losses"]), len(r["losses"])
-    low, high = min(r["losses"]), max(r["losses"])
-    sd = statistics.stdev(r["losses"]) if n > 1 else 0
-    spread = f"± {sd:.3f} ({low:.3f}–{high:.3f})" if n > 1 else "(one seed)"
-    print(f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  {m:.3f} {spread:21s} "
-          f"{r['cpu']:5.0f}")  # fmt: skip
+print("\n".join(gpt_training.ablation_table(rows)))
 print(f"{'bigram':14s}{0:6d}{'-':>7s}  {bigram_nats:.3f} (counts, no training)")
 ladder = ["nanogpt-short", "schedule", "width", "relu", "book-quick"]
 steps_said = {}
@@ -435,18 +422,15 @@ report.glue("nano_seeds", len(nano_row["losses"]))
 # Then the CPU column, which the note printed above says was recorded while other jobs
 # shared the machine. How noisy is it? The file answers twice: the seeds of one recipe,
 # and nanoGPT's model, the same in the `nanogpt` and `nanogpt-short` rows, whose cost
-# per step should not depend on how many steps it takes.
+# per step should not depend on how many steps it takes (`gpt_training.clock_noise`
+# reads both).
 
 # %% tags=["nbval-ignore-output"]
-ms_per_step = {n: 1e3 * rows[n]["cpu"] / rows[n]["steps"]  # CPU ms per step, medians
-               for n in ("nanogpt", "nanogpt-short", "book-quick")}  # fmt: skip
-seed_spread = max(max(r["cpus"]) / min(r["cpus"]) - 1 for r in rows.values()
-                  if len(r["cpus"]) > 1)  # fmt: skip
-step_drift = ms_per_step["nanogpt-short"] / ms_per_step["nanogpt"] - 1  # same model
-noise = max(seed_spread, step_drift)
-print(f"seeds of one recipe differ in CPU time by up to {seed_spread:.0%}")
+clock = gpt_training.clock_noise(rows)  # the seeds' spread, nanoGPT's drift per step
+ms_per_step, noise = clock["ms_per_step"], clock["noise"]  # CPU ms per step, medians
+print(f"seeds of one recipe differ in CPU time by up to {clock['seed_spread']:.0%}")
 print("CPU ms per step: " + ", ".join(f"{n} {v:.0f}" for n, v in ms_per_step.items()))
-print(f"nanoGPT's model: {step_drift:+.0%} per step in its 800-step runs")
+print(f"nanoGPT's model: {clock['step_drift']:+.0%} per step in its 800-step runs")
 time_share = book["cpu"] / nano_row["cpu"]  # medians over the seeds on file
 steps_share = book["steps"] / nano_row["steps"]
 print(f"book-quick trains in {time_share:.0%} of the CPU time of nanoGPT's recipe "
@@ -459,9 +443,9 @@ assert max(cpus) / min(cpus) - 1 < noise  # no rung's cost stands out of the noi
 assert abs(ms_per_step["book-quick"] / ms_per_step["nanogpt-short"] - 1) < 0.05
 assert ms_per_step["book-quick"] > ms_per_step["nanogpt"]  # so 40 % underestimates
 assert time_share * (1 + noise) < 1  # a saving larger than the noise
-for key, value in dict(seed_spread=seed_spread, step_drift=step_drift, noise=noise,
-                       steps_share=steps_share).items():  # fmt: skip
-    report.glue(key, f"{value:.0%}")
+for key in ("seed_spread", "step_drift", "noise"):
+    report.glue(key, f"{clock[key]:.0%}")
+report.glue("steps_share", f"{steps_share:.0%}")
 for key, value in ms_per_step.items():
     report.glue(f"ms_{key.replace('-', '_')}", value, "{:.0f}")
 report.glue("time_share", f"about {round(time_share, 1):.0%}")
@@ -486,30 +470,12 @@ report.glue("time_share", f"about {round(time_share, 1):.0%}")
 # And this page's own run of section 3, next to the table:
 
 # %% tags=["nbval-ignore-output"]
-table_run = ablation["variants"]["book-quick"]["config"]  # seeds apart, as on file
-setting = {k: v for k, v in table_run.items()
-           if k not in ("seed", "log_every", "device", "threads")}  # fmt: skip
-same_as_table = (
-    run.device.type == "cpu"
-    and config.threads == ablation["threads"]
-    and all(getattr(config, k) == setting[k] for k in setting)
-)
+same_as_table = gpt_training.reruns_ablation(config, ablation, run.device.type == "cpu")
 # the quick edition on a CPU reruns a row of the table; any other run does not
 assert same_as_table == (run.device.type == "cpu" and recipe == quick_recipe)
-if same_as_table:  # the table's recipe, seed and threads, at another time
-    on_file = {r["seed"]: r for r in ablation["variants"]["book-quick"]["runs"]}
-    live_cpu, file_run = result["train_cpu_seconds"], on_file[config.seed]
-    live_clock = (
-        f"This page's run is the table's `book-quick` with seed {config.seed}, on one "
-        f"thread as well, at another time. It took {live_cpu:.0f} CPU s, "
-        f"{live_cpu / book['cpu']:.2f} times the table's median for `book-quick` and "
-        f"{live_cpu / nano_row['cpu']:.0%} of nanoGPT's recipe on file; its loss is "
-        f"{val_loss:.3f}, the file's {file_run['val_loss']:.3f} for that seed."
-    )  # fmt: skip
-else:
-    live_clock = (f"This page trained `{run.pick('book-quick', 'book-full')}` on "
-                  f"{run.device}, not in the table's setting, so the table's CPU "
-                  "seconds say nothing about its run.")  # fmt: skip
+live_clock = gpt_training.live_clock(
+    result, config, ablation, run.pick("book-quick", "book-full"), run.device
+)
 print(live_clock)
 report.glue("live_clock", live_clock)
 
@@ -577,30 +543,23 @@ plt.show()
 # next character and the number of characters top-$p$ ($p = 0.9$) keeps, and averages
 # them over three kinds of position: after a letter that the next letter continues
 # (inside a word), after a letter that ends a word, and after a space. Then three single
-# contexts, one of each kind.
+# contexts, one of each kind. `sampling.certainty_by_kind` does the averaging.
 
 # %% tags=["nbval-ignore-output"]
 xv, yv = lm_data.windows_at(val_ids, torch.arange(200) * 64, context=64)  # (200, 64)
 with torch.no_grad():
     zv = model(xv.to(run.device))[:, 31:].float().cpu()  # (200, 33, V): >= 32 read
-xv, yv = xv[:, 31:], yv[:, 31:]  # (200, 33): the character read, the one that came
-top_v = zv.softmax(-1).amax(-1)  # (200, 33): the most likely character's probability
-kept_v = (sampling.top_p_filter(zv, 0.9) > float("-inf")).sum(-1)  # (200, 33)
 letter = torch.tensor([c.isalpha() for c in chars.itos])  # (V,)
 space = chars.encode([" "])[0]
-kinds = {
-    "inside a word": letter[xv] & letter[yv],
-    "end of a word": letter[xv] & ~letter[yv],
-    "after a space": xv == space,
-}
-where = {}  # kind -> (mean top probability, mean characters kept)
-for kind, m in kinds.items():
-    q1, q3 = top_v[m].quantile(torch.tensor([0.25, 0.75])).tolist()
-    where[kind] = top_v[m].mean().item(), kept_v[m].float().mean().item()
+# (200, 33) each: the character read, the one that came
+where = sampling.certainty_by_kind(zv, xv[:, 31:], yv[:, 31:], letter, space, p=0.9)
+for kind, w in where.items():
     print(
-        f"{kind:13s} {int(m.sum()):5,} positions: most likely p = {where[kind][0]:.2f}"
-        f" (quartiles {q1:.2f}-{q3:.2f}), top-p keeps {where[kind][1]:4.1f}"
+        f"{kind:13s} {w['n']:5,} positions: most likely p = {w['top']:.2f} "
+        f"(quartiles {w['q1']:.2f}-{w['q3']:.2f}), top-p keeps {w['kept']:4.1f}"
     )
+    report.glue(f"top_{kind.split()[0]}", w["top"], "{:.2f}")
+    report.glue(f"kept_{kind.split()[0]}", w["kept"], "{:.0f}")
 contexts = {"end of a word": "ROMEO:\nI will",
             "inside a word": "First Citizen:\nBefore we proceed any furth",
             "after a space": "ROMEO:\nI will "}  # fmt: skip
@@ -609,20 +568,15 @@ for kind, context in contexts.items():
     ctx = torch.tensor([chars.encode(list(context))], device=run.device)
     with torch.no_grad():
         zc = model(ctx)[0, -1].float().cpu()  # (V,)
-    n_nucleus[kind] = int((sampling.top_p_filter(zc, 0.9) > float("-inf")).sum())
+    n_nucleus[kind] = int(sampling.nucleus_size(zc, 0.9))
     top, best = zc.softmax(-1).max(-1)
-    said = (
-        f"{top.item():.2f} on {chars.itos[int(best)]!r}, top-p keeps {n_nucleus[kind]}"
-    )
+    said = f"{top:.2f} on {chars.itos[int(best)]!r}, top-p keeps {n_nucleus[kind]}"
     print(f"{kind:13s} ...{context[-10:]!r}: {said}")
     report.glue(f"ctx_{kind.split()[0]}", said)
-for kind, (top, n) in where.items():
-    report.glue(f"top_{kind.split()[0]}", top, "{:.2f}")
-    report.glue(f"kept_{kind.split()[0]}", n, "{:.0f}")
-letters = [where["inside a word"], where["end of a word"]]
-assert where["after a space"][0] < min(t for t, _ in letters) / 2  # far less sure
-assert where["after a space"][1] > 2 * max(n for _, n in letters)  # a larger set
-assert where["inside a word"][0] < 0.8  # sure, on average, is not certain
+inside, end, after = where.values()
+assert after["top"] < min(inside["top"], end["top"]) / 2  # far less sure
+assert after["kept"] > 2 * max(inside["kept"], end["kept"])  # a larger set
+assert inside["top"] < 0.8  # sure, on average, is not certain
 assert n_nucleus["after a space"] > max(n_nucleus["inside a word"],
                                         n_nucleus["end of a word"])  # fmt: skip
 
@@ -647,44 +601,32 @@ assert n_nucleus["after a space"] > max(n_nucleus["inside a word"],
 # text repeat itself?). Every sample has the same length, so that share does not depend
 # on how many words a setting writes. Greedy decoding is deterministic: from one prompt
 # it writes one text however often it runs, so it is scored once. For scale, the same
-# share on pieces of 300 characters of held-out Shakespeare.
+# share on pieces of 300 characters of held-out Shakespeare. `sampling.continuations`
+# samples; `metrics.known_word_share` and `metrics.distinct_ngram_share` measure.
 
 # %% tags=["nbval-ignore-output"]
 known = set(text[: len(train_ids)].split())
 decode_settings = {"greedy": dict(temperature=0.0), "τ = 0.5": dict(temperature=0.5),
                    "τ = 1": {}, "τ = 1.5": dict(temperature=1.5),
                    "top-p 0.9": dict(top_p=0.9)}  # fmt: skip
-start = prompt.repeat(samples_per_setting, 1)  # (B, T0)
-
-
-def distinct_4grams(sample: str) -> float:  # 297 strings of 4 in 300 characters
-    grams = [sample[i : i + 4] for i in range(len(sample) - 3)]
-    return len(set(grams)) / len(grams)
-
-
 val_text = "".join(chars.decode(val_ids.tolist()))
 every = len(val_text) // samples_per_setting  # pieces spread over the split
-reference = statistics.mean(
-    distinct_4grams(val_text[i : i + 300])
-    for i in range(0, samples_per_setting * every, every)
-)
+pieces = [val_text[i : i + 300] for i in range(0, samples_per_setting * every, every)]
+reference = statistics.mean(map(metrics.distinct_ngram_share, pieces))  # 4 characters
 print(f"held-out text : distinct 4-character strings {reference:5.1%} per piece")
+# greedy: one text, see above; the others: samples_per_setting each, (B, 300) ids
+new_ids = sampling.continuations(
+    model, prompt, 300, samples_per_setting, decode_settings
+)
+texts = {n: ["".join(chars.decode(r.tolist())) for r in b] for n, b in new_ids.items()}
 share, variety = {}, {}  # setting -> share of real words, of distinct strings
-for name, kwargs in decode_settings.items():
-    gen = torch.Generator(device=run.device).manual_seed(0)
-    prompts = start[:2] if name == "greedy" else start  # greedy: one text, see below
-    out = model.generate(prompts, 300, generator=gen, **kwargs)  # (B, T0 + 300)
-    new = ["".join(chars.decode(row.tolist())) for row in out[:, prompt.shape[1] :]]
-    if name == "greedy":
-        assert new[0] == new[1]  # deterministic: the same text twice
-        new, greedy_text = new[:1], new[0]
-    words = [w for s in new for w in s.split()]
-    share[name] = sum(w in known for w in words) / len(words)
-    variety[name] = statistics.mean(map(distinct_4grams, new))  # per sample, averaged
+for name, new in texts.items():
+    share[name] = metrics.known_word_share(new, known)
+    # per sample, then averaged
+    variety[name] = statistics.mean(map(metrics.distinct_ngram_share, new))
     print(f"{name:14s}: words found in the training text {share[name]:5.1%}, "
           f"distinct 4-character strings {variety[name]:5.1%}")  # fmt: skip
-    if name == "τ = 1":
-        sample_text = new[0]
+greedy_text, sample_text = texts["greedy"][0], texts["τ = 1"][0]
 report.glue("samples_per_setting", samples_per_setting)
 report.glue("greedy_variety", f"{variety['greedy']:.0%}")
 report.glue("text_variety", f"{reference:.0%}")

@@ -277,3 +277,11 @@ def test_slot_roles_reads_the_role_before_the_dot():
     roles = metrics.slot_roles(tags, "city_name")
     assert roles == {"fromloc": 1, "toloc": 1, "no role": 1}
     assert metrics.slot_roles(tags, "airport_name") == {"no role": 1, "toloc": 1}
+
+
+def test_distinct_ngram_share_and_known_word_share():
+    assert metrics.distinct_ngram_share("abcdef") == 1.0  # 3 strings of 4, none repeats
+    assert metrics.distinct_ngram_share("abababab") == 2 / 5  # abab, baba
+    assert metrics.distinct_ngram_share("abcabc", n=3) == 3 / 4
+    known = {"to", "be"}
+    assert metrics.known_word_share(["to be or", "not to be"], known) == 4 / 6

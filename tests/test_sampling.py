@@ -123,3 +123,49 @@ def test_check_top_k_top_p_passes_and_names_the_typical_mistakes():
     ):
         with pytest.raises(ExerciseError, match=match):
             checks.check_top_k_top_p(bad_k, bad_p)
+
+
+def test_nucleus_size_counts_what_top_p_keeps():
+    z = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.97, 0.01, 0.01, 0.01]]))
+    assert sampling.nucleus_size(z, 0.9).tolist() == [3, 1]
+
+
+def test_certainty_by_kind_averages_each_kind_of_position():
+    # vocabulary: 0 = "a", 1 = "b", 2 = " "; x read, y came next
+    is_letter = torch.tensor([True, True, False])
+    x = torch.tensor([[0, 0, 2, 1]])  # (1, 4)
+    y = torch.tensor([[1, 2, 0, 0]])  # inside, end, after a space, inside
+    logits = logits_of(1, 4, 3, seed=3)
+    top = logits.softmax(-1).amax(-1)[0]  # (4,)
+    kept = sampling.nucleus_size(logits, 0.9)[0]  # (4,)
+    out = sampling.certainty_by_kind(logits, x, y, is_letter, space=2, p=0.9)
+    assert [v["n"] for v in out.values()] == [2, 1, 1]
+    inside = out["inside a word"]
+    assert inside["top"] == pytest.approx(top[[0, 3]].mean().item())
+    assert inside["kept"] == pytest.approx(kept[[0, 3]].float().mean().item())
+    assert inside["q1"] <= inside["top"] <= inside["q3"]
+    assert out["end of a word"]["top"] == pytest.approx(top[1].item())
+    assert out["after a space"]["kept"] == kept[2].item()
+
+
+class _Echo(torch.nn.Module):
+    """generate() appends a token: greedy the last one again, else a random one."""
+
+    def generate(self, ids, n, temperature=1.0, top_p=None, generator=None):
+        for _ in range(n):
+            if temperature == 0:
+                new = ids[:, -1:]
+            else:
+                new = torch.randint(0, 5, (len(ids), 1), generator=generator)
+            ids = torch.cat([ids, new], 1)
+        return ids
+
+
+def test_continuations_seed_every_setting_and_keep_one_greedy_text():
+    prompt = torch.tensor([[1, 2, 3]])
+    settings = {"greedy": dict(temperature=0.0), "a": {}, "b": dict(top_p=0.9)}
+    out = sampling.continuations(_Echo(), prompt, 4, 3, settings, seed=7)
+    assert out["greedy"].tolist() == [[3, 3, 3, 3]]
+    assert out["a"].shape == (3, 4) and torch.equal(out["a"], out["b"])  # same seed
+    again = sampling.continuations(_Echo(), prompt, 4, 3, settings, seed=7)
+    assert torch.equal(again["a"], out["a"])

@@ -19,7 +19,7 @@ Reading a tagger's mistakes: :func:`tag_confusions` counts (gold, predicted) pai
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Container, Hashable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "confusion_kinds",
     "role_added",
     "slot_roles",
+    "distinct_ngram_share",
+    "known_word_share",
 ]
 
 Span = tuple[str, int, int]
@@ -233,3 +235,17 @@ def slot_roles(tags: Sequence[Sequence[str]], slot_type: str) -> Counter:
         for t in row
         if t.startswith("B-") and t.endswith(slot_type)
     )
+
+
+def distinct_ngram_share(text: str, n: int = 4) -> float:
+    """The share of distinct strings among the ``len(text) - n + 1`` strings of ``n``
+    characters in ``text``: 1 when none repeats, low for a text that loops (chapter 14)."""
+    grams = [text[i : i + n] for i in range(len(text) - n + 1)]
+    return len(set(grams)) / len(grams)
+
+
+def known_word_share(texts: Sequence[str], known: Container[str]) -> float:
+    """The share of the whitespace-separated words of ``texts`` found in ``known`` (the
+    training text's words, say), pooled over all texts (chapter 14)."""
+    words = [w for t in texts for w in t.split()]
+    return sum(w in known for w in words) / len(words)

@@ -5,6 +5,9 @@ A decoder outputs logits z over the vocabulary; the next token is drawn from
 tokens (Fan et al., 2018) or to the smallest set whose probability reaches ``top_p``
 (nucleus sampling, Holtzman et al., 2020). ``temperature=0`` means greedy decoding:
 always the most likely token. These are the primitives ``GPT.generate`` uses.
+:func:`nucleus_size` counts what top-p keeps; :func:`certainty_by_kind` averages a
+character model's certainty inside words, at their ends and after spaces;
+:func:`continuations` samples a prompt's continuations under several settings.
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["apply_temperature", "top_k_filter", "top_p_filter", "sample_next"]
+__all__ = [
+    "apply_temperature",
+    "top_k_filter",
+    "top_p_filter",
+    "sample_next",
+    "nucleus_size",
+    "certainty_by_kind",
+    "continuations",
+]
 
 
 def _check_logits(logits: Tensor) -> None:
@@ -96,3 +107,58 @@ def sample_next(
         logits = top_p_filter(logits, top_p)
     probs = logits.float().softmax(dim=-1)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+
+
+def nucleus_size(logits: Tensor, p: float) -> Tensor:
+    """How many tokens :func:`top_p_filter` keeps at ``p``: (..., V) -> (...,) int64."""
+    return (top_p_filter(logits, p) > float("-inf")).sum(-1)
+
+
+def certainty_by_kind(
+    logits: Tensor, x: Tensor, y: Tensor, is_letter: Tensor, space: int, p: float = 0.9
+) -> dict[str, dict[str, float]]:
+    """How sure a character model is, by kind of position (chapter 14).
+
+    ``logits`` (B, T, V) were computed at positions that read the characters ``x``
+    (B, T) and were followed by ``y`` (B, T); ``is_letter`` (V,) marks the letters,
+    ``space`` is the space's id. Kinds: ``"inside a word"`` (a letter the next letter
+    continues), ``"end of a word"`` (a letter followed by a non-letter), ``"after a
+    space"``. For each kind: ``n`` positions, ``top``, the mean probability of the
+    most likely next character, its quartiles ``q1`` and ``q3``, and ``kept``, the mean
+    number of characters :func:`top_p_filter` keeps at ``p``.
+    """
+    top = logits.softmax(-1).amax(-1)  # (B, T)
+    kept = nucleus_size(logits, p)  # (B, T)
+    kinds = {
+        "inside a word": is_letter[x] & is_letter[y],
+        "end of a word": is_letter[x] & ~is_letter[y],
+        "after a space": x == space,
+    }
+    out = {}
+    for kind, m in kinds.items():
+        q1, q3 = top[m].quantile(torch.tensor([0.25, 0.75])).tolist()
+        out[kind] = dict(n=int(m.sum()), top=top[m].mean().item(), q1=q1, q3=q3,
+                         kept=kept[m].float().mean().item())  # fmt: skip
+    return out
+
+
+def continuations(model, prompt: Tensor, n_new: int, n_samples: int,
+                  settings: dict[str, dict], seed: int = 0) -> dict[str, Tensor]:  # fmt: skip
+    """``n_samples`` continuations of ``prompt`` (1, T0) for each decoding setting
+    (keyword arguments of ``model.generate``), every setting from the same seeded
+    generator. Greedy settings (``temperature=0``) write one text however often they
+    run: two are generated, checked equal, and one is returned.
+    Returns: name -> the new token ids (n_samples, n_new), or (1, n_new) if greedy.
+    """
+    out = {}
+    for name, kwargs in settings.items():
+        greedy = kwargs.get("temperature") == 0
+        gen = torch.Generator(device=prompt.device).manual_seed(seed)
+        start = prompt.repeat(2 if greedy else n_samples, 1)  # (B, T0)
+        new = model.generate(start, n_new, generator=gen, **kwargs)[
+            :, prompt.shape[1] :
+        ]
+        if greedy and not torch.equal(new[0], new[1]):
+            raise RuntimeError(f"{name}: greedy decoding gave two different texts")
+        out[name] = new[:1] if greedy else new  # (B, n_new)
+    return out
