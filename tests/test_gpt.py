@@ -316,3 +316,22 @@ def test_check_training_days():
     for fn, message in wrong:
         with pytest.raises(checks.ExerciseError, match=message):
             checks.check_training_days(fn)
+
+
+def test_uptrain_losses_equal_the_loop_written_out():
+    from transformer_book import lm_data, training
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(11, 8, 16, 1, 4, positions="rope"))
+    ids = torch.randint(0, 11, (400,), generator=torch.Generator().manual_seed(1))
+    heldout = lm_data.sequential_windows(ids[300:], 8, 4)
+    after = gpt.uptrain_losses(model, [4, 1], ids[:300], heldout, 4, 3, 1e-2, (0, 1))
+    for g in (4, 1):
+        for i, seed in enumerate((0, 1)):
+            torch.manual_seed(seed)
+            student = gpt.gqa_from_mha(model, g)
+            stream = lm_data.WindowBatches(ids[:300], 4, 8, seed=100 + seed)
+            training.train(student, stream, lm_data.next_token_loss, 3, lr=1e-2)
+            assert after[g][i] == lm_data.mean_loss(student, heldout)
+    assert after[4][0] != after[4][1]  # the seeds draw different batches
+    assert after[4][0] != after[1][0]  # and the conversion changes the model

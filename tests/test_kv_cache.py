@@ -335,3 +335,39 @@ def test_decoder_cache_counts_both_caches():
     assert cache[0].nbytes == 0
     with pytest.raises(ValueError, match="n_layers must be >= 1, got 0"):
         kv_cache.new_decoder_cache(0)
+
+
+class _CountingGPT(torch.nn.Module):
+    """A stand-in for gpt.GPT: records how many tokens each call reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.lm_head = torch.nn.Linear(2, 5)
+        self.config = type("C", (), dict(n_layers=2, n_heads=2, d_model=8))()
+        self.read, self.cache_lengths = [], []
+
+    def forward(self, ids, cache=None):
+        self.read.append(ids.shape[1])
+        if cache is not None:  # one position of random keys and values per token
+            for layer in cache:
+                layer.update(torch.randn(ids.shape[0], 2, ids.shape[1], 4),
+                             torch.randn(ids.shape[0], 2, ids.shape[1], 4))  # fmt: skip
+            self.cache_lengths.append(cache[0].seq_len)
+        return torch.zeros(ids.shape[0], ids.shape[1], 5)
+
+
+def test_decode_step_times_reads_one_token_per_cached_step():
+    m = _CountingGPT()
+    t = kv_cache.decode_step_times(m, 6, use_cache=True, batch=3)
+    assert t.shape == (6,) and bool((t >= 0).all())
+    assert m.read == [1] * 6 and m.cache_lengths == [1, 2, 3, 4, 5, 6]
+    m = _CountingGPT()
+    kv_cache.decode_step_times(m, 6, use_cache=False)
+    assert m.read == [1, 2, 3, 4, 5, 6]  # without a cache: every token again
+
+
+def test_cached_step_seconds_starts_from_n_cached_positions():
+    m = _CountingGPT()
+    s = kv_cache.cached_step_seconds(m, batch=4, n_cached=16, repeats=3)
+    assert s >= 0 and m.read == [1] * 4  # one warm-up, three timed calls
+    assert m.cache_lengths == [17, 18, 19, 20]

@@ -13,6 +13,8 @@ with :mod:`transformer_book.sampling`. Radford et al. (2019), GPT-2; the layout 
 nanoGPT's ``model.py``, the names this book's (``q_proj``, ``up_proj``, ...).
 :func:`gpt2_config` is GPT-2's architecture and :func:`load_hf_gpt2` copies a Hugging
 Face ``GPT2LMHeadModel`` into it (chapter 14 checks the logits agree).
+:func:`uptrain_losses` converts a trained model to fewer key/value heads and trains it
+a little further (chapter 09).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "gqa_from_mha",
     "gpt2_config",
     "load_hf_gpt2",
+    "uptrain_losses",
 ]
 
 ACTIVATIONS = {
@@ -438,3 +441,39 @@ def load_hf_gpt2(model: GPT, hf_model: nn.Module) -> GPT:
     model.blocks.final_norm.weight.copy_(sd["transformer.ln_f.weight"])
     model.blocks.final_norm.bias.copy_(sd["transformer.ln_f.bias"])
     return model
+
+
+def uptrain_losses(
+    model: GPT,
+    kv_heads: Sequence[int],
+    train_ids: Tensor,
+    heldout: Sequence[tuple[Tensor, Tensor]],
+    batch_size: int,
+    steps: int,
+    lr: float,
+    seeds: Sequence[int],
+) -> dict[int, list[float]]:
+    """Convert ``model`` to each number of key/value heads (:func:`gqa_from_mha`;
+    ``model.config.n_heads`` gives an unchanged copy, the control), train each copy
+    ``steps`` more steps on random windows of ``train_ids`` (N,) with
+    :func:`transformer_book.training.train` (a fresh AdamW at a constant ``lr``), once
+    per seed, and score it on the ``heldout`` batches. Seed ``s`` sets the torch seed
+    before the conversion and draws the same batches (``WindowBatches`` seed 100 + s)
+    in every arm, so the arms are paired. Ainslie et al. (2023)'s uptraining.
+    Returns: key/value heads -> one held-out loss per seed.
+    """
+    from . import lm_data, training
+
+    context = model.config.max_len
+    after: dict[int, list[float]] = {}
+    for g in kv_heads:
+        after[g] = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            student = gqa_from_mha(model, g)
+            stream = lm_data.WindowBatches(
+                train_ids, batch_size, context, seed=100 + seed
+            )
+            training.train(student, stream, lm_data.next_token_loss, steps, lr=lr)
+            after[g].append(lm_data.mean_loss(student, heldout))
+    return after

@@ -23,6 +23,7 @@ does, so the copies still add up to a few times the final size. ``keys`` and
 ``values`` are views of the filled rows, whose ``nbytes`` is the formula's;
 ``capacity_nbytes`` is what the buffers hold. :meth:`KVCache.reset` keeps the buffers
 for the next text, as a serving loop reuses one cache for request after request.
+:func:`decode_step_times` and :func:`cached_step_seconds` time decoding steps.
 
 An encoder–decoder's decoder (chapter 07) keeps two caches per layer
 (:class:`DecoderCache`): its self-attention's, which grows by a token per step like a
@@ -32,9 +33,11 @@ the first step computes and every later step reads (the source does not change).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 __all__ = [
@@ -44,6 +47,8 @@ __all__ = [
     "new_decoder_cache",
     "cache_nbytes",
     "kv_cache_bytes",
+    "decode_step_times",
+    "cached_step_seconds",
 ]
 
 
@@ -241,3 +246,52 @@ def kv_cache_bytes(
     if int(seq_len) != seq_len or seq_len < 0:
         raise ValueError(f"seq_len must be a non-negative integer, got {seq_len!r}")
     return int(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_value)
+
+
+def decode_step_times(model, n_new: int, use_cache: bool, batch: int = 1) -> Tensor:
+    """Seconds of each of ``n_new`` steps of greedy decoding by a
+    :class:`transformer_book.gpt.GPT` from a one-token prompt (token 0), for ``batch``
+    sequences, with a cache or re-reading every token. On a CPU the clock is this
+    process's CPU time; on a GPU the wall clock, after waiting for the kernels.
+    Returns: (n_new,) seconds.
+    """
+    from . import benchmark
+
+    device = model.lm_head.weight.device
+    clock = time.process_time if device.type == "cpu" else time.perf_counter
+    ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    cache = new_cache(model.config.n_layers, n_new) if use_cache else None
+    times = []
+    with torch.no_grad():
+        for _ in range(n_new):
+            benchmark.synchronize(device)
+            start = clock()
+            step_in = ids[:, -1:] if use_cache and ids.shape[1] > 1 else ids
+            logits = model(step_in, cache=cache)
+            ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
+            benchmark.synchronize(device)
+            times.append(clock() - start)
+    return torch.tensor(times)
+
+
+def cached_step_seconds(
+    model, batch: int, n_cached: int = 128, repeats: int = 9
+) -> float:
+    """Median seconds of one cached decoding step of a
+    :class:`transformer_book.gpt.GPT` for ``batch`` sequences, after ``n_cached``
+    positions of random keys and values (B, H, n_cached, Dh) in every layer: a
+    step's time does not depend on their values. Each timed call appends one position;
+    the clock is :func:`transformer_book.benchmark.median_time`'s ``"auto"``.
+    """
+    from . import benchmark
+
+    config = model.config
+    device = model.lm_head.weight.device
+    cache = new_cache(config.n_layers, max_len=2 * n_cached)  # room for the calls
+    shape = (2, batch, config.n_heads, n_cached, config.d_model // config.n_heads)
+    for layer in cache:
+        layer.update(*torch.randn(shape, device=device).unbind(0))
+    tokens = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    with torch.no_grad():
+        step = lambda: model(tokens, cache=cache)  # noqa: E731 - +1 position per call
+        return benchmark.median_time(step, repeats=repeats, device=device, clock="auto")
