@@ -21,8 +21,15 @@ weights with more outputs than inputs transposed in memory while it decodes). It
 ratio, weights-as-stored seconds over ``generate``'s own, is what that layout buys a
 whole cached run; ``one_row_products`` times the product that explains it, one row
 by each weight shape of the model in both layouts (``--product-calls`` calls a round,
-the layouts alternating over ``--repeats`` rounds). The result is written as JSON with
-the machine, the torch version and the date; chapter 09 shows it.
+the layouts alternating over ``--repeats`` rounds).
+
+A fourth run in every round measures the floor under any cached run on this machine:
+``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each
+(in ``generate``'s layout), and nothing else: the weights read once per token, which a
+cached step cannot avoid. Its ratios give the ceiling of the cache's speed-up here
+(uncached seconds over the floor's, round by round) and how far the cached run sits
+above the floor. The result is written as JSON with the machine, the torch version
+and the date; chapter 09 shows it.
 """
 
 from __future__ import annotations
@@ -95,6 +102,22 @@ def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
     return times
 
 
+@torch.no_grad()
+def timed_weights_once(model, n_new) -> tuple[float, float, None]:
+    """Wall and CPU seconds of ``n_new`` passes over every ``nn.Linear`` of ``model``,
+    one row by each weight (``generate``'s layout): a cached run's floor."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    rows = {w.shape[1]: torch.randn(1, w.shape[1], device=w.device) for w in weights}
+    with gpt.weights_for_one_token(model):
+        _sync(weights[0].device)
+        w0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(n_new):
+            for w in weights:
+                F.linear(rows[w.shape[1]], w)  # (1, in) -> (1, out)
+        _sync(weights[0].device)
+        return time.perf_counter() - w0, time.process_time() - c0, None
+
+
 def timed_as_stored(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     """``timed_generate`` with the cache, the weights left in their stored layout."""
     with mock.patch.object(
@@ -165,10 +188,13 @@ def main(argv: list[str] | None = None) -> dict:
     # warm-up, and the check that both write the same tokens
     outs = {m: timed_generate(model, prompt, 8, m == "cached")[2] for m in MODES}
     outs["stored"] = timed_as_stored(model, prompt, 8)[2]
-    runs = {m: {"wall": [], "cpu": []} for m in (*MODES, "stored")}
+    every = (*MODES, "stored", "floor")
+    runs = {m: {"wall": [], "cpu": []} for m in every}
     for r in range(args.repeats):
-        for mode in (*MODES, "stored") if r % 2 == 0 else ("stored", *MODES[::-1]):
-            if mode == "stored":
+        for mode in every if r % 2 == 0 else every[::-1]:
+            if mode == "floor":
+                wall, cpu, _ = timed_weights_once(model, args.new_tokens)
+            elif mode == "stored":
                 wall, cpu, out = timed_as_stored(model, prompt, args.new_tokens)
             else:
                 wall, cpu, out = timed_generate(
@@ -176,12 +202,16 @@ def main(argv: list[str] | None = None) -> dict:
                 )
             runs[mode]["wall"].append(wall)
             runs[mode]["cpu"].append(cpu)
-            outs[mode] = out
+            if mode != "floor":
+                outs[mode] = out
     same_tokens = torch.equal(outs["cached"], outs["uncached"])
     if not same_tokens:
         raise SystemExit("cached and uncached decoding wrote different tokens")
     same_as_stored = torch.equal(outs["cached"], outs["stored"])
-    stored = runs.pop("stored")
+    stored, floor = runs.pop("stored"), runs.pop("floor")
+    over_floor = {
+        m: [t / f for t, f in zip(runs[m]["wall"], floor["wall"])] for m in MODES
+    }
     layout_ratios = [s / c for s, c in zip(stored["wall"], runs["cached"]["wall"])]
     ratios = {
         clock: [u / c for u, c in zip(runs["uncached"][clock], runs["cached"][clock])]
@@ -224,6 +254,15 @@ def main(argv: list[str] | None = None) -> dict:
             "one_row_products": products,
             "product_calls": args.product_calls,
         },
+        "floor": {
+            "what": "every nn.Linear weight read once per token (one row by each, "
+            "generate's layout), new_tokens times: the least a cached run can take",
+            "seconds": {clock: spread(v) for clock, v in floor.items()},
+            "ceiling": spread(over_floor["uncached"]),
+            "cached_over_floor": spread(over_floor["cached"]),
+            "rounds": over_floor,
+            "runs": floor,
+        },
         "step_repeats": args.step_repeats,
         "threads": args.threads,
         "device": str(device),
@@ -247,7 +286,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"uncached {s['uncached']['wall']['median']:.2f} s (medians of "
         f"{args.repeats}); speed-up {w['median']:.1f}x "
         f"[{w['min']:.1f}, {w['max']:.1f}]; weights as stored / generate's layout "
-        f"{statistics.median(layout_ratios):.2f}x; load {load_before[0]:.1f} -> "
+        f"{statistics.median(layout_ratios):.2f}x; ceiling (uncached / weights read "
+        f"once per token) {statistics.median(over_floor['uncached']):.1f}x, cached "
+        f"{statistics.median(over_floor['cached']):.2f}x the floor; "
+        f"load {load_before[0]:.1f} -> "
         f"{load_after[0]:.1f}; written to {out}"
     )
     return result

@@ -3,21 +3,28 @@
     python benchmarks/nanogpt_throughput.py [--nanogpt ../shared/reference/nanogpt]
         [--threads 2] [--repeats 9] [--steps 20] [--out benchmarks/results/...json]
 
-Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 layers,
-4 heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
-trained with the same step: forward, cross-entropy, backward, gradient clipping,
-AdamW. The models take turns, ``--steps`` steps at a time, ``--repeats`` times, in the
-same process and with the same threads, so a busy machine slows both alike; the result
-is the median of each model's tokens per second (wall clock, and per CPU second), and
-their ratio. nanoGPT's ``model.py`` is imported from the folder given (it is not part
-of this project: Karpathy's nanoGPT, MIT licence). The result is written as JSON with
-the machine, the torch version and the date; chapter 14 shows it.
+Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 layers, 4
+heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
+trained with the same step: forward, cross-entropy, backward, gradient clipping, AdamW,
+the optimiser as the book's ``training.train`` builds it (multi-tensor,
+``foreach=True``, on every device). ``gpt.GPT`` keeps the query, key and value
+projections as three tensors (35 parameter tensors in all against nanoGPT's 27), and an
+optimiser pays per tensor, so the script also times the step with AdamW as a Python loop
+over the tensors (torch's CPU default; ``per_tensor_loop``) and counts the operations of
+one step of each kind (``torch.profiler``). The models take turns, ``--steps`` steps at
+a time, ``--repeats`` times, in the same process and with the same threads, so a busy
+machine slows both alike; the result is the median of each model's tokens per second
+(wall clock, and per CPU second), and their ratio. nanoGPT's ``model.py`` is imported
+from the folder given (it is not part of this project: Karpathy's nanoGPT, MIT licence).
+The result is written as JSON with the machine, the torch version and the date; chapter
+14 shows it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import datetime
 import hashlib
 import importlib.util
@@ -82,10 +89,16 @@ def build_models(nanogpt) -> dict[str, torch.nn.Module]:
     return {"gpt.GPT": ours, "nanoGPT": theirs}
 
 
-def training_step(name: str, model: torch.nn.Module, device: torch.device):
-    """One AdamW step on a fixed random batch, the same for both models."""
+def training_step(
+    name: str, model: torch.nn.Module, device: torch.device, foreach: bool = True
+):
+    """One AdamW step on a fixed random batch, the same for both models; ``foreach``:
+    the multi-tensor AdamW (as ``training.train`` builds it), else a loop over the
+    parameter tensors (torch's CPU default)."""
     model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, betas=(0.9, 0.99), foreach=foreach
+    )
     gen = torch.Generator().manual_seed(1)
     shape = (CONFIG["batch_size"], CONFIG["context"])
     x = torch.randint(CONFIG["vocab_size"], shape, generator=gen).to(device)
@@ -102,6 +115,14 @@ def training_step(name: str, model: torch.nn.Module, device: torch.device):
         opt.step()
 
     return step
+
+
+def operations(step) -> int:
+    """The operations (torch.profiler's events) of one call of ``step``."""
+    step()  # the optimiser's state exists from the first step on
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        step()
+    return sum(event.count for event in p.key_averages())
 
 
 def _sync(device: torch.device) -> None:
@@ -147,21 +168,46 @@ def main(argv: list[str] | None = None) -> dict:
     n_params = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
     if len(set(n_params.values())) != 1:
         raise SystemExit(f"the two models differ in size: {n_params}")
+    copies = {k: copy.deepcopy(m) for k, m in models.items()}  # for the loop
     steps = {k: training_step(k, m, device) for k, m in models.items()}
+    steps.update({f"{k} loop": training_step(k, m, device, foreach=False)
+                  for k, m in copies.items()})  # fmt: skip
     runs = measure(steps, args.steps, args.repeats, args.warmup, device)
     median = {
         clock: {k: statistics.median(v) for k, v in per_model.items()}
         for clock, per_model in runs.items()
     }
+    ops = {k: operations(step) for k, step in steps.items()}
+    loop = {
+        "what": "the same step, AdamW as a Python loop over the parameter tensors "
+        "(torch's CPU default)",
+        "tokens_per_s": {k: median["wall"][f"{k} loop"] for k in models},
+        "tokens_per_cpu_s": {k: median["cpu"][f"{k} loop"] for k in models},
+        "repeats": {
+            clock: {k: per[f"{k} loop"] for k in models} for clock, per in runs.items()
+        },
+    }
+    loop["ratio"] = loop["tokens_per_s"]["gpt.GPT"] / loop["tokens_per_s"]["nanoGPT"]
+    loop["ratio_cpu"] = (
+        loop["tokens_per_cpu_s"]["gpt.GPT"] / loop["tokens_per_cpu_s"]["nanoGPT"]
+    )
     result = {
         "benchmark": "training tokens/s, gpt.GPT vs nanoGPT's GPT, same configuration",
         "config": CONFIG,
         "parameters": n_params["gpt.GPT"],
-        "tokens_per_s": median["wall"],
-        "tokens_per_cpu_s": median["cpu"],
+        "tokens_per_s": {k: median["wall"][k] for k in models},
+        "tokens_per_cpu_s": {k: median["cpu"][k] for k in models},
         "ratio": median["wall"]["gpt.GPT"] / median["wall"]["nanoGPT"],
         "ratio_cpu": median["cpu"]["gpt.GPT"] / median["cpu"]["nanoGPT"],
-        "repeats": {"wall": runs["wall"], "cpu": runs["cpu"]},
+        "repeats": {
+            clock: {k: v for k, v in per.items() if k in models}
+            for clock, per in runs.items()
+        },
+        "per_tensor_loop": loop,
+        "parameter_tensors": {k: len(list(m.parameters())) for k, m in models.items()},
+        "operations_per_step": {
+            k: {"foreach": ops[k], "loop": ops[f"{k} loop"]} for k in models
+        },
         "steps_per_repeat": args.steps,
         "threads": args.threads,
         "device": str(device),
@@ -181,7 +227,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"gpt.GPT {median['wall']['gpt.GPT']:,.0f} tokens/s, nanoGPT "
         f"{median['wall']['nanoGPT']:,.0f} tokens/s: ratio {result['ratio']:.3f} "
-        f"(per CPU second {result['ratio_cpu']:.3f}); written to {out}"
+        f"(per CPU second {result['ratio_cpu']:.3f}); AdamW as a loop over the "
+        f"tensors: ratio {loop['ratio']:.3f}; operations per step "
+        f"{result['operations_per_step']}; written to {out}"
     )
     return result
 

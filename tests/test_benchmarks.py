@@ -37,6 +37,14 @@ def check_result(result: dict) -> None:
         assert isinstance(result[key], str) and result[key]
     assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
     assert result["threads"] >= 1 and result["steps_per_repeat"] >= 1
+    loop = result["per_tensor_loop"]
+    assert set(loop["tokens_per_s"]) == set(MODELS)
+    assert loop["ratio"] == pytest.approx(
+        loop["tokens_per_s"]["gpt.GPT"] / loop["tokens_per_s"]["nanoGPT"]
+    )
+    assert result["parameter_tensors"] == {"gpt.GPT": 35, "nanoGPT": 27}
+    for counts in result["operations_per_step"].values():
+        assert counts["foreach"] > 0 and counts["loop"] > 0
 
 
 def test_committed_result_is_well_formed():

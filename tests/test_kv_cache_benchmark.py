@@ -1,0 +1,45 @@
+"""benchmarks/kv_cache_speed.py: the script runs (briefly) and its result holds what
+chapter 09 reads, consistent with itself: the cached and uncached runs wrote the same
+tokens, and the floor's ratios are each round's seconds over the floor's."""
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "kv_cache_speed.py"
+RESULT = ROOT / "benchmarks" / "results" / "kv_cache_speed.json"
+
+
+def check_result(result: dict) -> None:
+    assert result["same_tokens"] and result["layout"]["same_tokens"]
+    runs, floor = result["rounds"]["runs"], result["floor"]
+    for mode in ("cached", "uncached"):
+        walls = runs[mode]["wall"]
+        assert floor["rounds"][mode] == pytest.approx(
+            [t / f for t, f in zip(walls, floor["runs"]["wall"])]
+        )
+    ceiling = statistics.median(floor["rounds"]["uncached"])
+    assert floor["ceiling"]["median"] == pytest.approx(ceiling)
+    assert result["speedup"]["wall"]["min"] > 1  # the cache is faster in every round
+
+
+def test_the_script_measures_cached_uncached_and_the_floor(tmp_path):
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(SCRIPT), "--repeats", "2", "--new-tokens", "8",
+           "--step-repeats", "1", "--product-calls", "5", "--threads", "1",
+           "--out", str(out)]  # fmt: skip
+    printed = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    assert "ceiling" in printed.stdout
+    result = json.loads(out.read_text())
+    assert result["new_tokens"] == 8
+    assert len(result["rounds"]["runs"]["cached"]["wall"]) == 2
+    check_result(result)
+
+
+def test_committed_result_is_consistent():
+    check_result(json.loads(RESULT.read_text()))
