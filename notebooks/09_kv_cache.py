@@ -491,6 +491,15 @@ d_bench = shape["d_model"]
 assert layout["same_tokens"]
 assert layout["ratio"]["min"] < 1 < layout["ratio"]["median"]  # small, not every round
 assert up_proj["shape"] == [4 * d_bench, d_bench]  # the up-projection
+floor = bench["floor"]  # every weight read once per token, and nothing else
+print(f"the floor: {floor['seconds']['wall']['median']:.2f} s for the same tokens; "
+      f"uncached / floor {floor['ceiling']['median']:.1f}x, cached / floor "
+      f"{floor['cached_over_floor']['median']:.2f}x")  # fmt: skip
+report.glue("floor_s", floor["seconds"]["wall"]["median"], "{:.2f}")
+report.glue("ceiling", floor["ceiling"]["median"], "{:.1f}")
+report.glue("over_floor", floor["cached_over_floor"]["median"], "{:.1f}")
+report.glue("floor_share", 1 / floor["cached_over_floor"]["median"], "{:.0%}")
+assert up["median"] < floor["ceiling"]["median"]  # the cache stays under its ceiling
 
 # %% tags=["hide-input"]
 n = torch.arange(1, len(steps_ms["cached"]) + 1)  # step 1 reads the prompt
@@ -519,6 +528,16 @@ plt.show()
 # {glue:text}`all_cached_s` s for all 256 cached ones: the sum of each step's median
 # in the script's second, step-by-step pass, which is not the same statistic as the
 # median whole run printed above).
+#
+# How far could a cache go on that machine? The script also times the part of a cached
+# step that no cache removes, and nothing else: one row times every weight matrix of the
+# model, once per token, 256 times. That floor took {glue:text}`floor_s` s, and the
+# uncached run {glue:text}`ceiling` times as long: the most any cache could gain there
+# (medians over the rounds). The cached run took {glue:text}`over_floor` times the
+# floor: the products with the weights were {glue:text}`floor_share` of its time, and
+# the rest went to the small operations around them (norms, attention over the cache,
+# reshapes, the Python that calls them), which a step pays whatever it reads: those are
+# what a faster decoder has to remove.
 #
 # A cached step multiplies one token by every weight matrix, so on a CPU the layout of
 # those weights in memory matters. While it decodes, `generate` keeps the
