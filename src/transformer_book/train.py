@@ -100,7 +100,7 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
     Returns the losses, the metrics, the CPU-seconds, the model and its tokenizer;
     with ``out``, also writes them (the model as a book checkpoint). ``stop_at``: leave
     after that many steps (the schedule still the whole run's), without scoring;
-    ``resume``: continue from ``out``'s saved state (:func:`_training_folder`).
+    ``resume``: continue from ``out``'s saved state (:func:`_resumable`).
     Under ``torchrun``, the processes other than rank 0 return after training."""
     device, world = _process_device(device)
     texts, heldout = pretraining_data.bert_corpus()
@@ -114,8 +114,7 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
 
     result = pretraining.pretrain(
         texts, config, tok, docs, device, on_step, stop_at,
-        checkpoint=_training_folder(out), checkpoint_every=CHECKPOINT_EVERY,
-        resume=resume,
+        resume=resume, **_resumable(out),
     )  # fmt: skip
     train_cpu = time.process_time() - start_cpu
     if stop_at is not None or not world.is_main:
@@ -178,8 +177,7 @@ def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None
     model_config = config.t5_config(len(atis.words), atis.words.pad_id, atis.eos)
     model, history = pretraining.pretrain_t5(
         atis.train, model_config, atis.sentinels, config, device, on_step, stop_at,
-        checkpoint=_training_folder(out), checkpoint_every=CHECKPOINT_EVERY,
-        resume=resume,
+        resume=resume, **_resumable(out),
     )  # fmt: skip
     train_cpu = time.process_time() - start_cpu
     if stop_at is not None or not world.is_main:
@@ -206,10 +204,13 @@ def _process_device(device: str) -> tuple[str, distributed.Distributed]:
     return device, world
 
 
-def _training_folder(out: str | Path | None) -> Path | None:
-    """Where a bert or t5 run keeps the state it can resume from: ``out``/training
-    (the book checkpoint, fp16 weights and card, goes to ``out`` itself)."""
-    return None if out is None else Path(out) / "training"
+def _resumable(out: str | Path | None) -> dict:
+    """Where and how often a bert or t5 run saves the state it can resume from:
+    ``out``/training every :data:`CHECKPOINT_EVERY` steps (the book checkpoint, fp16
+    weights and card, goes to ``out`` itself); nowhere without ``out``."""
+    if out is None:
+        return {"checkpoint": None, "checkpoint_every": 0}
+    return {"checkpoint": Path(out) / "training", "checkpoint_every": CHECKPOINT_EVERY}
 
 
 def _write(out, config, summary, model, model_config, files) -> None:
