@@ -535,8 +535,8 @@ plt.show()
 # uncached run {glue:text}`ceiling` times as long: the most any cache could gain there
 # (medians over the rounds). The cached run took {glue:text}`over_floor` times the
 # floor: the products with the weights were {glue:text}`floor_share` of its time, and
-# the rest went to the small operations around them (norms, attention over the cache,
-# reshapes, the Python that calls them), which a step pays whatever it reads: those are
+# the rest went to everything else a step runs (norms, attention over the cache, the
+# calls that launch them), which this measurement does not split further: that rest is
 # what a faster decoder has to remove.
 #
 # A cached step multiplies one token by every weight matrix, so on a CPU the layout of

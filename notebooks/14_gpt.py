@@ -360,8 +360,8 @@ report.glue("loop_verdict", verdict.replace("seed", "round"))
 # may be busier or quieter. Round by round the ratio ran from
 # {glue:text}`rounds_mult`.
 #
-# The two models do the same matrix products; what differs is the number of small
-# operations: a step of `gpt.GPT` runs {glue:text}`extra_ops` more of them, and it has
+# The two models have the same parameters (checked above), so the same matrix
+# products; what differs is the number of small operations: a step of `gpt.GPT` runs {glue:text}`extra_ops` more of them, and it has
 # {glue:text}`our_tensors` parameter tensors against nanoGPT's
 # {glue:text}`their_tensors`, since it keeps the query, key and value projections as
 # three. An optimiser works tensor by tensor, so the script also timed the step with
