@@ -26,7 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import data, frames, seq2seq  # noqa: E402
+from transformer_book import data, frame_writing, frames, seq2seq  # noqa: E402
 
 STEPS, SCHEDULE, WARMUP, LR, BATCH, N_DEV = 100, 450, 50, 8e-3, 64, 100
 SIZES = dict(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=1, n_decoder_layers=1,
@@ -41,9 +41,12 @@ def main(seeds: list[int]) -> None:
         name: [frames.frame_from_tags(*x) for x in zip(d.sentences, d.tags, d.intents)]
         for name, d in (("train", train), ("dev", dev))
     }
-    vocab = seq2seq.frame_vocab(train.sentences, gold["train"])  # as in the chapter
-    train_src, train_tgt = seq2seq.frame_pairs(vocab, train.sentences, gold["train"])
-    dev_src, dev_tgt = seq2seq.frame_pairs(vocab, dev.sentences, gold["dev"])
+    # the vocabulary and the pairs, as in the chapter
+    vocab = frame_writing.frame_vocab(train.sentences, gold["train"])
+    train_src, train_tgt = frame_writing.frame_pairs(
+        vocab, train.sentences, gold["train"]
+    )
+    dev_src, dev_tgt = frame_writing.frame_pairs(vocab, dev.sentences, gold["dev"])
     probe = [x[:N_DEV] for x in (dev.sentences, dev_src, dev_tgt, gold["dev"])]
     config = seq2seq.Seq2SeqConfig(
         len(vocab), pad_id=vocab.pad_id, bos_id=vocab["<bos>"], eos_id=vocab["<eos>"],
@@ -52,12 +55,14 @@ def main(seeds: list[int]) -> None:
     rows = []
     for seed in seeds:
         for causal in (True, False):
-            model, history, _, _ = seq2seq.train_run(
+            model, history, _, _ = frame_writing.train_run(
                 dataclasses.replace(config, causal=causal), train_src, train_tgt,
                 SCHEDULE, LR, warmup=WARMUP, batch_size=BATCH, seed=seed, stop_at=STEPS,
                 progress=False,
             )  # fmt: skip
-            found = seq2seq.future_probe(model, vocab, *probe, lambda S: 2 * S + 2)
+            found = frame_writing.future_probe(
+                model, vocab, *probe, lambda S: 2 * S + 2
+            )
             row = dict(
                 seed=seed, causal=causal, train_loss=statistics.mean(history[-10:]),
                 dev_loss_seen=found["seen"], dev_loss_hidden=found["hidden"],

@@ -1,6 +1,6 @@
 """Chapter 12's few-label experiment: does pre-training pay when labels are few?
 
-A pre-trained encoder (``--encoder``: all-MiniLM-L6-v2, ``bert.from_pretrained()``, by
+A pre-trained encoder (``--encoder``: all-MiniLM-L6-v2, ``minilm_weights.from_pretrained()``, by
 default; or the book's ``sst-bert`` of chapter 11, ``checkpoints.load``, each with its
 own tokenizer) and the SAME architecture with random weights
 (``type(encoder)(config)``) are fine-tuned by one recipe
@@ -52,11 +52,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from transformer_book import (  # noqa: E402
     benchmark,
-    bert,
     checkpoints,
     data,
     finetune,
     metrics,
+    minilm_weights,
     probe,
     tokenizer,
 )
@@ -93,7 +93,7 @@ def load_encoder(name: str) -> tuple[torch.nn.Module, object]:
     """``(encoder, tokenizer)`` for ``--encoder name``: a :class:`bert.BertModel` and
     its own WordPiece vocabulary."""
     if name == "minilm":
-        return bert.from_pretrained(), bert.pretrained_tokenizer()
+        return minilm_weights.from_pretrained(), minilm_weights.pretrained_tokenizer()
     model, _ = checkpoints.load(name)
     return model.bert, tokenizer.WordPiece.from_file(
         checkpoints.path(name) / "vocab.txt"

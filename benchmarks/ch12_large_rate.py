@@ -40,11 +40,11 @@ from ch12_few_labels import ARMS, SETTINGS, phrases, steps_for  # noqa: E402
 
 from transformer_book import (  # noqa: E402
     benchmark,
-    bert,
     data,
     few_labels,
     finetune,
     metrics,
+    minilm_weights,
     probe,
     training_diagnostics,
 )
@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> dict:
     few = benchmark.committed_result("ch12_few_labels.json", ROOT)
     assert all(few["settings"][k] == v for k, v in SETTINGS.items())
     steps = steps_for(few["settings"]["epochs"])
-    tok, minilm = bert.pretrained_tokenizer(), bert.from_pretrained()
+    tok, minilm = (
+        minilm_weights.pretrained_tokenizer(),
+        minilm_weights.from_pretrained(),
+    )
     train, _ = phrases()
     dev = tuple(x[: args.n_dev] for x in data.load_sst2("dev"))
     atis_train, atis_test = data.load_atis("train"), data.load_atis("test")

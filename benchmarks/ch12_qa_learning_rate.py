@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from transformer_book import (  # noqa: E402
     benchmark,
-    bert,
     bert_heads,
     data,
     finetune,
+    minilm_weights,
     qa,
 )
 
@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", default=str(out))
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    tok, minilm = bert.pretrained_tokenizer(), bert.from_pretrained()
+    tok, minilm = (
+        minilm_weights.pretrained_tokenizer(),
+        minilm_weights.from_pretrained(),
+    )
     atis_train, atis_dev = data.load_atis("train"), data.load_atis("dev")
     n = args.train_queries
     train_q = qa.qa_from_slots(atis_train.sentences[:n], atis_train.tags[:n])

@@ -14,7 +14,7 @@ choices) is trained in three arms, all with ``distill.train_student``
 
 - ``hard``: cross-entropy on the labelled sentences only;
 - ``teacher_hard``: cross-entropy on the teacher's argmax labels of a transfer set of
-  unlabelled SST-2 training phrases (``distill.sst2_splits``: at least 6 words, no
+  unlabelled SST-2 training phrases (``sst2_teacher.sst2_splits``: at least 6 words, no
   4-word run shared with the dev or test sentences; their labels are never read);
 - ``soft``: the teacher's soft targets at temperature T on the same transfer set
   (α = 1: the soft term alone).
@@ -53,13 +53,14 @@ sys.path.insert(0, str(ROOT / "src"))
 from transformer_book import (  # noqa: E402
     baselines,
     benchmark,
-    bert,
     bert_heads,
     checkpoints,
     distill,
     finetune,
     metrics,
+    minilm_weights,
     probe,
+    sst2_teacher,
 )
 
 RESULT = ROOT / "benchmarks" / "results" / "ch13_distillation.json"
@@ -82,17 +83,19 @@ DEFAULT_CONFIGS = [
 
 
 def splits(n_transfer: int = N_TRANSFER) -> dict[str, tuple[list[str], list[int]]]:
-    """The chapter's splits (``distill.sst2_splits``): labelled ``train`` and ``dev``
+    """The chapter's splits (``sst2_teacher.sst2_splits``): labelled ``train`` and ``dev``
     from SST-2's training phrases, ``test`` the first GLUE dev sentences, and the
     transfer set (texts only)."""
-    sp = distill.sst2_splits(N_TRAIN, N_DEV, N_TEST, n_transfer, MIN_WORDS)
+    sp = sst2_teacher.sst2_splits(N_TRAIN, N_DEV, N_TEST, n_transfer, MIN_WORDS)
     return {"train": sp.train, "dev": sp.dev, "test": sp.test, "transfer": sp.transfer}
 
 
 def teacher_probe(wp, train_x, train_y, standardize=False, weight_decay=1e-2):
     """all-MiniLM-L6-v2 with a mean-pooling head fitted alone on ``train``."""
     torch.manual_seed(0)
-    teacher = bert_heads.SequenceClassifier(bert.from_pretrained(), 2, pooling="mean")
+    teacher = bert_heads.SequenceClassifier(
+        minilm_weights.from_pretrained(), 2, pooling="mean"
+    )
     x = probe.frozen_features(teacher.encoder, wp, train_x, MAX_LEN)["mean"]
     probe.fit_head(
         teacher.classifier, x, train_y, weight_decay, standardize=standardize
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     configs = [parse(c, args.steps) for c in args.configs]
     args.out = args.out or TEACHERS[args.teacher]
     torch.set_num_threads(1)
-    wp = bert.pretrained_tokenizer()
+    wp = minilm_weights.pretrained_tokenizer()
     sp = splits(args.n_transfer)
     (train_x, train_y), test_y = sp["train"], sp["test"][1]
 

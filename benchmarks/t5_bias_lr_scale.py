@@ -31,7 +31,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_book import benchmark, pretraining, pretraining_data, train  # noqa: E402
+from transformer_book import (  # noqa: E402
+    benchmark,
+    pretraining_data,
+    span_pretraining,
+    train,
+)
 
 RESULT = ROOT / "benchmarks" / "results" / "t5_bias_lr_scale.json"
 BASELINES = ("most_frequent_accuracy", "unigram_nats", "bigram_accuracy", "bigram_nats")
@@ -49,7 +54,7 @@ def sweep(scales: list[float], seeds: list[int], steps: int) -> dict:
             recipe = dataclasses.replace(base_recipe, bias_lr_scale=scale, seed=seed)
             config = recipe.t5_config(len(atis.words), atis.words.pad_id, atis.eos)
             start = time.process_time()
-            model, losses = pretraining.pretrain_t5(
+            model, losses = span_pretraining.pretrain_t5(
                 atis.train, config, atis.sentinels, recipe, "cpu"
             )
             cpu = time.process_time() - start

@@ -67,8 +67,10 @@ from transformer_book import (
     masks,
     metrics,
     plotting,
+    pooling,
     report,
     runtime,
+    slot_features,
 )
 from transformer_book.vocab import Vocab
 
@@ -248,7 +250,7 @@ print("same scores alone and padded:", alone.shape)
 
 # %%
 # the training split encoded once: atis.ids (N, T_max), atis.lengths (N,)
-atis = classifiers.SlotIntentFeatures(train, words, tag_vocab, intent_vocab)
+atis = slot_features.SlotIntentFeatures(train, words, tag_vocab, intent_vocab)
 grouped = batching.LengthBatches(atis.lengths, batch_size, seed=0)
 shuffled = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
 share = {"shuffled": shuffled.split(batch_size), "grouped by length": list(grouped)}
@@ -381,7 +383,7 @@ report.glue("dev_no_tail", no_tail, "{:.3f}")
 print(f"dev span F1 after {total} steps: with the tail {after:.3f}, "
       f"all at the full rate {no_tail:.3f}")  # fmt: skip
 print(f"range of the last three full-rate scores: {jitter:.3f}")
-report.glue("tail_verdict", classifiers.cooldown_verdict(after, no_tail, jitter))
+report.glue("tail_verdict", slot_features.cooldown_verdict(after, no_tail, jitter))
 
 # %% [markdown]
 # The control ends at {glue:text}`dev_no_tail`: the run with the tail is
@@ -402,7 +404,7 @@ report.glue("tail_verdict", classifiers.cooldown_verdict(after, no_tail, jitter)
 # The all-`O` baseline reads no word at all. A stronger one reads each word, but only
 # the word: tag it with the tag it has most often in the training data
 # (`baselines.majority_class` of its training tags), and tag a word that training never
-# shows `O` (`classifiers.LookupTagger`). This lookup table is section 3's "the word
+# shows `O` (`slot_features.LookupTagger`). This lookup table is section 3's "the word
 # alone" as a tagger: no model, no training, and every *boston* gets the same tag,
 # wherever it stands. Whatever the model scores above it, the model owes to reading the
 # other words of the query.
@@ -411,7 +413,7 @@ report.glue("tail_verdict", classifiers.cooldown_verdict(after, no_tail, jitter)
 all_o = [["O"] * len(s) for s in dev.sentences]
 baseline = metrics.token_accuracy(dev.tags, all_o)
 print(f"dev token accuracy of the all-'O' baseline: {baseline:.4f}")
-lookup_tags = classifiers.LookupTagger(train.sentences, train.tags)
+lookup_tags = slot_features.LookupTagger(train.sentences, train.tags)
 dev_lookup = lookup_tags(dev.sentences)
 lookup_acc = metrics.token_accuracy(dev.tags, dev_lookup)
 print(f"dev token accuracy of the lookup table:     {lookup_acc:.4f}")
@@ -855,30 +857,28 @@ report.glue("seed_spread", f"up to {points:.1f} points")
 # \mathrm{acc}_\text{mean}$ removes what the seed does to both. The rule, computed in
 # the next cell, is chapter 4's paired $t$-test (`report.compare_seeds(..., pairs=True)`):
 # a ranking only when every $\Delta_s$ has the same sign and their mean exceeds
-# $t \cdot \mathrm{SE}$, $t = 4.30$ for three seeds. `classifiers.pooling_verdict` and
-# `classifiers.pooling_conclusion` put the outcome in words.
+# $t \cdot \mathrm{SE}$, $t = 4.30$ for three seeds. `pooling.pooling_verdict` and
+# `pooling.pooling_conclusion` put the outcome in words.
 
 # %% tags=["nbval-ignore-output"]
 for name in ("dev", "test"):
     cls, mean = accuracy["cls", name], accuracy["mean", name]
-    differences = classifiers.paired_differences(cls, mean)
+    differences = report.paired_differences(cls, mean, "[CLS] minus mean")
     print(f"{name}: {differences}")
-    verdict = classifiers.pooling_verdict(cls, mean)
+    verdict = pooling.pooling_verdict(cls, mean)
     print(f"{name}: {report.glue(name + '_verdict', verdict)}")
     if name == "dev":
         report.glue("dev_edge", differences)
 # A few thousandths decide these comparisons, and another CPU rounds differently: the
 # prose below quotes what this run computed rather than asserting one outcome.
-found = classifiers.pooling_conclusion(cls, mean, len(test))  # the loop ends on test
-gap_text = report.glue("test_gap", found["gap"], "{:.3f}")
-ranges = report.glue("test_ranges", " and ".join(f"{r:.3f}" for r in found["ranges"]))
+found = pooling.pooling_conclusion(cls, mean, len(test))  # the loop ends on test
+gap_text = report.glue("test_gap", found.gap, "{:.3f}")
+ranges = report.glue("test_ranges", " and ".join(f"{r:.3f}" for r in found.ranges))
 print(f"test: the means differ by {gap_text}; the seeds' ranges span {ranges}")
-report.glue("gap_vs_seeds", found["gap_vs_seeds"])
-report.glue("selective_reading", found["selective"])
-print(f"on test, {report.glue('pooling_conclusion', found['conclusion'])}")
-assert (
-    found["gap"] < 0.05
-)  # whichever is ahead, the two poolings land within a few points
+report.glue("gap_vs_seeds", found.gap_vs_seeds)
+report.glue("selective_reading", found.selective)
+print(f"on test, {report.glue('pooling_conclusion', found.conclusion)}")
+assert found.gap < 0.05  # whichever is ahead, the two poolings land within a few points
 
 # %% [markdown]
 # On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
@@ -956,14 +956,14 @@ plt.show()
 # $1/T$ of mean pooling), averaged by the kind of its gold slot tag and, for the words
 # that occur at least 30 times, by word. [CLS] sits at position 0 and the block's
 # relative bias depends on the distance, so a share may say where a word sits rather than
-# what it is; so `classifiers.cls_attention_shares`, which computes all three for one
+# what it is; so `pooling.cls_attention_shares`, which computes all three for one
 # model, also divides each word's share by the mean share of all dev words at the same
 # position. Each [CLS] model, one per seed, gets its own reading; the table gives the
 # mean over the seeds and the range:
 
 # %% tags=["nbval-ignore-output"]
 shares = [
-    classifiers.cls_attention_shares(
+    pooling.cls_attention_shares(
         intent_runs["cls", s]["model"], words, dev.sentences, dev.tags
     )
     for s in seeds
@@ -991,11 +991,11 @@ if run.profile == "quick":  # the text describes this edition's quick run
 # %% [markdown]
 # And the frequent words that *every* seed's model reads more than an even share, most
 # read first, and those that every one reads less, least read first
-# (`classifiers.read_by_every`):
+# (`pooling.read_by_every`):
 
 # %% tags=["nbval-ignore-output"]
 by_words = [by_word for _, by_word, _ in shares]  # the same frequent words, every seed
-most, least = classifiers.read_by_every(by_words, 5)
+most, least = pooling.read_by_every(by_words, 5)
 print("read more by every model:", report.glue("most_read", ", ".join(most)))
 print("read less by every model:", report.glue("least_read", ", ".join(least)))
 tagged = zip(sum(dev.sentences, []), sum(dev.tags, []))  # (word, tag) of every word
@@ -1160,12 +1160,13 @@ checks.check_max_pool(max_pool)
 # - `transformer_book.classifiers`: `ClassifierConfig`, `WordTagger`,
 #   `SentenceClassifier` (`pooling="cls"` or `"mean"`, `positions="learned"` or
 #   `"relative"`), `token_loss`, `sentence_loss`, `mean_token_loss`, `predict_tags`,
-#   `predict_classes`, and `fit` (one training run scored on dev every few steps);
-#   `SlotIntentFeatures` (a split's vocabularies, encoded queries, batches with word
-#   dropout, trained models and their predictions as names), `LookupTagger` (the
-#   word-by-word baseline), `cls_attention_shares` and `read_by_every` (where [CLS]
-#   reads), and the verdicts `cooldown_verdict`, `pooling_verdict`,
-#   `paired_differences` and `pooling_conclusion`.
+#   `predict_classes`, and `fit` (one training run scored on dev every few steps).
+# - `transformer_book.slot_features`: `SlotIntentFeatures` (a split's vocabularies,
+#   encoded queries, batches with word dropout, trained models and their predictions as
+#   names), `LookupTagger` (the word-by-word baseline) and `cooldown_verdict`.
+# - `transformer_book.pooling`: `cls_attention_shares` and `read_by_every` (where [CLS]
+#   reads), and the verdicts `pooling_verdict` and `pooling_conclusion`;
+#   `report.paired_differences` gives the per-seed differences and their t statistic.
 # - `transformer_book.bio`: `bio_transitions` with `bio_viterbi` for decoding valid BIO
 #   sequences, `stray_inside` (the tags that break the rules) and `tag_counts`.
 # - `transformer_book.masks.masked_mean`: the mean over the real tokens only.

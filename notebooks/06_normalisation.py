@@ -64,7 +64,7 @@ from transformer_book import (
     checks,
     classifiers,
     data,
-    deep_stacks,
+    deep_taggers,
     diagrams,
     masks,
     norms,
@@ -191,13 +191,13 @@ print("pre-norm EncoderBlock == nn.TransformerEncoderLayer(norm_first=True), ato
 # To compare the placements on something real we reuse chapter 5's task: tag every word
 # of an ATIS flight query with its slot (BIO tags) {cite}`hemphill1990atis`. Training
 # choices are judged on the dev split; the test split is not used in this chapter.
-# `deep_stacks.tagging_task` numbers the words and tags with vocabularies of the
+# `deep_taggers.tagging_task` numbers the words and tags with vocabularies of the
 # training split and pads the queries into tensors, as chapter 5 did by hand. A dev
 # word never seen in training becomes `<unk>`; a dev token whose *tag* never occurs in
 # training is ignored by the loss (target $-100$).
 
 # %%
-task = deep_stacks.tagging_task(data.load_atis("train"), data.load_atis("dev"))
+task = deep_taggers.tagging_task(data.load_atis("train"), data.load_atis("dev"))
 words, tags = task.words, task.tags  # the vocabularies of the training split
 n_train, n_dev = len(task.train_ids), len(task.dev_ids)
 print(f"train {n_train}, dev {n_dev} queries; {len(words)} words, {len(tags)} tags")
@@ -211,14 +211,15 @@ print(f"dev tokens scored: {scored}, ignored: {task.unseen}")
 # norm we choose. No dropout. The two placements then differ in where the norms sit
 # and, as pre-norm requires, in the pre-norm stack's final LayerNorm: $2d$ more
 # parameters, and the linear head sees a normalised stream (exercise 3 shows what that
-# last norm does to the head's scores). `classifiers.deep_tagger` builds it: the seed
+# last norm does to the head's scores). `deep_taggers.deep_tagger` builds it: the seed
 # draws the tagger's weights, then a fresh `blocks.Encoder` of the chosen norm replaces
 # its one-block encoder.
 
 # %%
 sizes = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, pad_id=words.pad_id)
 # make_tagger(n_layers, norm_first, norm="layer", seed=0), on the CPU:
-make_tagger = functools.partial(classifiers.deep_tagger, len(words), len(tags), **sizes)
+make_tagger = functools.partial(deep_taggers.deep_tagger, len(words), len(tags),
+                                **sizes)  # fmt: skip
 model = make_tagger(depth, norm_first=True)
 n_blocks = len(model.body.encoder.layers)  # a blocks.Encoder
 print(f"{n_blocks} blocks, {params.count_params(model):,} parameters")
@@ -390,7 +391,7 @@ for L in grad_depths:
 top_post = [quarters[False, L][1].mean().item() for L in grad_depths]
 assert min(top_post) > 0.95 * top_post[0]  # ... and not smaller in deeper stacks
 print("top quarter, post-norm, by depth:", ", ".join(f"{v:.3f}" for v in top_post))
-report.glue("separate", deep_stacks.separation_words(ratios))
+report.glue("separate", deep_taggers.separation_words(ratios))
 report.glue("ratio_post_24", mean_ratio[False, 24], "{:.1f}")
 report.glue("ratio_pre_24", mean_ratio[True, 24], "{:.1f}")
 
@@ -416,7 +417,7 @@ report.glue("ratio_pre_24", mean_ratio[True, 24], "{:.1f}")
 shrink, apart = {}, {}  # what -> mean at 24 / mean at 6 blocks; the ranges in words
 for what, pick in (("all blocks", slice(None)), ("last block", slice(-1, None))):
     g6, g24 = (grads[True, L][:, pick].mean(1) for L in (6, 24))  # (seeds,) each
-    shrink[what], apart[what] = deep_stacks.spread_change(g6, g24, 6, 24)
+    shrink[what], apart[what] = deep_taggers.spread_change(g6, g24, 6, 24)
     print(f"pre-norm, {what:>10}: 6 blocks {report.mean_spread(g6.tolist())}, "
           f"24 blocks {report.mean_spread(g24.tolist())}")  # fmt: skip
 bound = math.sqrt(6 / 24)
@@ -522,7 +523,7 @@ print(f"pre-norm: {len(grid['pre'])} settings × {n_seeds} seeds")
 # %% [markdown]
 # The final dev loss per setting, mean ± standard deviation over the seeds; `k†` counts
 # the runs that diverged and `k=` those that ended no better than the prior
-# (`deep_stacks.seed_summary`; `deep_stacks.grid_words` puts the table's verdicts in
+# (`deep_taggers.seed_summary`; `deep_taggers.grid_words` puts the table's verdicts in
 # words):
 
 
@@ -532,7 +533,7 @@ print(f"{'lr':>8} {'warm-up':>8} {'post-norm':>26} {'pre-norm':>26}")
 for lr, w in settings:
     runs = [final.get((p, lr, w)) for p in ("post", "pre")]  # None: not trained
     cells = [
-        deep_stacks.seed_summary(v, prior_loss) if v else "not trained" for v in runs
+        deep_taggers.seed_summary(v, prior_loss) if v else "not trained" for v in runs
     ]
     print(f"{lr:>8g} {w:>8} {cells[0]:>26} {cells[1]:>26}")
 post_top, pre_top = final["post", top, 0], final["pre", top, 0]
@@ -542,9 +543,9 @@ for p, runs in (("post", post_top), ("pre", pre_top)):
 prior = [prior_loss] * n_seeds  # a fixed baseline: Welch's test becomes the one-sample
 verdicts = {  # chapter 4's test: every seed on one side and a t-test at 95 %
     # paired: the same seed gives both placements the same weights and the same batches
-    "pre_vs_post": deep_stacks.seed_verdict(post_top, pre_top, pairs=True),
-    "pre_vs_prior": deep_stacks.seed_verdict(prior, pre_top),
-    "post_vs_prior": deep_stacks.seed_verdict(prior, post_top),
+    "pre_vs_post": deep_taggers.seed_verdict(post_top, pre_top, pairs=True),
+    "pre_vs_prior": deep_taggers.seed_verdict(prior, pre_top),
+    "post_vs_prior": deep_taggers.seed_verdict(prior, post_top),
 }
 for name, text in verdicts.items():
     print(f"{name}: {text}")
@@ -554,7 +555,7 @@ worse_pre, better_post = [v + 0.05 for v in pre_top], [v - 0.01 for v in post_to
 assert report.ahead(post_top, worse_pre)  # pre-norm lower than post-norm, paired
 assert report.ahead(prior, worse_pre, pairs=False)  # pre-norm lower than the prior
 assert report.ahead(better_post, prior, pairs=False)  # post-norm higher than the prior
-words_grid = deep_stacks.grid_words(final, prior_loss, top, warmup, steps)
+words_grid = deep_taggers.grid_words(final, prior_loss, top, warmup, steps)
 for name, text in (words_grid | verdicts).items():
     report.glue(name, text)
 
@@ -597,7 +598,7 @@ plt.show()
 # tokens the tagger labels with the most frequent tag, `O`. For post-norm the head reads
 # the stream after the last block; for pre-norm it reads the stream after the final
 # LayerNorm, which centres each token and so changes the cosines: the cell prints both
-# (`deep_stacks.head_collapse` measures them).
+# (`deep_taggers.head_collapse` measures them).
 
 # %% tags=["nbval-ignore-output"]
 most = 0  # tags are numbered by falling training frequency: 0 is the most frequent
@@ -606,7 +607,7 @@ print(f"tag {tags.itos[most]!r} is the true tag of {truth:.0%} of the probe's to
 after = {}  # placement -> per seed: (cosine after the last block, at the head, share O)
 for p in ("post", "pre"):
     runs = trained[p, top, 0]
-    after[p] = [deep_stacks.head_collapse(m.cpu(), probe[0], keep, most) for m in runs]
+    after[p] = [deep_taggers.head_collapse(m.cpu(), probe[0], keep, most) for m in runs]
     print(f"{p}-norm, per seed: cosine after the last block, at the head; share O:",
           "; ".join(f"{c:.2f}, {h:.2f}; {s:.0%}" for c, h, s in after[p]))  # fmt: skip
 cos_after = {p: [h for _, h, _ in v] for p, v in after.items()}  # what the head sees
@@ -662,15 +663,15 @@ print(
     f"{report.glue('shallow_seconds', seconds, '{:.1f}')} CPU seconds per 2-block run"
 )
 deep = final["post", top, 0]  # the 12-block runs of section 4
-k_shallow, k_deep = (deep_stacks.learned(v, prior_loss, 0.1) for v in (shallow, deep))
+k_shallow, k_deep = (deep_taggers.learned(v, prior_loss, 0.1) for v in (shallow, deep))
 print("post-norm, 2 blocks: ", ", ".join(f"{v:.3f}" for v in shallow))
 # Fisher's exact test: if depth made no difference, how likely is a split at least this
 # lopsided, the runs that learned being dealt out at random over the two depths?
-p_value = deep_stacks.fisher_one_sided(k_shallow, n_shallow, k_deep, len(deep))
+p_value = report.fisher_one_sided(k_shallow, n_shallow, k_deep, len(deep))
 print(f"Fisher's exact test, one-sided: p = {p_value:.2f}")
 assert k_shallow >= 2  # a 2-block post-norm tagger can learn at this rate
 split = (k_shallow, n_shallow, k_deep, len(deep), p_value)
-for name, text in deep_stacks.depth_words(*split).items():  # k: 0.1 nats below prior
+for name, text in deep_taggers.depth_words(*split).items():  # k: 0.1 nats below prior
     print(f"{name}: {report.glue(name, text)}")
 
 # %% [markdown]
@@ -867,16 +868,16 @@ print("nn.RMSNorm:  ", backward_nodes(nn.RMSNorm(16)(x)))
 # %% tags=["nbval-ignore-output"]
 rms_runs = [dev_loss(train_tagger(True, top, 0, s, norm="rms")) for s in range(n_seeds)]
 ln_runs = final["pre", top, 0]
-print(f"pre-norm + LayerNorm: {deep_stacks.seed_summary(ln_runs, prior_loss)}")
-print(f"pre-norm + RMSNorm:   {deep_stacks.seed_summary(rms_runs, prior_loss)}")
+print(f"pre-norm + LayerNorm: {deep_taggers.seed_summary(ln_runs, prior_loss)}")
+print(f"pre-norm + RMSNorm:   {deep_taggers.seed_summary(rms_runs, prior_loss)}")
 diffs = [a - b for a, b in zip(rms_runs, ln_runs)]  # same seed, same initial weights
 print("RMSNorm - LayerNorm, seed by seed:", ", ".join(f"{v:+.3f}" for v in diffs))
 assert report.ahead(prior, [v + 0.05 for v in rms_runs], pairs=False)  # below the prior
 rms_words = {
     "rms_gap": f"{statistics.mean(diffs):+.3f}",
-    "rms_vs_prior": deep_stacks.seed_verdict(prior, rms_runs),
+    "rms_vs_prior": deep_taggers.seed_verdict(prior, rms_runs),
     # paired: the same seed, the same attention and feed-forward weights, batches
-    "rms_verdict": deep_stacks.seed_verdict(ln_runs, rms_runs, pairs=True),
+    "rms_verdict": deep_taggers.seed_verdict(ln_runs, rms_runs, pairs=True),
 }
 for name, text in rms_words.items():
     print(f"{name}: {report.glue(name, text)}")
@@ -1032,14 +1033,13 @@ checks.check_logit_growth(logit_growth, predicted_growth, make_tagger(24, True).
 #   norm.
 # - `transformer_book.blocks.EncoderBlock(..., norm_first=..., norm=...)` and the same
 #   options on `blocks.Encoder` (which adds the final norm of a pre-norm stack).
-# - `transformer_book.deep_stacks.tagging_task`: a training and a dev split numbered
-#   and padded into a `TaggingTask` (training and dev batches, the probe batch, the
-#   prior's dev loss).
-# - `transformer_book.classifiers.deep_tagger`: chapter 5's tagger with a deep stack of
-#   a chosen norm placement and kind.
-# - `transformer_book.deep_stacks`: `seed_summary`, `learned`, `seed_verdict`,
-#   `head_collapse`, `fisher_one_sided` and the verdicts in words (`separation_words`,
-#   `spread_change`, `grid_words`, `depth_words`).
+# - `transformer_book.deep_taggers`: `deep_tagger` (chapter 5's tagger with a deep
+#   stack of a chosen norm placement and kind), `tagging_task` (a training and a dev
+#   split numbered and padded into a `TaggingTask`: training and dev batches, the probe
+#   batch, the prior's dev loss), `seed_summary`, `learned`, `seed_verdict`,
+#   `head_collapse` and the verdicts in words (`separation_words`, `spread_change`,
+#   `grid_words`, `depth_words`).
+# - `transformer_book.report.fisher_one_sided`: Fisher's exact test, one-sided.
 # - `transformer_book.training_diagnostics.quarter_means`: a stack's gradient over its
 #   first and its last quarter of layers.
 # - `transformer_book.norms.time_pairs` and `norms.ratio_words`: (LayerNorm, RMSNorm)

@@ -66,10 +66,10 @@ from transformer_book import (
     bio,
     blocks,
     checks,
-    classifiers,
     data,
     decoder,
     diagrams,
+    frame_writing,
     frames,
     kv_cache,
     masks,
@@ -77,6 +77,7 @@ from transformer_book import (
     report,
     runtime,
     seq2seq,
+    slot_features,
 )
 
 # %% tags=["parameters"]
@@ -388,7 +389,8 @@ for name, lengths in (("query", map(len, train.sentences)),
 # be written exactly; that caps the exact match any such generator can reach:
 
 # %%
-vocab = seq2seq.frame_vocab(train.sentences, train_frames)  # <pad>, <unk>, <bos>, <eos>
+# ids 0-3: <pad>, <unk>, <bos>, <eos>; then the queries' words and the frames' tokens
+vocab = frame_writing.frame_vocab(train.sentences, train_frames)
 BOS, EOS, PAD = vocab["<bos>"], vocab["<eos>"], vocab.pad_id
 print(vocab, f"bos={BOS} eos={EOS}")
 writable = [all(t in vocab for t in f.tokens()) for f in test_frames]
@@ -438,10 +440,10 @@ for t, (a, b) in enumerate(zip(vocab.decode(tgt_in[0]), vocab.decode(tgt[0]))):
 # `seq2seq.greedy_write` decodes a list of queries in batches of similar length
 # (writing at most $2S + 2$ tokens for a source of $S$ words), and `s2s_frames` reads
 # each output back with `frames.parse_frame`. It is also how we watch training on the
-# dev split. (`seq2seq.frame_pairs` encodes the pairs, each target ending in `<eos>`.)
+# dev split. (`frame_writing.frame_pairs` encodes the pairs, each target ending in `<eos>`.)
 
 # %%
-train_src, train_tgt = seq2seq.frame_pairs(vocab, train.sentences, train_frames)
+train_src, train_tgt = frame_writing.frame_pairs(vocab, train.sentences, train_frames)
 src_batch, tgt_batch = next(iter(seq2seq.PairBatches(train_src, train_tgt, 64, PAD)))
 print(f"a batch: sources {tuple(src_batch.shape)}, targets {tuple(tgt_batch.shape)}")
 
@@ -461,7 +463,7 @@ def dev_exact_match(model):
 
 # %% [markdown]
 # Training: AdamW with a short warm-up and a cosine decay (`training.train`), the
-# teacher-forced `Seq2Seq.loss` as the loss; `seq2seq.train_run` is one such run. Every
+# teacher-forced `Seq2Seq.loss` as the loss; `frame_writing.train_run` is one such run. Every
 # few steps the dev exact match is measured along the way (`on_step`), and a copy of the
 # model is kept as it was after its first {glue:text}`nomask_steps` steps, for section 8.
 
@@ -474,7 +476,7 @@ print(s2s_config, f"\n{n_params:,} parameters")
 
 def train_seq2seq(seed, config=s2s_config, stop_at=None):
     """(model, loss of every step, [(step, dev EM)], the model after nomask_steps)."""
-    return seq2seq.train_run(
+    return frame_writing.train_run(
         config, train_src, train_tgt, s2s_steps, s2s_lr, warmup=s2s_warmup,
         batch_size=batch_size, seed=seed, device=run.device, score=dev_exact_match,
         score_at=dev_steps, snapshot_at=nomask_steps, stop_at=stop_at,
@@ -535,7 +537,7 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 n_fit = len(dev)
-dev_src, dev_tgt = seq2seq.frame_pairs(vocab, dev.sentences, dev_frames)
+dev_src, dev_tgt = frame_writing.frame_pairs(vocab, dev.sentences, dev_frames)
 fit_em = frames.exact_match(
     train_frames[:n_fit], s2s_frames(model, train.sentences[:n_fit])
 )
@@ -555,7 +557,7 @@ assert dev_em >= dev_tf and fit_em >= fit_tf, "greedy writes what teacher forcin
 
 # %% tags=["hide-input", "nbval-ignore-output"]
 # the verdict the prose below reads out (either way), and its numbers
-underfit, overfit = seq2seq.fit_verdicts(fit_em, dev_em, fit_nats, dev_nats)
+underfit, overfit = frame_writing.fit_verdicts(fit_em, dev_em, fit_nats, dev_nats)
 report.glue("underfit_verdict", underfit)
 report.glue("fit_verdict", overfit)
 glued = dict(fit_em=fit_em, dev_em=dev_em, dev_tf=dev_tf, fit_nats=fit_nats,
@@ -643,8 +645,8 @@ with torch.no_grad():
     steps = [model.decode(x, memory, memory_mask, cache) for x in tgt_in.split(1, 1)]
 cache_err = (torch.cat(steps, dim=1) - full).abs().max().item()
 # seven rounds, one timing of each arm per round (CPU seconds on a CPU)
-seconds, same = seq2seq.cache_timings(model, vocab, test.sentences[:64], budget, 7,
-                                      device=run.device)  # fmt: skip
+seconds, same = frame_writing.cache_timings(model, vocab, test.sentences[:64], budget,
+                                            7, device=run.device)  # fmt: skip
 by_round = [u / c for u, c in zip(seconds[False], seconds[True])]  # speed-up per round
 report.glue("cache_err", cache_err, "{:.0e}")
 report.glue("cache_speedup", statistics.median(by_round), "{:.1f}")
@@ -751,11 +753,11 @@ plt.show()
 # teacher-forced loss on those queries twice: with the future in view, as in
 # training, and with the future hidden (the same weights in a model with the mask),
 # which is all that greedy decoding can offer, since the tokens after $t$ have not been
-# written yet. `seq2seq.future_probe` measures all four for one model.
+# written yet. `frame_writing.future_probe` measures all four for one model.
 
 # %% tags=["nbval-ignore-output"]
 probe = [x[:n_probe] for x in (dev.sentences, dev_src, dev_tgt, dev_frames)]
-table = {arm: seq2seq.future_probe(m, vocab, *probe, budget)
+table = {arm: frame_writing.future_probe(m, vocab, *probe, budget)
          for arm, m in zip(arms, (masked, no_mask))}  # fmt: skip
 print(f"{'':18}{'dev nats: future seen':>22}{'hidden':>8}{'exact match':>13}"
       f"{'<eos> written':>15}")  # fmt: skip
@@ -798,7 +800,7 @@ assert abs(m_seen - m_unseen) < 1e-4, "a model with the mask never sees the futu
 #
 # That is one seed. `benchmarks/ch07_no_mask.py` repeats the experiment, with this
 # recipe, on more seeds; its result is committed in the repository and read back here
-# (`benchmark.committed_result`; `seq2seq.no_mask_table` sums it up), one line per
+# (`benchmark.committed_result`; `frame_writing.no_mask_table` sums it up), one line per
 # measurement, mean ± standard deviation (lowest–highest) over the seeds:
 
 # %%
@@ -806,7 +808,7 @@ bench = benchmark.committed_result("ch07_no_mask.json")
 recipe = (bench["sizes"], bench["schedule_steps"], bench["steps"], bench["lr"])
 print(f"{len(bench['seeds'])} seeds; the recipe above:",
       recipe == (s2s_sizes, s2s_steps, nomask_steps, s2s_lr))  # fmt: skip
-table, pairs = seq2seq.no_mask_table(bench["rows"])  # pairs: (masked, no mask) rows
+table, pairs = frame_writing.no_mask_table(bench["rows"])  # pairs: (masked, no mask)
 print(f"{'':<19}{arms[0]:>26}{arms[1]:>26}")
 for label, (with_mask, without) in table.items():
     print(f"{label:<19}{with_mask:>26}{without:>26}")
@@ -834,13 +836,13 @@ assert all(n["dev_loss_hidden"] > 2 * n["dev_loss_seen"] for _, n in pairs)
 # then a fifth more steps at a tenth of the rate in the same optimiser, `cooldown=`),
 # `<unk>` dropout on the input words (`Vocab.word_dropout`, applied by
 # `batching.PaddedBatches`) and BIO Viterbi decoding (`classifiers.predict_tags`):
-# chapter 5's plumbing, `classifiers.SlotIntentFeatures`, does all of it.
+# chapter 5's plumbing, `slot_features.SlotIntentFeatures`, does all of it.
 # To fit the quick profile's CPU budget, the tagger trains for half of chapter 5's quick
 # steps there (the intent classifier for all of them; printed below), so its slots
 # need not reach chapter 5's scores.
 
 # %%
-atis = classifiers.SlotIntentFeatures.from_split(train)  # vocabularies, encoded train
+atis = slot_features.SlotIntentFeatures.from_split(train)  # vocabularies, encoded train
 rules = bio.bio_transitions(atis.tags.itos)
 print(f"{len(atis.words)} words, {len(atis.tags)} tags, {len(atis.intents)} intents")
 print(f"steps: tagger {slot_steps}, intents {intent_steps}, + a fifth at lr/10")
@@ -1138,10 +1140,11 @@ for case, (logits_fn, ids) in cases.items():
 #   `PairBatches` (length-grouped (source, target) batches), `greedy_decode_all`
 #   (decoding a list of sources in batches), `greedy_write` (the same from words to
 #   tokens) and `teacher_forced_scores` (the loss and the all-argmax share given the
-#   gold prefixes); for this chapter's task, `frame_vocab` and `frame_pairs` (the
-#   vocabulary and the id pairs), `train_run` (one training run, scored on dev along the
-#   way), `cache_timings`, `future_probe` and `no_mask_table` (section 8's measurements
-#   and the committed benchmark's table) and `fit_verdicts`.
+#   gold prefixes).
+# - `transformer_book.frame_writing`, this chapter's task: `frame_vocab` and
+#   `frame_pairs` (the vocabulary and the id pairs), `train_run` (one training run,
+#   scored on dev along the way), `cache_timings`, `future_probe` and `no_mask_table`
+#   (section 8's measurements and the committed benchmark's table) and `fit_verdicts`.
 # - `transformer_book.frames`: `Frame` (linearised with `tokens()`), `frame_from_tags`,
 #   `parse_frame`, `exact_match`, `slot_scores`, `frame_scores` (every score at once),
 #   `mistakes` (how a wrong frame differs from the gold one) and `sort_mistakes` (a

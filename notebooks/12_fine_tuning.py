@@ -66,13 +66,13 @@ import torch
 from transformer_book import (
     baselines,
     benchmark,
-    bert,
     bert_heads,
     checks,
     data,
     few_labels,
     finetune,
     metrics,
+    minilm_weights,
     plotting,
     probe,
     qa,
@@ -158,8 +158,8 @@ plt.show()
 # at 1e-5 when given the same weights.
 
 # %%
-tok = bert.pretrained_tokenizer()  # all-MiniLM-L6-v2's WordPiece vocabulary
-minilm = bert.from_pretrained()
+tok = minilm_weights.pretrained_tokenizer()  # all-MiniLM-L6-v2's WordPiece vocabulary
+minilm = minilm_weights.from_pretrained()
 n_minilm = sum(p.numel() for p in minilm.parameters())
 head = bert_heads.SequenceClassifier(minilm, n_classes=2).classifier  # W and b
 n_head = head.weight.numel() + head.bias.numel()
@@ -429,7 +429,7 @@ for row, accs in rows.items():
 dev = {a: few_labels.dev_accuracies(few, a, heads[a]) for a in heads}
 gain = statistics.mean(dev["pre-trained"]) - statistics.mean(dev["scratch"])
 gain_words = report.compare_seeds(dev["scratch"], dev["pre-trained"])  # Welch's
-gain_t = few_labels.t_words(dev["pre-trained"], dev["scratch"])
+gain_t = report.t_words(dev["pre-trained"], dev["scratch"])
 print(f"pre-training pays {gain:+.3f}: {gain_t};", gain_words)
 assert gain_words == "higher for every seed"
 majority_dev = few["majority"]["dev_accuracy"]
@@ -1109,9 +1109,10 @@ report.glue("probe_cut", "" if probe_here else (
 #   `token_loss`, `span_loss`, `predict_classes`, `predict_tags`, `predict_answers`.
 # - `transformer_book.few_labels`: the committed few-label sweep read back
 #   (`chosen_head`, `grid_edge`, `compare_heads`, `dev_accuracies`, `dev_table`,
-#   `sweep_cpu_seconds`) and its comparisons in words (`head_noise`, `t_words`,
-#   `beside`, `one_run_against`, `comparison_words`, `live_words`,
-#   `pretraining_verdict`); the too-large rate's `failure_kind` and `forgetting_words`.
+#   `sweep_cpu_seconds`) and its comparisons in words (`head_noise`,
+#   `one_run_against`, `comparison_words`, `live_words`, `pretraining_verdict`;
+#   `report.t_words` and `report.beside`); the too-large rate's `failure_kind` and
+#   `forgetting_words`.
 # - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
 #   `linear_probe` (probes, and heads fitted before fine-tuning).
 # - `transformer_book.data`: `few_labels` (a few labelled texts and a selection split

@@ -66,7 +66,6 @@ import torch.nn.functional as F
 from transformer_book import (
     baselines,
     benchmark,
-    bert,
     checkpoints,
     checks,
     data,
@@ -76,14 +75,16 @@ from transformer_book import (
     finetune,
     masked_lm,
     metrics,
+    minilm_weights,
     params,
     plotting,
     pretraining,
     report,
     runtime,
+    sst2_teacher,
     tokenizer,
 )
-from transformer_book.distill import compared, mean_sd  # seeds in words
+from transformer_book.report import compared, mean_sd  # seeds in words
 
 # %% tags=["parameters"]
 device = "auto"  # "auto": CUDA, else Apple MPS, else the CPU
@@ -200,7 +201,7 @@ plt.show()
 # SST-2 {cite}`socher2013recursive` labels movie-review sentences and phrases as
 # positive or negative. GLUE keeps its test labels private, so we hold out part of the
 # *training* set as our dev split (for choices) and report on GLUE's dev set as our
-# test split. `distill.sst2_splits()` makes every set this section uses: the
+# test split. `sst2_teacher.sst2_splits()` makes every set this section uses: the
 # student's labelled phrases, the dev phrases, the test sentences, a *transfer set*
 # of phrases whose labels are never read (section 3), and the teacher's own labelled
 # phrases: all the remaining training phrases that share no run of four words with a dev,
@@ -213,15 +214,15 @@ plt.show()
 # under chapter 12's `bert_heads.SequenceClassifier` head with `pooling="mean"` (the
 # mean of the real tokens' output vectors, how MiniLM was trained to summarise a
 # sentence), its top two layers and the head fine-tuned with `finetune.fine_tune`
-# (AdamW, warm-up, linear decay) on the teacher's phrases: `distill.train_teacher`,
+# (AdamW, warm-up, linear decay) on the teacher's phrases: `sst2_teacher.train_teacher`,
 # with the recipe in `scripts/train_checkpoints.py`. That run takes longer than this
 # page may, so the book ran it once and ships the result; only the trained part is
 # stored (the rest is MiniLM as published), and `checkpoints.load` refuses a file
 # whose digest is not its card's.
 
 # %%
-wp = bert.pretrained_tokenizer()
-sp = distill.sst2_splits()
+wp = minilm_weights.pretrained_tokenizer()
+sp = sst2_teacher.sst2_splits()
 (train_x, train_y), (dev_x, dev_y), (test_x, test_y) = sp.train, sp.dev, sp.test
 print(f"student's labels {len(train_x)}, dev {len(dev_x)}, test {len(test_x)}, "
       f"transfer {len(sp.transfer):,}, "
@@ -400,7 +401,7 @@ report.glue("agree_control", control, "{:.3f}")
 # and a *probe*, a linear layer fitted on the frozen MiniLM's vectors of the student's
 # own {glue:text}`n_labelled` labelled phrases (`probe.fit_head`), a teacher that
 # knows little the labels do not. `distill.seed_tests` reads a setting's test
-# accuracy per seed, `distill.compared` sets two arms against each other (the
+# accuracy per seed, `report.compared` sets two arms against each other (the
 # difference of the means, the larger spread and chapter 4's verdict), and
 # `distill.comparison_words` words every comparison the prose below reads.
 
@@ -888,11 +889,13 @@ assert cpu_s > 0
 #   T² · KL plus cross-entropy), `hidden_cosine_loss` (DistilBERT's third term),
 #   `every_other_layer` and `student_from_teacher` (a student from the teacher's
 #   layers), `distillation_objective`, the loss it passes into chapter 12's
-#   `finetune.fine_tune`, and `train_student`; `sst2_splits` (labelled, dev, test,
-#   transfer and teacher sets kept apart by word runs), `Teacher` and
-#   `train_teacher` (the recipe of the shipped checkpoint `sst-minilm-teacher`);
-#   `mean_sd` and `compared` (seeds in words), `seed_tests`, `settings_tried`,
+#   `finetune.fine_tune`, and `train_student`; `seed_tests`, `settings_tried`,
 #   `best_setting` and `comparison_words` (the committed comparison read back).
+# - `transformer_book.sst2_teacher`: `sst2_splits` (labelled, dev, test, transfer
+#   and teacher sets kept apart by word runs, the transfer set by `transfer_set`),
+#   `Teacher` and `train_teacher` (the recipe of the shipped checkpoint
+#   `sst-minilm-teacher`).
+# - `transformer_book.report`: `mean_sd` and `compared` (seeds in words).
 # - `transformer_book.checkpoints.save(..., stored=...)`: a checkpoint of a model
 #   fine-tuned on a pre-trained base keeps only what was trained.
 # - `transformer_book.masked_lm`: `mlm_batches` (with or without NSP pairs, static

@@ -70,6 +70,7 @@ from transformer_book import (
     data,
     diagrams,
     gpt,
+    gpt2_weights,
     gpt_training,
     kv_cache,
     lm_data,
@@ -690,8 +691,9 @@ assert len(sample_text) == 300 and set(sample_text) <= set(chars.itos)
 #
 # GPT-2 {cite}`radford2019language` is this model with learned positions, pre-norm
 # LayerNorm ($\varepsilon = 10^{-5}$), the tanh approximation of GELU, biases
-# everywhere and a tied head: `gpt.gpt2_config()` builds that architecture, and
-# `gpt.load_hf_gpt2` copies the weights of a Hugging Face `GPT2LMHeadModel` into it.
+# everywhere and a tied head: `gpt2_weights.gpt2_config()` builds that architecture,
+# and `gpt2_weights.load_hf_gpt2` copies the weights of a Hugging Face
+# `GPT2LMHeadModel` into it.
 # GPT-2 stores its linear layers transposed (`Conv1D`) and its query, key and value
 # projections side by side in one matrix; the loader cuts them apart. What this section
 # checks is GPT-2's *layout*, not OpenAI's trained weights: a small `GPT2LMHeadModel`
@@ -705,9 +707,10 @@ hf_config = transformers.GPT2Config(vocab_size=101, n_positions=32, n_embd=64,
                                     eos_token_id=0)  # fmt: skip
 torch.manual_seed(0)
 hf_gpt2 = transformers.GPT2LMHeadModel(hf_config).eval()
-ours = gpt.GPT(gpt.gpt2_config(vocab_size=101, max_len=32, d_model=64, n_layers=2,
-                               n_heads=4)).eval()  # fmt: skip
-gpt.load_hf_gpt2(ours, hf_gpt2)
+gpt2_shape = gpt2_weights.gpt2_config(vocab_size=101, max_len=32, d_model=64,
+                                      n_layers=2, n_heads=4)  # fmt: skip
+ours = gpt.GPT(gpt2_shape).eval()
+gpt2_weights.load_hf_gpt2(ours, hf_gpt2)
 ids_check = torch.randint(0, 101, (3, 32), generator=torch.Generator().manual_seed(1))
 with torch.no_grad():
     gap = (ours(ids_check) - hf_gpt2(ids_check).logits).abs().max().item()
@@ -735,7 +738,7 @@ assert gap < 1e-4
 
 # %%
 gpt_params = params.gpt_params  # (vocab_size, max_len, d_model, n_layers, d_ff=4d)
-gpt2_small = gpt.GPT(gpt.gpt2_config())  # 12 layers, d_model 768
+gpt2_small = gpt.GPT(gpt2_weights.gpt2_config())  # 12 layers, d_model 768
 print(f"GPT-2 small: formula {gpt_params(50257, 1024, 768, 12):,}, "
       f"counted {params.count_params(gpt2_small):,}")  # fmt: skip
 n_gpt3 = gpt_params(50257, 2048, 12288, 96)
@@ -940,8 +943,8 @@ checks.check_training_days(training_days)
 #   held-out loss.
 # - A faster `gpt.GPT` training step: causal attention through the fused kernel
 #   (`is_causal`), one product for the query, key and value projections, the fused
-#   LayerNorm. `gpt.gpt2_config` and `gpt.load_hf_gpt2` load a Hugging Face GPT-2's
-#   weights (checked on GPT-2's layout with random weights).
+#   LayerNorm. `gpt2_weights.gpt2_config` and `gpt2_weights.load_hf_gpt2` load a
+#   Hugging Face GPT-2's weights (checked on GPT-2's layout with random weights).
 # - `training.train` runs under `torchrun` (DistributedDataParallel) and saves and
 #   resumes safetensors checkpoints; its signature and results for chapters 5–9 are
 #   unchanged.

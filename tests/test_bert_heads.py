@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from transformer_book import bert, bert_heads
+from transformer_book import bert, bert_heads, minilm_weights
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -32,7 +32,7 @@ def ours_from(ref, head: torch.nn.Module, names: dict[str, str]):
     # token classification and QA models have no pooler: keep ours (unused there)
     enc.setdefault("pooler.dense.weight", head.encoder.pooler.weight.detach())
     enc.setdefault("pooler.dense.bias", head.encoder.pooler.bias.detach())
-    bert.load_hf_state_dict(head.encoder, enc)
+    minilm_weights.load_hf_state_dict(head.encoder, enc)
     own = dict(head.named_parameters())
     with torch.no_grad():
         for ours, theirs in names.items():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_book import pretraining
+from transformer_book import span_pretraining
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -21,7 +21,11 @@ def test_the_bias_multiple_on_file_is_the_dev_choice_and_the_default():
         by_scale.setdefault(run["scale"], []).append(run["dev_nats"])
     assert all(len(v) >= 3 for v in by_scale.values())  # seeds behind every mean
     chosen = min(by_scale, key=lambda s: statistics.mean(by_scale[s]))
-    assert result["chosen"] == chosen == pretraining.SpanPretrainConfig().bias_lr_scale
+    assert (
+        result["chosen"]
+        == chosen
+        == span_pretraining.SpanPretrainConfig().bias_lr_scale
+    )
     assert result["baselines"]["hidden_words"] > 1000
     assert result["commands"] and result["machine"]["cores"] >= 1
 

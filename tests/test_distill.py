@@ -5,8 +5,6 @@ trains a student with."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,11 +12,11 @@ import torch.nn.functional as F
 from transformer_book import (
     bert,
     bert_heads,
-    data,
-    data_files,
     distill,
     finetune,
+    minilm_weights,
     params,
+    report,
 )
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
@@ -153,7 +151,7 @@ def test_student_equals_hugging_face_with_the_same_layers():
         layer_norm_eps=cfg.layer_norm_eps,
     )  # fmt: skip
     hf = transformers.BertModel(hf_cfg).eval()
-    names = bert.hf_names(cfg.n_layers)
+    names = minilm_weights.hf_names(cfg.n_layers)
     own = dict(teacher.named_parameters())
     hf.load_state_dict({names[k]: v for k, v in own.items()}, strict=False)
     hf.encoder.layer = torch.nn.ModuleList([hf.encoder.layer[i] for i in (1, 3)])
@@ -305,29 +303,7 @@ def test_check_dynamic_masks(capsys):
         )
 
 
-# --- the transfer set and a student's whole run ----------------------------------
-
-
-def test_transfer_set_excludes_the_evaluation_texts():
-    texts = [
-        "a very good film about a very bad man",  # shares "a very bad man"
-        "the plot is thin but the acting is fine",
-        "the plot is thin but the acting is fine",  # a duplicate
-        "too short to use",  # under 6 words
-        "one of the best films of the year so far",  # shares "the best films of"
-        "The Best Films Of The Year",  # an excluded text, other case
-        "an honest and moving portrait of a family",
-    ]
-    exclude = ["he plays a very bad man", "the best films of the year"]
-    pool = distill.transfer_set(texts, exclude, 2, seed=0)
-    assert sorted(pool) == [
-        "an honest and moving portrait of a family",
-        "the plot is thin but the acting is fine",
-    ]
-    assert pool == distill.transfer_set(texts, exclude, 2, seed=0)  # seeded
-    assert len(distill.transfer_set(texts, [], 5, seed=1)) == 5
-    with pytest.raises(ValueError, match="only 2 texts"):
-        distill.transfer_set(texts, exclude, 3, seed=0)
+# --- a student's whole run -------------------------------------------------------
 
 
 def test_train_student_arms():
@@ -354,49 +330,7 @@ def test_train_student_arms():
         distill.train_student(teacher, [1], tok, texts, y[:3], **kw)
 
 
-# --- chapter 13's splits and its fine-tuned teacher -----------------------------
-
-needs_real_data = pytest.mark.skipif(
-    not os.environ.get(data_files.DATA_ENV), reason=f"${data_files.DATA_ENV} is not set"
-)
-
-
-@needs_real_data
-def test_sst2_splits_keep_the_teacher_apart():
-    sp = distill.sst2_splits(n_train=64, n_dev=32, n_test=48, n_transfer=200)
-    assert [len(sp.train[0]), len(sp.dev[0]), len(sp.test[0])] == [64, 32, 48]
-    assert len(sp.transfer) == 200 and len(sp.teacher[0]) > 40_000
-    held = sp.dev[0] + sp.test[0] + sp.transfer
-    runs = set().union(*(data.word_ngrams(t, 4) for t in held))
-    assert not any(data.word_ngrams(t, 4) & runs for t in sp.teacher[0])
-    assert not {t.lower() for t in sp.teacher[0]} & {t.lower() for t in held}
-    assert set(sp.train[0]).isdisjoint(sp.transfer)
-    assert set(sp.teacher[1]) == {0, 1} and len(sp.teacher[0]) == len(sp.teacher[1])
-    with pytest.raises(ValueError, match="n_train=0"):
-        distill.sst2_splits(n_train=0)
-
-
-def test_teacher_trains_only_its_top_layers_and_head():
-    config = distill.TeacherConfig(tuned_layers=1)
-    tok = bert.pretrained_tokenizer()
-    texts = ["a fine film", "dull and long", "a joy", "not worth it"] * 4
-    labels = [1, 0, 1, 0] * 4
-    teacher = distill.train_teacher(texts, labels, tok, 2, 1e-3, config,
-                                    batch_size=8, max_len=8, seed=3)  # fmt: skip
-    assert teacher.tuned() == ["encoder.encoder.layers.5.", "classifier."]
-    with torch.random.fork_rng():
-        torch.manual_seed(3)  # train_teacher draws the head from its seed
-        fresh = distill.Teacher(config)
-    base = fresh.state_dict()
-    for name, value in teacher.state_dict().items():
-        changed = not torch.equal(value, base[name])
-        assert changed == name.startswith(tuple(teacher.tuned())), name
-    assert all(p.requires_grad for p in teacher.parameters())  # thawed again
-    assert not teacher.training
-    with pytest.raises(ValueError, match="tuned_layers must be between 0 and 6"):
-        distill.Teacher(distill.TeacherConfig(tuned_layers=7))
-    with pytest.raises(ValueError, match="one label per text"):
-        distill.train_teacher(texts, labels[:3], tok, 1, 1e-3)
+# --- chapter 13's comparison, read back ------------------------------------------
 
 
 def _kd_result(soft_shift: float, copies_dev=(0.76, 0.72, 0.56, 0.78)):
@@ -434,16 +368,6 @@ def _kd_result(soft_shift: float, copies_dev=(0.76, 0.72, 0.56, 0.78)):
     }
 
 
-def test_mean_sd_and_compared_state_seeds_as_chapter_4_does():
-    assert distill.mean_sd([0.1, 0.2, 0.3]) == "0.200 ± 0.100"
-    d, s, verdict = distill.compared([0.1, 0.2, 0.3], [0.5, 0.7, 0.6])
-    assert (round(d, 6), round(s, 6)) == (0.4, 0.1)
-    assert verdict == "higher for every seed"
-    assert distill.compared([0.1, 0.2, 0.3], [0.15, 0.25, 0.2])[2].endswith(
-        "no ranking"
-    )
-
-
 def test_the_committed_comparison_read_back():
     kd = _kd_result(0.05)
     assert distill.seed_tests(kd, "hard:0.0003") == pytest.approx([0.79, 0.794, 0.798])
@@ -459,13 +383,13 @@ def test_comparison_words_name_each_teacher_and_read_the_verdicts():
     words = distill.comparison_words(
         {"fine-tuned": _kd_result(0.05), "probe": _kd_result(0.0)}, [0, 2, 4], 256
     )
-    assert words["ft_soft"] == distill.mean_sd([0.84, 0.844, 0.848])
+    assert words["ft_soft"] == report.mean_sd([0.84, 0.844, 0.848])
     assert words["ft_soft_diff"] == "+0.050" and words["ft_soft_sd"] == "0.004"
     assert words["ft_soft_verdict"] == "higher for every seed"
     assert words["gain_sentences"] == f"{0.05 * 256:.0f}"  # 13 sentences
     assert words["ft_teacher"] == "0.850" and words["tr_n"] == "12,000"
     # at 300 updates: soft 0.84, labels 0.78 (hard:0.0003@300)
-    assert words["ft_hard300"] == distill.mean_sd([0.78, 0.784, 0.788])
+    assert words["ft_hard300"] == report.mean_sd([0.78, 0.784, 0.788])
     assert words["soft_vs_argmax_verdict"] == "higher for every seed"
     assert words["argmax_reading"].startswith("The probabilities add to the answers")
     # the probe teacher: soft equals labels at the chosen settings, no ranking there;

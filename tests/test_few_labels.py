@@ -93,26 +93,7 @@ def test_compare_heads_pairs_the_seeds_and_head_noise_reads_a_tie():
         few_labels.compare_heads(sweep, "cls")
 
 
-def test_t_words_counts_standard_errors():
-    a, b = [1.0, 2.0, 3.0], [0.0, 1.0, 2.0]
-    diff, se, df = report.welch(a, b)
-    need = report.t_quantile(0.975, df)
-    assert few_labels.t_words(a, b) == (
-        f"{diff / se:.1f} standard errors of the difference, where Welch's test "
-        f"needs {need:.1f}"
-    )
-    assert few_labels.t_words([1.0] * 3, [0.5] * 3, "the test") == (
-        "no spread at all: the test cannot be run"
-    )
-
-
-def test_beside_and_one_run_against_name_the_other_side():
-    assert few_labels.beside("higher for every seed", "the probe") == (
-        "above the probe for every seed, beyond the seeds' spread"
-    )
-    assert few_labels.beside("fewer than three seeds: no ranking", "x") == (
-        "fewer than three seeds: no ranking"
-    )
+def test_one_run_against_names_the_other_side():
     seeds = [0.80, 0.81, 0.82]
     assert few_labels.one_run_against(0.5, seeds, "A") == (
         "below every seed of A, beyond their spread"
@@ -171,7 +152,7 @@ def test_live_words_say_which_runs_and_how_they_scored():
 def test_pretraining_verdict_ranks_only_what_the_test_passes():
     assert few_labels.pretraining_verdict([0.80, 0.82, 0.81], [0.5, 0.52, 0.51]) == (
         "pre-training pays 0.300, higher for every seed ("
-        + few_labels.t_words([0.80, 0.82, 0.81], [0.5, 0.52, 0.51])
+        + report.t_words([0.80, 0.82, 0.81], [0.5, 0.52, 0.51])
         + ")"
     )
     overlap = few_labels.pretraining_verdict([0.5, 0.6, 0.7], [0.55, 0.65, 0.45])

@@ -1,4 +1,4 @@
-"""transformer_book.gpt: the config, parity with Hugging Face GPT-2, causality, and
+"""transformer_book.gpt: the config, causality, and
 cached decoding equal to uncached decoding (learned positions and RoPE, MHA and GQA)."""
 
 import dataclasses
@@ -173,74 +173,6 @@ def test_bad_inputs_raise():
         model.generate(ids_of(5), 3)
     with pytest.raises(ValueError, match="max_new_tokens must be >= 0"):
         model.generate(ids_of(1, 2), -1)
-
-
-# --- Hugging Face GPT-2 ------------------------------------------------------------------
-
-
-def hf_gpt2(seed: int = 0, **kwargs):
-    """A random-weight Hugging Face GPT-2 (no download), dropout off."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    act = kwargs.pop("act", "gelu_new")
-    sizes = dict(vocab_size=23, n_positions=40, n_embd=32, n_layer=2, n_head=4)
-    hf_config = GPT2Config(
-        **{**sizes, **kwargs}, activation_function=act,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    return GPT2LMHeadModel(hf_config).eval()
-
-
-def test_gpt2_config_is_gpt2_small():
-    c = gpt.gpt2_config()
-    assert (c.vocab_size, c.max_len, c.d_model, c.n_layers, c.n_heads) == (
-        50257, 1024, 768, 12, 12,
-    )  # fmt: skip
-    assert (c.activation, c.positions, c.bias, c.tie_embeddings) == (
-        "gelu_tanh", "learned", True, True,
-    )  # fmt: skip
-
-
-def test_load_hf_gpt2_at_gpt2_small_shape_agrees_within_1e_4():
-    """The chapter's claim: logits of a 12-layer, 768-wide GPT-2 (random weights, a
-    small vocabulary) agree within 1e-4 in fp32."""
-    hf = hf_gpt2(vocab_size=101, n_positions=64, n_embd=768, n_layer=12, n_head=12)
-    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(101, 64, 768, 12, 12)).eval(), hf)
-    ids = ids_of(2, 32, vocab=101)
-    with torch.no_grad():
-        ref, mine = hf(ids).logits, ours(ids)
-    torch.testing.assert_close(mine, ref, atol=1e-4, rtol=0)
-    assert mine.abs().max() > 0.1  # the logits are not all near zero
-
-
-def test_load_hf_gpt2_rejects_models_built_differently():
-    hf = hf_gpt2()
-    with pytest.raises(ValueError, match="differ in size.*'n_layers': 3"):
-        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 3, 4)), hf)
-    with pytest.raises(ValueError, match="not built as GPT-2.*'activation': 'gelu'"):
-        gpt.load_hf_gpt2(GPT(small()), hf)
-    with pytest.raises(ValueError, match="activation_function='relu'"):
-        gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)), hf_gpt2(act="relu"))
-
-
-def test_equals_hugging_face_gpt2_with_and_without_cache():
-
-    hf = hf_gpt2()
-    ours = gpt.load_hf_gpt2(GPT(gpt.gpt2_config(23, 40, 32, 2, 4)).eval(), hf)
-    ids = ids_of(2, 17)
-    with torch.no_grad():
-        ref = hf(ids).logits
-    torch.testing.assert_close(ours(ids), ref, atol=1e-5, rtol=0)
-    # one cached step of theirs against one of ours
-    with torch.no_grad():
-        past = hf(ids[:, :16], use_cache=True).cache  # transformers 5: `cache`
-        ref_step = hf(ids[:, 16:], cache=past).logits
-    cache = kv_cache.new_cache(2)
-    ours(ids[:, :16], cache=cache)
-    torch.testing.assert_close(
-        ours(ids[:, 16:], cache=cache), ref_step, atol=1e-5, rtol=0
-    )
 
 
 # --- converting the whole model to grouped-query attention ----------------------------------

@@ -119,3 +119,13 @@ def test_trailing_mean_places_each_window_mean_at_its_last_step():
     torch.testing.assert_close(means, torch.tensor([1.5, 2.5, 3.5]))
     with pytest.raises(ValueError, match="window"):
         plotting.trailing_mean([1.0], window=2)
+
+
+def test_pretraining_curves_draw_trailing_means_beside_baselines():
+    mlm, nsp = [float(9 - i / 10) for i in range(40)], [0.7] * 40
+    fig = plotting.pretraining_curves(mlm, nsp, 5.0, 10, "a run")
+    left, right = fig.axes[:2]
+    x, y = left.lines[0].get_data()
+    assert list(x) == list(range(10, 41)) and y[0] == pytest.approx(sum(mlm[:10]) / 10)
+    assert left.lines[1].get_ydata()[0] == 5.0  # the unigram baseline
+    assert right.lines[1].get_ydata()[0] == pytest.approx(0.6931, abs=1e-4)  # ln 2

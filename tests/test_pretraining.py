@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from transformer_book import baselines, bert, data, masked_lm, pretraining, t5
+from transformer_book import (
+    baselines,
+    bert,
+    data,
+    masked_lm,
+    pretraining,
+)
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
 
 TINY = pretraining.PretrainConfig(
@@ -144,65 +150,6 @@ def test_nsp_is_learnt_when_the_pairs_tell_it():
     assert metrics["nsp_accuracy"] >= 0.95, metrics
 
 
-def test_pretrain_t5_learns_and_is_reproducible():
-    stream = torch.arange(200).remainder(20) + 2  # a periodic text of ids 2..21
-    config = pretraining.SpanPretrainConfig(
-        d_model=32, n_layers=1, n_heads=2, d_ff=64, window=16, batch_size=16, steps=60,
-        dropout=0.0,
-    )  # fmt: skip
-    model_config = config.t5_config(26, pad_id=0, eos_id=1)
-    a, ha = pretraining.pretrain_t5(stream, model_config, [22, 23, 24, 25], config)
-    _, hb = pretraining.pretrain_t5(stream, model_config, [22, 23, 24, 25], config)
-    assert ha == hb and len(ha) == 60 and isinstance(a, t5.T5) and not a.training
-    assert sum(ha[-10:]) / 10 < sum(ha[:5]) / 5 - 1.0
-    _, hc = pretraining.pretrain_t5(stream, model_config, [22, 23, 24, 25], config,
-                                    stop_at=10)  # fmt: skip
-    assert hc == ha[:10]  # the schedule stays the whole run's
-    with pytest.raises(ValueError, match="window must be >= 2"):
-        pretraining.SpanPretrainConfig(window=1)
-    with pytest.raises(ValueError, match="bias_lr_scale must be positive"):
-        pretraining.SpanPretrainConfig(bias_lr_scale=0)
-
-
-def _t5_moved(stop_at: int, **recipe) -> dict[str, float]:
-    """How far each of a tiny T5's tensors moved (largest entry) in ``stop_at`` steps
-    of :func:`pretraining.pretrain_t5` with ``recipe``'s changes to the config."""
-    stream = torch.arange(200).remainder(20) + 2
-    config = pretraining.SpanPretrainConfig(
-        **{**dict(n_layers=1, window=16, batch_size=8, steps=20, dropout=0.0), **recipe}
-    )
-    model_config = config.t5_config(26, pad_id=0, eos_id=1)
-    torch.manual_seed(config.seed)
-    start = {k: v.clone() for k, v in t5.T5(model_config).state_dict().items()}
-    model, _ = pretraining.pretrain_t5(
-        stream, model_config, [22, 23, 24, 25], config, stop_at=stop_at
-    )
-    end = model.state_dict()
-    return {k: (end[k] - start[k]).abs().max().item() for k in end}
-
-
-def test_pretrain_t5_moves_the_bias_tables_at_their_own_rate():
-    """``bias_lr_scale`` reaches the optimiser: over the same few steps the relative-bias
-    tables travel about that many times farther, the other weights about as far."""
-    small = dict(d_model=32, n_heads=2, d_ff=64)
-    moved = {scale: _t5_moved(3, bias_lr_scale=scale, **small) for scale in (1.0, 30.0)}
-    bias = "encoder_bias.embedding.weight"
-    assert moved[30.0][bias] > 10 * moved[1.0][bias]
-    ff = "encoder.layers.0.ff.up_proj.weight"
-    assert moved[30.0][ff] < 2 * moved[1.0][ff]
-
-
-def test_pretrain_t5_scale_steps_reaches_the_optimiser():
-    """AdamW's first step moves every weight by about the step size: with scale_steps
-    the embedding's is sqrt(d_model) times a key projection's, W_Q's 1/sqrt(d_k)."""
-    wide = dict(d_model=64, n_heads=4, d_ff=256)
-    moved = {on: _t5_moved(1, scale_steps=on, **wide) for on in (False, True)}
-    k, q = "encoder.layers.0.attn.k_proj.weight", "encoder.layers.0.attn.q_proj.weight"
-    assert moved[True]["tok_emb.weight"] / moved[True][k] == pytest.approx(8, rel=0.05)
-    assert moved[True][q] / moved[True][k] == pytest.approx(0.25, rel=0.05)
-    assert moved[False][q] / moved[False][k] == pytest.approx(1, rel=0.05)
-
-
 def test_nsp_loss_and_heldout_metrics_are_the_parts_they_name():
     texts, tok, model = _untrained(200)
     model.eval()
@@ -238,24 +185,3 @@ def test_nsp_majority_verdict_and_table():
         "unigram      |    6.250 |         5.0% |        50.0% (always 'is next')\n"
         "small BERT   |    5.000 |        10.0% |        55.0%"
     )
-
-
-def test_recipe_differences_name_the_changed_settings():
-    recipe = pretraining.PretrainConfig(
-        vocab_size=2000, d_model=64, n_layers=2, n_heads=4, d_ff=128, max_len=64
-    )
-    card = {k: getattr(recipe, k) for k in pretraining.RECIPE_NAMES}
-    assert pretraining.recipe_differences(recipe, card) == []
-    card |= {"d_model": 256, "lr": 1e-4}
-    assert pretraining.recipe_differences(recipe, card) == [
-        "width 64 → 256",
-        f"learning rate {recipe.lr:g} → 0.0001",
-    ]
-
-
-def test_each_process_draws_its_own_batches_rank_0_as_one_process(monkeypatch):
-    assert pretraining.process_seed(7) == 7  # one process
-    monkeypatch.setattr(pretraining, "world", lambda: (0, 2))
-    assert pretraining.process_seed(7) == 7  # rank 0 of two: what one process draws
-    monkeypatch.setattr(pretraining, "world", lambda: (1, 2))
-    assert pretraining.process_seed(7) == 8

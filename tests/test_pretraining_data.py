@@ -90,16 +90,6 @@ def test_gap_scores_score_the_selected_words():
         pretraining_data.gap_scores(truth, pred, logp, torch.zeros(4, dtype=torch.bool))
 
 
-def test_recipe_differences_in_words():
-    before = dict.fromkeys(pretraining_data.RECIPE_WORDS, 1)
-    after = {**before, "d_model": 128, "lr": 3e-4, "scale_steps": True}
-    before["scale_steps"] = False
-    assert pretraining_data.recipe_differences(before, after) == [
-        "width 1 → 128", "learning rate 1 → 0.0003", "steps scaled per tensor off → on"
-    ]  # fmt: skip
-    assert pretraining_data.recipe_differences(after, after) == []
-
-
 def test_topic_texts_stay_within_one_topic_and_repeat():
     texts, words = pretraining_data.topic_texts(40, 6, length=12, n=300, seed=0)
     assert len(words) == 240 and words[:2] == ["t0w0", "t0w1"] and len(texts) == 300

@@ -4,7 +4,34 @@ import pytest
 import torch
 from IPython.core.interactiveshell import InteractiveShell
 
-from transformer_book import report
+from transformer_book import pretraining, report, span_pretraining
+
+
+def test_fisher_one_sided_counts_the_splits_at_least_this_lopsided():
+    import math
+
+    # 5 of 6 shallow runs learned, 0 of 5 deep ones: only the observed split is as
+    # lopsided, C(6, 5) C(5, 0) of the C(11, 5) ways to deal out 5 successes
+    assert report.fisher_one_sided(5, 6, 0, 5) == pytest.approx(6 / 462)
+    # 3 of 6 against 2 of 5: splits with 3, 4 or 5 successes in arm a
+    expected = sum(math.comb(6, i) * math.comb(5, 5 - i) for i in (3, 4, 5)) / 462
+    assert report.fisher_one_sided(3, 6, 2, 5) == pytest.approx(expected)
+    assert report.fisher_one_sided(0, 6, 2, 5) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        report.fisher_one_sided(7, 6, 0, 5)
+
+
+def test_paired_differences_give_each_seed_the_mean_and_the_t_statistic():
+    text = report.paired_differences([0.90, 0.91, 0.92], [0.85, 0.86, 0.87], "a - b")
+    assert text.startswith("a - b, seed by seed: +0.050, +0.050, +0.050; mean +0.050")
+    assert text.endswith("inf standard errors against 4.30")  # no spread: se 0
+    text = report.paired_differences([0.9, 0.8, 0.6], [0.8, 0.8, 0.8], "x minus y")
+    assert text == (
+        "x minus y, seed by seed: +0.100, +0.000, -0.200; mean -0.033, 0.4 standard "
+        "errors against 4.30"
+    )
+    with pytest.raises(ValueError, match="at least two seeds"):
+        report.paired_differences([0.9], [0.8], "a - b")
 
 
 def test_glue_formats_outside_ipython():
@@ -154,3 +181,59 @@ def test_mean_spread_words_mean_std_and_range():
     assert report.mean_spread([2.0], "{:.1f}") == "2.0 ± 0.0 (2.0–2.0)"
     with pytest.raises(ValueError, match="values"):
         report.mean_spread([])
+
+
+def test_mean_sd_and_compared_state_seeds_as_chapter_4_does():
+    assert report.mean_sd([0.1, 0.2, 0.3]) == "0.200 ± 0.100"
+    d, s, verdict = report.compared([0.1, 0.2, 0.3], [0.5, 0.7, 0.6])
+    assert (round(d, 6), round(s, 6)) == (0.4, 0.1)
+    assert verdict == "higher for every seed"
+    assert report.compared([0.1, 0.2, 0.3], [0.15, 0.25, 0.2])[2].endswith("no ranking")
+
+
+def test_t_words_counts_standard_errors():
+    a, b = [1.0, 2.0, 3.0], [0.0, 1.0, 2.0]
+    diff, se, df = report.welch(a, b)
+    need = report.t_quantile(0.975, df)
+    assert report.t_words(a, b) == (
+        f"{diff / se:.1f} standard errors of the difference, where Welch's test "
+        f"needs {need:.1f}"
+    )
+    assert report.t_words([1.0] * 3, [0.5] * 3, "the test") == (
+        "no spread at all: the test cannot be run"
+    )
+
+
+def test_beside_names_the_other_side():
+    assert report.beside("higher for every seed", "the probe") == (
+        "above the probe for every seed, beyond the seeds' spread"
+    )
+    assert report.beside("fewer than three seeds: no ranking", "x") == (
+        "fewer than three seeds: no ranking"
+    )
+
+
+def test_recipe_differences_name_the_changed_settings():
+    recipe = pretraining.PretrainConfig(
+        vocab_size=2000, d_model=64, n_layers=2, n_heads=4, d_ff=128, max_len=64
+    )
+    card = {k: getattr(recipe, k) for k in pretraining.RECIPE_NAMES}
+    assert report.recipe_differences(recipe, card, pretraining.RECIPE_NAMES) == []
+    card |= {"d_model": 256, "lr": 1e-4}
+    assert report.recipe_differences(recipe, card, pretraining.RECIPE_NAMES) == [
+        "width 64 → 256",
+        f"learning rate {recipe.lr:g} → 0.0001",
+    ]
+
+
+def test_recipe_differences_in_words_of_dicts_and_switches():
+    names = span_pretraining.RECIPE_WORDS
+    before = dict.fromkeys(names, 1)
+    after = {**before, "d_model": 128, "lr": 3e-4, "scale_steps": True}
+    before["scale_steps"] = False
+    assert report.recipe_differences(before, after, names) == [
+        "width 1 → 128", "learning rate 1 → 0.0003", "steps scaled per tensor off → on"
+    ]  # fmt: skip
+    assert report.recipe_differences(after, after, names) == []
+    config = span_pretraining.SpanPretrainConfig()
+    assert report.recipe_differences(config, config.__dict__, names) == []

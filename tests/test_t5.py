@@ -14,7 +14,7 @@ from transformer_book import (
     grouped_heads,
     kv_cache,
     params,
-    pretraining,
+    span_pretraining,
     t5,
 )
 from transformer_book.positions import T5RelativeBias
@@ -217,25 +217,6 @@ def test_t5_initialisation_scales():
     }
     for name, (w, expected) in stds.items():
         assert abs(w.std().item() / expected - 1) < 0.05, name
-
-
-def test_init_lr_scales_make_every_step_relative_to_its_tensor():
-    """Each weight tensor's multiple is its initial RMS over 1/sqrt(d_model), so lr x
-    multiple / RMS is the same for every tensor (Adafactor's relative step); the
-    relative-bias tables are left to bias_lr_scale."""
-    config = t5.T5Config(vocab_size=300, d_model=64, n_layers=2, n_heads=4, d_ff=256)
-    model = t5.T5(config)
-    scales = pretraining.init_lr_scales(model)
-    for name, p in model.named_parameters():
-        if "_bias." in name:
-            assert name not in scales, name
-            continue
-        rms = p.detach().pow(2).mean().sqrt().item()
-        assert abs(rms / scales.get(name, 1.0) * 64**0.5 - 1) < 0.1, name
-    assert scales["tok_emb.weight"] == 8.0  # sqrt(64): the embedding, std 1
-    assert scales["decoder.final_norm.weight"] == 8.0  # gamma = 1
-    assert scales["encoder.layers.0.attn.q_proj.weight"] == 0.25  # 1/sqrt(d_k = 16)
-    assert scales["decoder.layers.1.ff.down_proj.weight"] == 0.5  # sqrt(64 / 256)
 
 
 def test_load_rejects_a_different_model():
@@ -503,7 +484,7 @@ def test_target_predictions_in_reading_order():
 
 def test_step_shares_are_a_step_over_each_tensors_scale():
     model = t5.T5(t5.T5Config(50, 32, 1, 4, 64))
-    multiples = pretraining.init_lr_scales(model)
+    multiples = span_pretraining.init_lr_scales(model)
     names = ["tok_emb.weight", "encoder.layers.0.attn.q_proj.weight"]
     shares = t5.step_shares(model, 1e-3, multiples, names)
     for name in names:  # the chapter's old inline loop

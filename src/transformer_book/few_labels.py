@@ -24,8 +24,6 @@ __all__ = [
     "chosen_head",
     "grid_edge",
     "compare_heads",
-    "t_words",
-    "beside",
     "one_run_against",
     "dev_accuracies",
     "dev_table",
@@ -113,32 +111,6 @@ def head_noise(words: dict[str, str], select_seed: int) -> str:
     return f"selection: {words['selection']}; dev: {words['dev']}"
 
 
-def t_words(a: Sequence[float], b: Sequence[float], test: str = "Welch's test") -> str:
-    """mean(a) - mean(b) in standard errors (:func:`report.welch`), beside what the
-    t-test at 95 % needs with these seeds."""
-    diff, se, df = report.welch(a, b)
-    need = report.t_quantile(0.975, max(df, 1.0))
-    if se == 0:
-        return f"no spread at all: {test} cannot be run"
-    return f"{diff / se:.1f} standard errors of the difference, where {test} needs {need:.1f}"
-
-
-_BESIDE = {  # compare_seeds's answers, with the side compared against named
-    "higher for every seed": "above {} for every seed, beyond the seeds' spread",
-    "lower for every seed": "below {} for every seed, beyond the seeds' spread",
-    "every seed on one side, within the seeds' spread: no ranking": (
-        "every seed on one side of {}, but within the seeds' spread: no ranking"
-    ),
-    "the seeds overlap: no ranking": "the seeds overlap {}: no ranking",
-}
-
-
-def beside(words: str, other: str) -> str:
-    """A :func:`report.compare_seeds` verdict (the seeds against ``other``) that names
-    ``other``; other answers unchanged."""
-    return _BESIDE[words].format(other) if words in _BESIDE else words
-
-
 def one_run_against(value: float, seeds: Sequence[float], arm: str) -> str:
     """One run (one seed) against an arm's seeds, the run taken as a fixed number (a
     one-sample t-test, :func:`report.compare_seeds`), in words."""
@@ -203,7 +175,7 @@ def comparison_words(result: dict, heads: dict[str, str]) -> dict[str, str]:
     probe_gap = statistics.mean(pre) - probe_dev
     probe_fixed = [probe_dev] * len(pre)  # one deterministic fit: a one-sample test
     probe_words = report.compare_seeds(probe_fixed, pre)
-    probe_t = t_words(pre, probe_fixed, "the one-sample t-test")
+    probe_t = report.t_words(pre, probe_fixed, "the one-sample t-test")
     if probe_words == "higher for every seed":
         probe_verdict = (
             f"fine-tuning the encoder adds {probe_gap:.3f} to it, every seed above it "
@@ -217,7 +189,7 @@ def comparison_words(result: dict, heads: dict[str, str]) -> dict[str, str]:
     else:
         probe_verdict = (
             f"the fine-tuned arm's mean lies {probe_gap:+.3f} from it ("
-            f"{beside(probe_words, 'the probe')}; {probe_t}): with this few labels, "
+            f"{report.beside(probe_words, 'the probe')}; {probe_t}): with this few labels, "
             "most of what fine-tuning buys is already in the frozen vectors"
         )
     other = "mean" if heads["pre-trained"] == "cls" else "cls"
@@ -242,7 +214,7 @@ def comparison_words(result: dict, heads: dict[str, str]) -> dict[str, str]:
         "pre_dev": report.mean_spread(pre),
         "scratch_dev": report.mean_spread(dev["scratch"]),
         "gain": f"{statistics.mean(pre) - statistics.mean(dev['scratch']):.3f}",
-        "gain_t": t_words(pre, dev["scratch"]),
+        "gain_t": report.t_words(pre, dev["scratch"]),
         "probe_dev": f"{probe_dev:.3f}",
         "probe_verdict": probe_verdict,
         "stands": "above the majority class"
@@ -259,7 +231,7 @@ def comparison_words(result: dict, heads: dict[str, str]) -> dict[str, str]:
         ),
         "n_scratch_runs": str(len(scratch_all)),
         "pre_minus_majority": f"{statistics.mean(pre) - majority:.3f}",
-        "scratch_vs_majority": beside(scratch_vs, "the majority"),
+        "scratch_vs_majority": report.beside(scratch_vs, "the majority"),
         "longer_epochs": str(longer["epochs"]),
         "longer_head": _head_name(longer["pooling"]),
         "longer_dev": f"{longer['dev_accuracy']:.3f}",
@@ -310,7 +282,7 @@ def pretraining_verdict(pre: Sequence[float], scratch: Sequence[float]) -> str:
     Welch's test), in words: a ranking only when :func:`report.compare_seeds` gives
     one."""
     gain = statistics.mean(pre) - statistics.mean(scratch)
-    words, t = report.compare_seeds(scratch, pre), t_words(pre, scratch)
+    words, t = report.compare_seeds(scratch, pre), report.t_words(pre, scratch)
     if words == "higher for every seed":
         return f"pre-training pays {gain:.3f}, higher for every seed ({t})"
     if words.startswith("every seed on one side") and gain > 0:

@@ -26,6 +26,7 @@ __all__ = [
     "book_style",
     "curves",
     "heatmap",
+    "pretraining_curves",
     "seed_bands",
     "seed_dots",
     "spread_bars",
@@ -292,3 +293,26 @@ def trailing_mean(values: Sequence[float], window: int = 20) -> tuple[range, Ten
         raise ValueError(f"window must be in 1..{len(values)}, got {window}")
     means = torch.tensor(values).unfold(0, window, 1).mean(dim=1)
     return range(window, len(values) + 1), means
+
+
+def pretraining_curves(
+    mlm: Sequence[float],
+    nsp: Sequence[float],
+    unigram_loss: float,
+    window: int,
+    title: str,
+) -> plt.Figure:
+    """The MLM and NSP training losses per step (means over ``window`` steps,
+    :func:`trailing_mean`) beside their baselines: the unigram model's
+    held-out MLM loss, and ln 2 (chance) for NSP."""
+    fig, axes = plt.subplots(1, 2, figsize=WIDE)
+    axes[0].plot(*trailing_mean(mlm, window), label="MLM loss (training batches)")
+    axes[0].axhline(unigram_loss, color="gray", ls=":", label="unigram (held-out)")
+    axes[1].plot(*trailing_mean(nsp, window), label="NSP loss (training batches)")
+    axes[1].axhline(math.log(2), color="gray", ls=":", label="chance, ln 2")
+    for ax, name in zip(axes, ("MLM", "NSP")):
+        ax.set(xlabel="step", ylabel=f"cross-entropy ({window}-step mean)", title=name)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -12,8 +12,7 @@ scored on, and T5's held-out scores beside the baselines (chapters 10 and 11).
   quotes them (:func:`baseline_words`); the committed sweep of the bias tables' rate
   read back (:func:`bias_sweep_summary`, :func:`bias_sweep_words`); the city gaps
   among the hidden words (:func:`city_gaps`) and any predictions' scores on a subset
-  of them (:func:`gap_scores`); two recipes' differences in words
-  (:func:`recipe_differences`).
+  of them (:func:`gap_scores`).
 
 Every held-out draw uses :data:`HELDOUT_SEED`, so every model and baseline is scored on
 the same masks, pairs and windows. ``python -m transformer_book.train bert|t5``
@@ -50,8 +49,6 @@ __all__ = [
     "gap_scores",
     "baseline_rows",
     "score_table",
-    "RECIPE_WORDS",
-    "recipe_differences",
 ]
 
 #: the held-out masks and pairs: one draw, the same for every model and baseline
@@ -300,30 +297,6 @@ def gap_scores(
         raise ValueError("where selects no hidden word")
     acc = (pred == truth)[where].float().mean().item()
     return acc, -logp[where].double().mean().item()
-
-
-#: a T5 recipe's settings (``train.T5_RECIPES``' fields, a card's ``recipe``) in words
-RECIPE_WORDS = {
-    "d_model": "width", "n_layers": "layers per stack", "n_heads": "heads",
-    "d_ff": "feed-forward width", "batch_size": "batch", "steps": "steps",
-    "lr": "learning rate", "dropout": "dropout", "window": "window",
-    "bias_lr_scale": "bias-table multiple", "scale_steps": "steps scaled per tensor",
-}  # fmt: skip
-
-
-def recipe_differences(before: dict, after: dict) -> list[str]:
-    """The :data:`RECIPE_WORDS` settings in which two recipes (dicts) differ, each as
-    "name before → after" (a number in ``:g``, a switch "on" or "off"), in that
-    table's order."""
-
-    def show(v) -> str:
-        return ("on" if v else "off") if isinstance(v, bool) else f"{v:g}"
-
-    return [
-        f"{name} {show(before[k])} → {show(after[k])}"
-        for k, name in RECIPE_WORDS.items()
-        if before[k] != after[k]
-    ]
 
 
 def baseline_rows(scores: dict[str, float], top: str) -> dict[str, tuple[float, float]]:

@@ -18,11 +18,14 @@ that cell asserts the claim the prose makes about the number. A comparison of ru
 seeds goes into the prose in words that say only what the seeds support
 (:func:`compare_seeds`, :func:`ranking`: a t-test, not the seeds' ranges alone,
 decides), and so does a speed ratio measured on whatever machine ran the page
-(:func:`times_faster`).
+(:func:`times_faster`). Two arms over seeds in numbers and words (:func:`mean_sd`,
+:func:`compared`, :func:`t_words`, :func:`beside`) and two training recipes' settings
+in words (:func:`recipe_differences`) are put the same way in every chapter.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
@@ -36,9 +39,16 @@ __all__ = [
     "welch",
     "ahead",
     "ranking",
+    "paired_differences",
+    "fisher_one_sided",
     "compare_seeds",
     "mean_spread",
     "times_faster",
+    "mean_sd",
+    "compared",
+    "t_words",
+    "beside",
+    "recipe_differences",
 ]
 
 # myst-nb's prefix for glued data that the cell does not display
@@ -160,6 +170,35 @@ def ranking(per_seed: dict[str, Sequence[float]], level: float = 0.95) -> str:
     return text
 
 
+def paired_differences(a: Sequence[float], b: Sequence[float], label: str) -> str:
+    """The per-seed differences a - b (``label`` names them, e.g. "[CLS] minus mean"),
+    their mean, and how many standard errors it lies from 0 against the two-sided 5 %
+    critical value of the paired t-test (:func:`paired`), in words."""
+    diffs, mean_diff, se = paired(a, b)
+    t_stat = mean_diff / se if se > 0 else math.inf
+    t_crit = t_quantile(0.975, len(a) - 1)
+    return (
+        f"{label}, seed by seed: " + ", ".join(f"{d:+.3f}" for d in diffs)
+        + f"; mean {mean_diff:+.3f}, {abs(t_stat):.1f} standard errors against "
+        f"{t_crit:.2f}"
+    )  # fmt: skip
+
+
+def fisher_one_sided(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """Fisher's exact test, one-sided: with ``k_a`` of ``n_a`` runs of arm a and
+    ``k_b`` of ``n_b`` of arm b successful, the probability that the ``k_a + k_b``
+    successes, dealt out at random over the ``n_a + n_b`` runs, give arm a at least
+    ``k_a`` of them."""
+    if not (0 <= k_a <= n_a and 0 <= k_b <= n_b):
+        raise ValueError(
+            f"need 0 <= k <= n for both arms, got {k_a} of {n_a} and {k_b} of {n_b}"
+        )
+    K, N = k_a + k_b, n_a + n_b
+    lopsided = range(k_a, min(K, n_a) + 1)  # successes among arm a's runs
+    total = sum(math.comb(n_a, i) * math.comb(n_b, K - i) for i in lopsided)
+    return total / math.comb(N, K)
+
+
 def compare_seeds(
     before: Sequence[float],
     after: Sequence[float],
@@ -224,3 +263,69 @@ def times_faster(ratio: float) -> str:
     if not ratio > 0:
         raise ValueError(f"ratio must be a positive number of times, got {ratio}")
     return f"{max(ratio, 1 / ratio):.1f} times {'faster' if ratio > 1 else 'slower'}"
+
+
+def mean_sd(values: Sequence[float]) -> str:
+    """One value per seed as "mean ± standard deviation", to 3 decimals
+    (:func:`mean_spread` without the range)."""
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def compared(
+    before: Sequence[float], after: Sequence[float], pairs: bool = False
+) -> tuple[float, float, str]:
+    """``after`` against ``before``, one value per seed: the difference of the means,
+    the larger of the two standard deviations, and chapter 4's verdict
+    (:func:`compare_seeds`: every seed on one side and a t-test at 5 %; Welch's
+    unpaired one unless the seed pairs the runs)."""
+    d = statistics.mean(after) - statistics.mean(before)
+    s = max(statistics.stdev(after), statistics.stdev(before))
+    return d, s, compare_seeds(before, after, pairs=pairs)
+
+
+def t_words(a: Sequence[float], b: Sequence[float], test: str = "Welch's test") -> str:
+    """mean(a) - mean(b) in standard errors (:func:`welch`), beside what the t-test at
+    95 % needs with these seeds."""
+    diff, se, df = welch(a, b)
+    need = t_quantile(0.975, max(df, 1.0))
+    if se == 0:
+        return f"no spread at all: {test} cannot be run"
+    return f"{diff / se:.1f} standard errors of the difference, where {test} needs {need:.1f}"
+
+
+_BESIDE = {  # compare_seeds's answers, with the side compared against named
+    "higher for every seed": "above {} for every seed, beyond the seeds' spread",
+    "lower for every seed": "below {} for every seed, beyond the seeds' spread",
+    "every seed on one side, within the seeds' spread: no ranking": (
+        "every seed on one side of {}, but within the seeds' spread: no ranking"
+    ),
+    "the seeds overlap: no ranking": "the seeds overlap {}: no ranking",
+}
+
+
+def beside(words: str, other: str) -> str:
+    """A :func:`compare_seeds` verdict (the seeds against ``other``) that names
+    ``other``; other answers unchanged."""
+    return _BESIDE[words].format(other) if words in _BESIDE else words
+
+
+def recipe_differences(before: Any, after: Any, names: dict[str, str]) -> list[str]:
+    """The settings of ``names`` ({field: its name in words}, e.g.
+    ``pretraining.RECIPE_NAMES``) in which two recipes differ, each as
+    "name before → after" (a number in ``:g``, a switch "on" or "off"), in the order of
+    ``names``. A recipe is a dict (a checkpoint card's ``recipe``) or a dataclass (a
+    config)."""
+
+    def fields(recipe: Any) -> dict:
+        is_config = dataclasses.is_dataclass(recipe) and not isinstance(recipe, type)
+        return dataclasses.asdict(recipe) if is_config else recipe
+
+    def show(v) -> str:
+        return ("on" if v else "off") if isinstance(v, bool) else f"{v:g}"
+
+    before, after = fields(before), fields(after)
+    return [
+        f"{name} {show(before[k])} → {show(after[k])}"
+        for k, name in names.items()
+        if before[k] != after[k]
+    ]

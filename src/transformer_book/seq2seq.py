@@ -22,22 +22,13 @@ source length; :func:`greedy_decode_all` writes the targets of a list of sources
 batches of similar length (:func:`greedy_write`: words in, tokens out), and
 :func:`teacher_forced_scores` measures a model given the gold prefixes.
 
-Chapter 07's task, ATIS queries written as semantic frames, around them:
-:func:`frame_vocab` and :func:`frame_pairs` (the vocabulary and the id pairs),
-:func:`train_run` (one training run, scored on dev along the way), :func:`cache_timings`
-(greedy decoding with and without the cache, timed round by round),
-:func:`future_probe` (what a model trained with or without the causal mask does with
-the future hidden) with :func:`no_mask_table` (the committed benchmark of it over
-seeds, in words) and :func:`fit_verdicts`.
+Chapter 07's experiment around the model, ATIS queries written as semantic frames,
+lives in :mod:`transformer_book.frame_writing`.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
-import statistics
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -46,16 +37,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .batching import LengthBatches, pad_sequences
-from .benchmark import median_time
 from .blocks import Encoder
 from .decoder import Decoder, greedy_decode, shift_right
-from .frames import Frame, exact_match, parse_frame
 from .kv_cache import DecoderCache, new_decoder_cache
 from .masks import causal_mask, padding_mask_from_ids
 from .positions import sinusoidal_encoding
-from .report import mean_spread
-from .runtime import seed_everything
-from .training import train
 from .vocab import Vocab
 
 __all__ = [
@@ -65,13 +51,6 @@ __all__ = [
     "greedy_decode_all",
     "greedy_write",
     "teacher_forced_scores",
-    "frame_vocab",
-    "frame_pairs",
-    "train_run",
-    "cache_timings",
-    "future_probe",
-    "fit_verdicts",
-    "no_mask_table",
 ]
 
 
@@ -418,168 +397,3 @@ def teacher_forced_scores(
         all_right += int(right.all(-1).sum())
     model.train(was_training)
     return nats / n_tokens, all_right / len(sources)
-
-
-def frame_vocab(sentences: Sequence[Sequence[str]], frames: Sequence[Frame]) -> Vocab:
-    """One vocabulary for both sides: ``<pad>`` 0, ``<unk>`` 1, ``<bos>`` 2, ``<eos>`` 3,
-    then the words of the (training) queries and the tokens of their frames."""
-    base = Vocab.from_corpus([*sentences, *(f.tokens() for f in frames)])
-    return Vocab(["<bos>", "<eos>", *base.itos[2:]])
-
-
-def frame_pairs(
-    vocab: Vocab, sentences: Sequence[Sequence[str]], frames: Sequence[Frame]
-) -> tuple[list[list[int]], list[list[int]]]:
-    """The (source, target) id lists of queries and their frames; each target ends in
-    ``<eos>``. Shapes: N sentences and N frames -> two lists of N id lists."""
-    eos = vocab["<eos>"]
-    sources = [vocab.encode(s) for s in sentences]
-    return sources, [vocab.encode(f.tokens()) + [eos] for f in frames]
-
-
-def train_run(
-    config: Seq2SeqConfig,
-    sources: Sequence[Sequence[int]],
-    targets: Sequence[Sequence[int]],
-    steps: int,
-    lr: float,
-    *,
-    warmup: int,
-    batch_size: int,
-    seed: int,
-    device: torch.device | str = "cpu",
-    score: Callable[[Seq2Seq], float] | None = None,
-    score_at: Sequence[int] = (),
-    snapshot_at: int | None = None,
-    stop_at: int | None = None,
-    progress: bool | None = None,
-) -> tuple[Seq2Seq, list[float], list[tuple[int, float]], Seq2Seq | None]:
-    """One encoder-decoder drawn after ``seed_everything(seed)`` and trained by
-    ``training.train``: AdamW at ``lr``, ``warmup`` steps, cosine decay over ``steps``,
-    the teacher-forced :meth:`Seq2Seq.loss` on :class:`PairBatches` of ``batch_size``.
-    ``stop_at`` ends the run early, on the whole run's schedule; ``progress`` as in
-    ``training.train``.
-
-    Returns the model, the loss of every step, [(step, ``score(model)``)] after the
-    steps of ``score_at`` and the last, and a copy of the model (eval mode) as it was
-    after ``snapshot_at`` steps (None without).
-    """
-    seed_everything(seed)
-    model = Seq2Seq(config).to(device)
-    curve: list[tuple[int, float]] = []
-    early: list[Seq2Seq] = []
-
-    def probe(step: int, loss: float) -> None:
-        if step + 1 == snapshot_at:
-            early.append(copy.deepcopy(model).eval())
-        if score is not None and step + 1 in (*score_at, steps):
-            curve.append((step + 1, score(model)))
-
-    batches = PairBatches(sources, targets, batch_size, config.pad_id, seed=seed)
-    with tempfile.TemporaryDirectory() as folder:  # stop_at wants a checkpoint folder
-        history = train(
-            model, batches, lambda m, batch: m.loss(*batch), steps, lr=lr,
-            warmup=warmup, decay="cosine", on_step=probe, stop_at=stop_at,
-            checkpoint=None if stop_at is None else folder, progress=progress,
-        )  # fmt: skip
-    return model, history, curve, early[0] if early else None
-
-
-def cache_timings(
-    model: Seq2Seq,
-    vocab: Vocab,
-    sentences: Sequence[Sequence[str]],
-    limit: Callable[[int], int],
-    rounds: int = 7,
-    batch_size: int = 64,
-    device: torch.device | str = "cpu",
-) -> tuple[dict[bool, list[float]], bool]:
-    """:func:`greedy_write` of ``sentences`` without and with the cache, timed once
-    each per round (``benchmark.median_time``, ``clock="auto"``: CPU seconds on a CPU),
-    so that a change of load hits both alike. Returns {use_cache: seconds per round}
-    and whether the two wrote the same tokens."""
-    seconds: dict[bool, list[float]] = {False: [], True: []}
-    out: dict[bool, list[list[str]]] = {}
-    for _ in range(rounds):
-        for use_cache in (False, True):
-
-            def write(c: bool = use_cache) -> None:
-                out[c] = greedy_write(model, vocab, sentences, limit, batch_size, c)
-
-            seconds[use_cache].append(median_time(write, 1, 0, device, clock="auto"))
-    return seconds, out[True] == out[False]
-
-
-def future_probe(
-    model: Seq2Seq,
-    vocab: Vocab,
-    sentences: Sequence[Sequence[str]],
-    sources: Sequence[Sequence[int]],
-    targets: Sequence[Sequence[int]],
-    gold: Sequence[Frame],
-    limit: Callable[[int], int],
-) -> dict[str, object]:
-    """What a model does with the future hidden (chapter 07, section 8): the
-    teacher-forced loss per target token with the model's own mask (``"seen"``, the
-    future in view if it was trained without the causal mask) and with the same
-    weights in a causal model (``"hidden"``); and, written greedily, the frames'
-    ``"exact_match"``, the share that end in ``<eos>`` within ``limit``
-    (``"eos_share"``) and the token lists (``"written"``)."""
-    hidden = Seq2Seq(dataclasses.replace(model.cfg, causal=True))
-    hidden = hidden.to(next(model.parameters()).device)
-    hidden.load_state_dict(model.state_dict())  # the same weights, the future hidden
-    seen, unseen = (
-        teacher_forced_scores(m, sources, targets)[0] for m in (model, hidden)
-    )
-    written = greedy_write(model, vocab, sentences, limit)  # cut at <eos>
-    em = exact_match(gold, [parse_frame(w) for w in written])
-    stops = statistics.mean(len(w) < limit(len(q)) for w, q in zip(written, sentences))
-    return {
-        "seen": seen,
-        "hidden": unseen,
-        "exact_match": em,
-        "eos_share": stops,
-        "written": written,
-    }
-
-
-def fit_verdicts(
-    fit_em: float, dev_em: float, fit_nats: float, dev_nats: float
-) -> tuple[str, str]:
-    """Chapter 07's reading of a model's exact match and teacher-forced loss on its own
-    training queries (``fit_``) and on dev: whether it underfits (exact match below
-    0.9 on its training queries) and whether it fits them clearly better than it
-    generalises (5 points more exact match and 1.5 times less loss), in words."""
-    underfit = (
-        "is still wrong on many of its own training queries (it underfits)"
-        if fit_em < 0.9
-        else "is right on nearly all of its own training queries"
-    )
-    overfits = fit_em > dev_em + 0.05 and dev_nats > 1.5 * fit_nats
-    fit = "fits its training queries clearly better than it generalises"
-    return underfit, fit if overfits else "does not " + fit.replace("fits", "fit", 1)
-
-
-NO_MASK_MEASURES = {
-    "train_loss": "training loss",
-    "dev_loss_seen": "dev, future seen",
-    "dev_loss_hidden": "dev, future hidden",
-    "exact_match": "exact match",
-    "eos_share": "<eos> written",
-}
-
-
-def no_mask_table(
-    rows: Sequence[dict],
-) -> tuple[dict[str, tuple[str, str]], list[tuple[dict, dict]]]:
-    """The committed rows of ``benchmarks/ch07_no_mask.py`` (one per seed and arm,
-    :func:`future_probe`'s measurements and the training loss): per measurement, the
-    masked and the unmasked arm's mean ± standard deviation (lowest–highest) over the
-    seeds (``report.mean_spread``, two decimals); and the (masked, unmasked) rows of
-    each seed, in the rows' order."""
-    by_arm = [[r for r in rows if r["causal"] == causal] for causal in (True, False)]
-    table = {
-        label: tuple(mean_spread([r[key] for r in arm], "{:.2f}") for arm in by_arm)
-        for key, label in NO_MASK_MEASURES.items()
-    }
-    return table, list(zip(*by_arm))

@@ -22,7 +22,7 @@ a run is a recipe, then a JSON file (``--config``), then single options
   the text of SST-2's training phrases (their labels unused), held out: SST-2's dev
   sentences (:func:`transformer_book.pretraining_data.bert_corpus`). Chapters 11-13
   read the result.
-- ``t5`` (:class:`transformer_book.pretraining.SpanPretrainConfig`,
+- ``t5`` (:class:`transformer_book.span_pretraining.SpanPretrainConfig`,
   :data:`T5_RECIPES`, :func:`run_t5`): a small T5 pre-trained with span corruption on
   ATIS's training queries, held out: ATIS's test queries
   (:func:`transformer_book.pretraining_data.atis_words`). Chapter 10 reads it.
@@ -32,7 +32,7 @@ as a book checkpoint (:func:`transformer_book.checkpoints.save`, its vocabulary 
 it); while they train, the state to resume from sits in ``--out``/``training``
 (every :data:`CHECKPOINT_EVERY` steps), and ``--resume`` continues from it. Under
 ``torchrun`` each process draws its own batches
-(:func:`transformer_book.pretraining.process_seed`) and rank 0 scores and writes.
+(:func:`transformer_book.distributed.process_seed`) and rank 0 scores and writes.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from . import (
     pretraining,
     pretraining_data,
     runtime,
+    span_pretraining,
 )
 from .tokenizer import WordPiece
 
@@ -142,24 +143,24 @@ def run_bert(config: pretraining.PretrainConfig, out: str | Path | None = None,
 
 # -- t5: span corruption on ATIS's queries -------------------------------------------
 
-T5_RECIPES: dict[str, pretraining.SpanPretrainConfig] = {
+T5_RECIPES: dict[str, span_pretraining.SpanPretrainConfig] = {
     # the book's first T5 (chapter 10): 3 + 3 layers of width 128, 2,400 updates of 64
     # windows of 32 words (about 90 passes over ATIS's 55,000 training words, each
     # with fresh spans), dropout 0.1 against memorising them. It underfit: AdamW's
     # equal steps crawl for T5's std-1 embedding and race for its small W_Q, and it
     # ended behind a left bigram on the held-out words
-    "atis-small": pretraining.SpanPretrainConfig(),
+    "atis-small": span_pretraining.SpanPretrainConfig(),
     # the book's shipped T5: the same, every weight tensor stepping in proportion to
-    # its initial scale (pretraining.init_lr_scales), as Adafactor steps
-    "atis-scaled": pretraining.SpanPretrainConfig(scale_steps=True),
+    # its initial scale (span_pretraining.init_lr_scales), as Adafactor steps
+    "atis-scaled": span_pretraining.SpanPretrainConfig(scale_steps=True),
     # chapter 10's quick profile, for a run of seconds
-    "tiny": pretraining.SpanPretrainConfig(
+    "tiny": span_pretraining.SpanPretrainConfig(
         d_model=64, n_layers=2, d_ff=128, batch_size=32, steps=200, lr=5e-3, dropout=0.0
     ),
 }
 
 
-def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None,
+def run_t5(config: span_pretraining.SpanPretrainConfig, out: str | Path | None = None,
            device: str = "cpu", log_every: int = 500,
            stop_at: int | None = None, resume: bool = False) -> dict:  # fmt: skip
     """Pre-train :func:`pretraining_data.atis_words`'s T5 as ``config`` says and score
@@ -175,7 +176,7 @@ def run_t5(config: pretraining.SpanPretrainConfig, out: str | Path | None = None
             log.info("step %d/%d | train loss %.4f", step + 1, config.steps, loss)
 
     model_config = config.t5_config(len(atis.words), atis.words.pad_id, atis.eos)
-    model, history = pretraining.pretrain_t5(
+    model, history = span_pretraining.pretrain_t5(
         atis.train, model_config, atis.sentinels, config, device, on_step, stop_at,
         resume=resume, **_resumable(out),
     )  # fmt: skip
@@ -225,7 +226,7 @@ def _write(out, config, summary, model, model_config, files) -> None:
 FAMILIES: dict[str, tuple[type, dict]] = {
     "gpt": (gpt_training.TrainConfig, gpt_training.RECIPES),
     "bert": (pretraining.PretrainConfig, BERT_RECIPES),
-    "t5": (pretraining.SpanPretrainConfig, T5_RECIPES),
+    "t5": (span_pretraining.SpanPretrainConfig, T5_RECIPES),
 }
 DEFAULT_RECIPE = {"gpt": "book-quick", "bert": "sst-small", "t5": "atis-scaled"}
 

@@ -238,7 +238,7 @@ def train(
     ``lr_scales``: parameter-name prefix -> multiple of the learning rate (those
     parameters get no weight decay), for parameters that AdamW, moving every weight
     about one learning rate per step, would move too slowly: T5's relative-bias
-    tables (:func:`pretraining.pretrain_t5`).
+    tables (:func:`span_pretraining.pretrain_t5`).
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")

@@ -1,21 +1,14 @@
-"""Diagrams of BERT (chapter 11): the input as a sum of three embeddings, masked
-language modelling with its 80/10/10 rule, and the two pre-training losses beside
-their baselines."""
+"""Diagrams of BERT (chapter 11): the input as a sum of three embeddings, and masked
+language modelling with its 80/10/10 rule."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from .. import plotting
 from ._draw import EDGE, FILL, arrow, box, canvas, text
 
-# the drawn diagrams, which tests/test_plotting.py draws without arguments; the plot of
-# measured losses, pretraining_curves, is not one of them
+# the drawn diagrams, which tests/test_plotting.py draws without arguments
 __all__ = ["input_embeddings", "masked_language_model"]
 
 GREY = "#444444"
@@ -158,31 +151,4 @@ def masked_language_model() -> Figure:
         9.5,
         color=GREY,
     )
-    return fig
-
-
-def pretraining_curves(
-    mlm: Sequence[float],
-    nsp: Sequence[float],
-    unigram_loss: float,
-    window: int,
-    title: str,
-) -> Figure:
-    """The MLM and NSP training losses per step (means over ``window`` steps,
-    :func:`plotting.trailing_mean`) beside their baselines: the unigram model's
-    held-out MLM loss, and ln 2 (chance) for NSP."""
-    fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-    axes[0].plot(
-        *plotting.trailing_mean(mlm, window), label="MLM loss (training batches)"
-    )
-    axes[0].axhline(unigram_loss, color="gray", ls=":", label="unigram (held-out)")
-    axes[1].plot(
-        *plotting.trailing_mean(nsp, window), label="NSP loss (training batches)"
-    )
-    axes[1].axhline(math.log(2), color="gray", ls=":", label="chance, ln 2")
-    for ax, name in zip(axes, ("MLM", "NSP")):
-        ax.set(xlabel="step", ylabel=f"cross-entropy ({window}-step mean)", title=name)
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
     return fig
