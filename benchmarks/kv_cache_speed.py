@@ -15,17 +15,16 @@ Both runs must write the same tokens. A second, shorter pass times every decodin
 of one run per mode (``--step-repeats`` times, interleaved, median per step): the
 curves chapter 09 draws.
 
-A third run takes its turn in every round: cached decoding with the weights left as
-they are stored, for ``gpt.weights_for_one_token`` (which ``generate`` applies: the
-weights with more outputs than inputs transposed in memory while it decodes). Its
-ratio, weights-as-stored seconds over ``generate``'s own, is what that layout buys a
-whole cached run; ``one_row_products`` times the product that explains it, one row
-by each weight shape of the model in both layouts (``--product-calls`` calls a round,
-the layouts alternating over ``--repeats`` rounds).
+A third pair of runs takes its turn in every round: a reference decoder, Hugging Face
+``transformers``' ``GPT2LMHeadModel`` built in the same shape (random weights, exact
+GELU, dropout off) and decoding greedily through its own ``generate`` with its cache
+and without; its ratio, in the same rounds on the same machine, says whether the book's
+cache is slow or fast for what a step of this shape costs here. (``transformers`` is a
+test dependency of the book; without it the script skips this pair.)
 
-A fourth run in every round measures the floor under any cached run on this machine:
-``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each
-(in ``generate``'s layout), and nothing else: the weights read once per token, which a
+A last run in every round measures the floor under any cached run on this machine:
+``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each,
+and nothing else: the weights read once per token, which a
 cached step cannot avoid. Its ratios give the ceiling of the cache's speed-up here
 (uncached seconds over the floor's, round by round) and how far the cached run sits
 above the floor. The result is written as JSON with the machine, the torch version
@@ -35,7 +34,6 @@ and the date; chapter 09 shows it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
@@ -44,7 +42,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -84,7 +81,8 @@ def timed_generate(
 @torch.no_grad()
 def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
     """Wall seconds of every step of greedy decoding (step 0 reads the prompt), the
-    weights laid out as ``generate`` lays them out (``gpt.weights_for_one_token``)."""
+    query, key and value weights stacked as ``generate`` stacks them
+    (``gpt.weights_for_one_token``)."""
     cache = kv_cache.new_cache(model.config.n_layers, prompt.shape[1] + n_new)
     ids, times = prompt, []
     with gpt.weights_for_one_token(model):
@@ -105,54 +103,60 @@ def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
 @torch.no_grad()
 def timed_weights_once(model, n_new) -> tuple[float, float, None]:
     """Wall and CPU seconds of ``n_new`` passes over every ``nn.Linear`` of ``model``,
-    one row by each weight (``generate``'s layout): a cached run's floor."""
+    one row by each weight: a cached run's floor."""
     weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
     rows = {w.shape[1]: torch.randn(1, w.shape[1], device=w.device) for w in weights}
-    with gpt.weights_for_one_token(model):
-        _sync(weights[0].device)
-        w0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(n_new):
-            for w in weights:
-                F.linear(rows[w.shape[1]], w)  # (1, in) -> (1, out)
-        _sync(weights[0].device)
-        return time.perf_counter() - w0, time.process_time() - c0, None
+    _sync(weights[0].device)
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(n_new):
+        for w in weights:
+            F.linear(rows[w.shape[1]], w)  # (1, in) -> (1, out)
+    _sync(weights[0].device)
+    return time.perf_counter() - w0, time.process_time() - c0, None
 
 
-def timed_as_stored(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
-    """``timed_generate`` with the cache, the weights left in their stored layout."""
-    with mock.patch.object(
-        gpt, "weights_for_one_token", lambda model: contextlib.nullcontext()
-    ):
-        return timed_generate(model, prompt, n_new, use_cache=True)
+def build_reference(device: torch.device):
+    """Hugging Face's GPT-2 in the benchmark's shape (random weights, no download), or
+    None without ``transformers``."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    transformers.logging.set_verbosity_error()
+    config = transformers.GPT2Config(
+        vocab_size=CONFIG["vocab_size"],
+        n_positions=CONFIG["max_len"],
+        n_embd=CONFIG["d_model"],
+        n_layer=CONFIG["n_layers"],
+        n_head=CONFIG["n_heads"],
+        activation_function="gelu",  # exact GELU, as gpt.GPT's default
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).to(device).eval()
 
 
-@torch.no_grad()
-def one_row_products(model, rounds: int, calls: int) -> list[dict]:
-    """Microseconds per ``F.linear`` of one row by each distinct ``nn.Linear`` weight
-    shape of ``model``, stored row-major and column-major (the two layouts take turns
-    round by round; median over rounds)."""
-    shapes = sorted({tuple(m.weight.shape) for m in model.modules()
-                     if isinstance(m, torch.nn.Linear)})  # fmt: skip
-    rows = []
-    for out_f, in_f in shapes:
-        w = torch.randn(out_f, in_f)  # (out, in), row-major
-        layouts = {"row-major": w, "column-major": w.t().contiguous().t()}
-        x = torch.randn(1, in_f)  # (1, in): one token
-        micro = {name: [] for name in layouts}
-        for r in range(rounds):
-            for name in layouts if r % 2 == 0 else list(layouts)[::-1]:
-                F.linear(x, layouts[name])  # warm
-                start = time.perf_counter()
-                for _ in range(calls):
-                    F.linear(x, layouts[name])
-                micro[name].append(1e6 * (time.perf_counter() - start) / calls)
-        med = {name: statistics.median(v) for name, v in micro.items()}
-        rows.append({
-            "shape": [out_f, in_f],
-            "microseconds": {name: spread(v) for name, v in micro.items()},
-            "row_over_column": med["row-major"] / med["column-major"],
-        })  # fmt: skip
-    return rows
+def timed_reference(
+    model, prompt, n_new, use_cache
+) -> tuple[float, float, torch.Tensor]:
+    """Wall and CPU seconds of the reference's own greedy ``generate``, and its tokens."""
+    _sync(prompt.device)
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=n_new,
+        min_new_tokens=n_new,
+        do_sample=False,
+        use_cache=use_cache,
+    )
+    _sync(prompt.device)
+    return time.perf_counter() - w0, time.process_time() - c0, out
 
 
 def spread(values: list[float]) -> dict:
@@ -170,7 +174,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--step-repeats", type=int, default=3)
-    parser.add_argument("--product-calls", type=int, default=2000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument(
@@ -187,15 +190,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     # warm-up, and the check that both write the same tokens
     outs = {m: timed_generate(model, prompt, 8, m == "cached")[2] for m in MODES}
-    outs["stored"] = timed_as_stored(model, prompt, 8)[2]
-    every = (*MODES, "stored", "floor")
+    reference = build_reference(device)
+    refs = () if reference is None else ("ref_cached", "ref_uncached")
+    for mode in refs:
+        outs[mode] = timed_reference(reference, prompt, 8, mode == "ref_cached")[2]
+    every = (*MODES, *refs, "floor")
     runs = {m: {"wall": [], "cpu": []} for m in every}
     for r in range(args.repeats):
         for mode in every if r % 2 == 0 else every[::-1]:
             if mode == "floor":
                 wall, cpu, _ = timed_weights_once(model, args.new_tokens)
-            elif mode == "stored":
-                wall, cpu, out = timed_as_stored(model, prompt, args.new_tokens)
+            elif mode in refs:
+                wall, cpu, out = timed_reference(
+                    reference, prompt, args.new_tokens, mode == "ref_cached"
+                )
             else:
                 wall, cpu, out = timed_generate(
                     model, prompt, args.new_tokens, mode == "cached"
@@ -207,12 +215,19 @@ def main(argv: list[str] | None = None) -> dict:
     same_tokens = torch.equal(outs["cached"], outs["uncached"])
     if not same_tokens:
         raise SystemExit("cached and uncached decoding wrote different tokens")
-    same_as_stored = torch.equal(outs["cached"], outs["stored"])
-    stored, floor = runs.pop("stored"), runs.pop("floor")
+    floor = runs.pop("floor")
+    ref_runs = {mode[4:]: runs.pop(mode) for mode in refs}  # cached, uncached
     over_floor = {
         m: [t / f for t, f in zip(runs[m]["wall"], floor["wall"])] for m in MODES
     }
-    layout_ratios = [s / c for s, c in zip(stored["wall"], runs["cached"]["wall"])]
+    ref_ratios = (
+        [
+            u / c
+            for u, c in zip(ref_runs["uncached"]["wall"], ref_runs["cached"]["wall"])
+        ]
+        if refs
+        else []
+    )
     ratios = {
         clock: [u / c for u, c in zip(runs["uncached"][clock], runs["cached"][clock])]
         for clock in ("wall", "cpu")
@@ -228,7 +243,6 @@ def main(argv: list[str] | None = None) -> dict:
         m: [statistics.median(s) for s in zip(*per_repeat)]
         for m, per_repeat in steps.items()
     }
-    products = one_row_products(model, args.repeats, args.product_calls)
     load_after = os.getloadavg()
 
     result = {
@@ -244,19 +258,25 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup": {clock: spread(v) for clock, v in ratios.items()},
         "rounds": {"runs": runs, "speedup": ratios},
         "step_seconds": step_median,
-        "layout": {
-            "what": "cached decoding with the weights as stored, over generate's "
-            "own (gpt.weights_for_one_token), wall seconds per round",
-            "seconds": {clock: spread(v) for clock, v in stored.items()},
-            "ratio": spread(layout_ratios),
-            "rounds": layout_ratios,
-            "same_tokens": same_as_stored,
-            "one_row_products": products,
-            "product_calls": args.product_calls,
+        "reference": None
+        if reference is None
+        else {
+            "what": "Hugging Face transformers' GPT2LMHeadModel in the same shape "
+            "(exact GELU), its own greedy generate with and without its cache, in "
+            "the same rounds",
+            "transformers": sys.modules["transformers"].__version__,
+            "parameters": sum(p.numel() for p in reference.parameters()),
+            "same_tokens": torch.equal(outs["ref_cached"], outs["ref_uncached"]),
+            "seconds": {
+                m: {clock: spread(v) for clock, v in ref_runs[m].items()} for m in MODES
+            },
+            "speedup": spread(ref_ratios),
+            "runs": ref_runs,
+            "rounds": ref_ratios,
         },
         "floor": {
-            "what": "every nn.Linear weight read once per token (one row by each, "
-            "generate's layout), new_tokens times: the least a cached run can take",
+            "what": "every nn.Linear weight read once per token (one row by each), "
+            "new_tokens times: the least a cached run can take",
             "seconds": {clock: spread(v) for clock, v in floor.items()},
             "ceiling": spread(over_floor["uncached"]),
             "cached_over_floor": spread(over_floor["cached"]),
@@ -285,8 +305,9 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.new_tokens} tokens: cached {s['cached']['wall']['median']:.2f} s, "
         f"uncached {s['uncached']['wall']['median']:.2f} s (medians of "
         f"{args.repeats}); speed-up {w['median']:.1f}x "
-        f"[{w['min']:.1f}, {w['max']:.1f}]; weights as stored / generate's layout "
-        f"{statistics.median(layout_ratios):.2f}x; ceiling (uncached / weights read "
+        f"[{w['min']:.1f}, {w['max']:.1f}]; reference (transformers' GPT-2) "
+        + (f"{statistics.median(ref_ratios):.1f}x; " if refs else "not run; ")
+        + f"ceiling (uncached / weights read "
         f"once per token) {statistics.median(over_floor['uncached']):.1f}x, cached "
         f"{statistics.median(over_floor['cached']):.2f}x the floor; "
         f"load {load_before[0]:.1f} -> "

@@ -457,3 +457,18 @@ def test_masked_batch_norm_check_accepts_a_right_answer(capsys):
 def test_masked_batch_norm_mistakes_are_explained(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         block_checks.check_masked_batch_norm(wrong)
+
+
+def test_dropout_acts_while_training_and_is_skipped_in_evaluation():
+    torch.manual_seed(0)
+    block = blocks.EncoderBlock(D, H, D_FF, dropout=0.5, norm_first=True)
+    x = torch.randn(2, 5, D)
+    block.train()
+    assert not torch.equal(block(x), block(x))  # a new dropout mask each call
+    block.eval()
+    assert torch.equal(block(x), block(x))
+    for module in (block.dropout1, block.dropout2, block.ff.dropout):
+        module.p = 0.0  # identity: skipped, same output as the module would give
+    block.attn.dropout = 0.0  # the attention weights' own dropout
+    block.train()
+    assert torch.equal(block(x), block(x))

@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer_book import gpt, kv_cache
 from transformer_book.gpt import GPT, GPTConfig
@@ -130,14 +131,11 @@ def test_decoding_past_the_context_window_reads_the_last_max_len(positions):
     assert torch.equal(last, plain[:, -1])
 
 
-def test_decoding_lays_outweights_for_one_token_then_restores_them():
+def test_decoding_leaves_the_parameters_as_they_were():
     model = model_of(small(n_kv_heads=2))
-    up, q = model.blocks.layers[0].ff.up_proj, model.blocks.layers[0].attn.q_proj
     params = list(model.parameters())
     before = {name: p.clone() for name, p in model.named_parameters()}
     with gpt.weights_for_one_token(model):
-        assert up.weight.shape == (128, 32) and up.weight.stride() == (1, 128)
-        assert q.weight.is_contiguous()  # square: left as it is
         assert model.lm_head.weight is model.tok_emb.weight  # still tied
         logits = model(ids_of(2, 5))
     assert list(model.parameters()) == params  # the same Parameter objects
@@ -145,8 +143,38 @@ def test_decoding_lays_outweights_for_one_token_then_restores_them():
         assert p.is_contiguous() and torch.equal(p, before[name]), name
     torch.testing.assert_close(logits, model(ids_of(2, 5)), atol=1e-6, rtol=0)
     with pytest.raises(RuntimeError, match="stop"), gpt.weights_for_one_token(model):
+        assert model.blocks.layers[0].attn.decoding_qkv is not None
         raise RuntimeError("stop")
-    assert up.weight.is_contiguous()  # restored on the way out of an error too
+    # dropped on the way out of an error too
+    assert all(b.attn.decoding_qkv is None for b in model.blocks.layers)
+
+
+def test_decoding_stacks_query_key_value_weights_for_the_run():
+    model = model_of(small(n_kv_heads=2))
+    attn = model.blocks.layers[0].attn
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        three = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+        with gpt.weights_for_one_token(model):
+            weight, bias = attn.decoding_qkv
+            assert weight.shape == (32 + 2 * 16, 32) and bias.shape == (64,)
+            one = attn._project_qkv(x)  # one product with the stacked weight
+        assert attn.decoding_qkv is None  # dropped at the end of the run
+    for a, b in zip(one, three):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_generated_ids_and_weights_stay_usable_for_training():
+    # generate runs in inference mode; nothing it returns or touches may stay an
+    # inference tensor, which autograd refuses
+    model = model_of(small())
+    out = model.generate(ids_of(2, 3), 6, temperature=0)
+    assert not out.is_inference()
+    assert not any(p.is_inference() for p in model.parameters())
+    model.train()
+    loss = F.cross_entropy(model(out[:, :-1]).flatten(0, 1), out[:, 1:].flatten())
+    loss.backward()  # the generated ids feed a training step
+    assert model.tok_emb.weight.grad is not None
 
 
 def test_sampling_is_reproducible_with_a_generator():

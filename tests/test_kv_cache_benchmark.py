@@ -1,6 +1,7 @@
 """benchmarks/kv_cache_speed.py: the script runs (briefly) and its result holds what
 chapter 09 reads, consistent with itself: the cached and uncached runs wrote the same
-tokens, and the floor's ratios are each round's seconds over the floor's."""
+tokens, the floor's ratios are each round's seconds over the floor's, and the reference
+decoder (transformers' GPT-2) has the book's model's size and its ratios its rounds'."""
 
 import json
 import statistics
@@ -16,7 +17,13 @@ RESULT = ROOT / "benchmarks" / "results" / "kv_cache_speed.json"
 
 
 def check_result(result: dict) -> None:
-    assert result["same_tokens"] and result["layout"]["same_tokens"]
+    assert result["same_tokens"]
+    ref = result["reference"]
+    assert ref["same_tokens"] and ref["parameters"] == result["parameters"]
+    assert ref["rounds"] == pytest.approx(
+        [u / c for u, c in zip(ref["runs"]["uncached"]["wall"],
+                               ref["runs"]["cached"]["wall"])]
+    )  # fmt: skip
     runs, floor = result["rounds"]["runs"], result["floor"]
     for mode in ("cached", "uncached"):
         walls = runs[mode]["wall"]
@@ -25,13 +32,12 @@ def check_result(result: dict) -> None:
         )
     ceiling = statistics.median(floor["rounds"]["uncached"])
     assert floor["ceiling"]["median"] == pytest.approx(ceiling)
-    assert result["speedup"]["wall"]["min"] > 1  # the cache is faster in every round
 
 
 def test_the_script_measures_cached_uncached_and_the_floor(tmp_path):
     out = tmp_path / "result.json"
     cmd = [sys.executable, str(SCRIPT), "--repeats", "2", "--new-tokens", "8",
-           "--step-repeats", "1", "--product-calls", "5", "--threads", "1",
+           "--step-repeats", "1", "--threads", "1",
            "--out", str(out)]  # fmt: skip
     printed = subprocess.run(cmd, check=True, capture_output=True, text=True)
     assert "ceiling" in printed.stdout
@@ -42,4 +48,7 @@ def test_the_script_measures_cached_uncached_and_the_floor(tmp_path):
 
 
 def test_committed_result_is_consistent():
-    check_result(json.loads(RESULT.read_text()))
+    result = json.loads(RESULT.read_text())
+    check_result(result)
+    # what chapter 09 says of it (a brief run on a busy machine need not show it)
+    assert result["speedup"]["wall"]["min"] > 1  # the cache is faster in every round

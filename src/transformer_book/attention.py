@@ -269,6 +269,8 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.o_proj = nn.Linear(d_model, d_model, bias=bias)
+        # (weight, bias) of q_proj, k_proj, v_proj stacked, while a decoding run lasts
+        self.decoding_qkv: tuple[Tensor, Tensor | None] | None = None
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``q_proj(x), k_proj(x), v_proj(x)``; while training, as one matrix product.
@@ -278,18 +280,23 @@ class MultiHeadAttention(nn.Module):
         and one for the input's gradient instead of three (chapter 14); the three
         ``nn.Linear`` stay the parameters. Without gradients (decoding, chapter 09)
         stacking would copy all three weights at every step to multiply them by one
-        token, so the three products run as they are.
+        token, so the three products run as they are, unless a decoding run stacked them
+        once for all its steps (``decoding_qkv``, set by
+        :func:`transformer_book.gpt.weights_for_one_token` while ``generate`` runs).
         Shapes: (B, T, d_model) -> (B, T, d_model), (B, T, kv_width), (B, T, kv_width).
         """
         projections = (self.q_proj, self.k_proj, self.v_proj)
         # not wrapped (a LoRA projection, say): then each is called as it is
         plain = all(type(p) is nn.Linear for p in projections)
-        if not (plain and torch.is_grad_enabled()):
+        if self.decoding_qkv is not None and not torch.is_grad_enabled():
+            weight, bias = self.decoding_qkv  # stacked once for a whole decoding run
+        elif not (plain and torch.is_grad_enabled()):
             return projections[0](x), projections[1](x), projections[2](x)
-        weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
-        bias = None
-        if self.q_proj.bias is not None:
-            bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
+        else:
+            weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
+            bias = None
+            if self.q_proj.bias is not None:
+                bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
         kv_width = self.n_kv_heads * self.head_dim
         qkv = F.linear(x, weight, bias)  # (B, T, D + 2·kv_width)
         return qkv.split((self.d_model, kv_width, kv_width), dim=-1)

@@ -41,6 +41,12 @@ Activation = Callable[[Tensor], Tensor]
 Rope = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
+def _dropout(dropout: nn.Dropout, x: Tensor) -> Tensor:
+    """``dropout(x)``, or ``x`` without the call where it is the identity (evaluation,
+    p = 0): a decoding step makes dozens of these calls for one token (chapter 09)."""
+    return dropout(x) if dropout.training and dropout.p > 0 else x
+
+
 class FeedForward(nn.Module):
     """Position-wise feed-forward network ``W2 · act(W1 x + b1) + b2``, applied to every
     token alone.
@@ -74,9 +80,8 @@ class FeedForward(nn.Module):
                 f"FeedForward expects input of shape (..., d_model={self.d_model}), "
                 f"got {tuple(x.shape)}"
             )
-        return self.down_proj(
-            self.dropout(self.activation(self.up_proj(x)))
-        )  # (..., d_ff) -> (..., d_model)
+        h = self.activation(self.up_proj(x))  # (..., d_ff)
+        return self.down_proj(_dropout(self.dropout, h))  # (..., d_model)
 
 
 def _make_norm(kind: str, d_model: int, eps: float, bias: bool) -> nn.Module:
@@ -145,10 +150,10 @@ class EncoderBlock(nn.Module):
         is_causal: bool = False,
     ) -> Tensor:
         out = self.attn(x, mask=mask, bias=bias, cache=cache, is_causal=is_causal)[0]
-        return self.dropout1(out)
+        return _dropout(self.dropout1, out)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.ff(x))
+        return _dropout(self.dropout2, self.ff(x))
 
     def forward(
         self,

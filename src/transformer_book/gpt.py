@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import grouped_heads, kv_cache, masks, sampling
+from .attention import MultiHeadAttention
 from .blocks import Encoder
 from .norms import NORMS
 from .positions import LearnedPositionalEmbedding, RotaryEmbedding
@@ -237,11 +238,10 @@ class GPT(nn.Module):
         two give the same tokens. The cache is allocated once, with room for every
         position it will hold (:class:`~transformer_book.kv_cache.KVCache`; a full
         window resets it and refills the same buffers), and so is the output, each
-        step writing its token into the next column. While it runs, the weights with
-        more outputs than inputs sit transposed in memory
-        (:func:`weights_for_one_token`), which speeds up a cached step's one-token
-        products on the CPU. Call ``model.eval()`` first: dropout would make every
-        step random.
+        step writing its token into the next column. While it runs, each attention's
+        query, key and value weights are stacked into one matrix
+        (:func:`weights_for_one_token`), and the steps run in inference mode. Call
+        ``model.eval()`` first: dropout would make every step random.
         Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
         """
         if ids.dim() != 2 or ids.shape[1] < 1:
@@ -257,7 +257,9 @@ class GPT(nn.Module):
         if use_cache:  # one static buffer per layer: room for every position cached
             room = min(max_len, T0 + max_new_tokens)
             cache = kv_cache.new_cache(self.config.n_layers, max_len=room)
-        with weights_for_one_token(self):
+        # inference mode: no autograd bookkeeping at all (views and version counters
+        # included), a few per cent of a cached step; the weights are stacked outside it
+        with weights_for_one_token(self), torch.inference_mode():
             for T in range(T0, T0 + max_new_tokens):  # T tokens so far
                 if cache is not None and 0 < cache[0].seq_len < max_len:
                     logits = self(out[:, T - 1 : T], cache=cache)  # (B, 1, V): newest
@@ -268,46 +270,45 @@ class GPT(nn.Module):
                 out[:, T] = sampling.sample_next(
                     logits[:, -1], temperature, top_k, top_p, generator
                 )  # (B,): the next token
-        return out
+        # a normal tensor again: an inference tensor cannot enter autograd
+        return out.clone()
 
 
 @contextlib.contextmanager
 def weights_for_one_token(model: nn.Module) -> Iterator[None]:
-    """Store every ``nn.Linear`` weight of ``model`` that has more outputs than inputs
-    column-major while the block runs (on the CPU), then row-major again.
+    """Stack every attention's query, key and value weights into one matrix while the
+    block runs, as nanoGPT's ``c_attn`` stores them, then drop the stacked copies.
 
-    A cached decoding step multiplies one token by every weight matrix: it reads each
-    weight once and does two flops per value read, so its speed is how fast the
-    weights stream from memory (profiled at ``benchmarks/kv_cache_speed.py``'s shape,
-    the 37 one-row products took two thirds of a step). For one row x,
-    ``F.linear(x, W)`` (MKL) streams W faster along its longer side: the
-    feed-forward's up-projection (4·d_model, d_model) runs faster stored
-    (d_model, 4·d_model), while the down-projection is faster as it is and the square
-    attention weights run alike either way or slower. ``benchmarks/kv_cache_speed.py``
-    measures both, side by side: one token's product with each weight shape in the
-    two layouts, and a whole cached run with and without this layout (``layout`` in
-    ``benchmarks/results/kv_cache_speed.json``, which chapter 09 reads back). The
-    weights keep their shapes, values and ``Parameter`` objects (tied weights stay
-    tied, an optimizer keeps its parameters); only their strides change. A product
-    of one to three rows may round its last bits differently in the two layouts (as
-    it already does from a product of many rows); of more rows, the bits were the
-    same here.
-    Shapes: such a weight (out, in) has strides (1, out) inside, (in, 1) after.
+    A cached decoding step multiplies one token by every weight matrix; with the three
+    projections stacked (``MultiHeadAttention.decoding_qkv``) it makes one product for
+    the three instead of three, one call fewer of each kind per layer and token. The
+    stack is a copy, 3·d_model² values a layer for multi-head attention, made once per
+    :meth:`GPT.generate` call and dropped when it ends; the parameters themselves are
+    not touched (a training step stacks them itself, with gradients). Attentions whose
+    projections are not plain ``nn.Linear`` (a LoRA wrapper, say) are left to make
+    their three products.
+    Shapes: ``decoding_qkv`` weight (d_model + 2·kv_width, d_model), bias
+    (d_model + 2·kv_width,) or None.
     """
-    weights = {
-        id(m.weight): m.weight
+    attentions = [
+        m
         for m in model.modules()
-        if isinstance(m, nn.Linear)
-        and m.weight.device.type == "cpu"
-        and m.out_features > m.in_features
-    }
+        if isinstance(m, MultiHeadAttention)
+        and all(type(p) is nn.Linear for p in (m.q_proj, m.k_proj, m.v_proj))
+    ]
     try:
-        for w in weights.values():
-            w.data = w.data.t().contiguous().t()  # (out, in), stored as (in, out)
+        with torch.no_grad():
+            for attn in attentions:
+                projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+                weight = torch.cat([p.weight for p in projections])  # (D + 2·kv, D)
+                bias = None
+                if attn.q_proj.bias is not None:
+                    bias = torch.cat([p.bias for p in projections])  # (D + 2·kv,)
+                attn.decoding_qkv = (weight, bias)
         yield
     finally:
-        for w in weights.values():
-            w.data = w.data.contiguous()  # (out, in), row-major again
+        for attn in attentions:
+            attn.decoding_qkv = None
 
 
 def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
