@@ -296,7 +296,7 @@ assert torch.equal(W[0], W[3])  # the two copies of 'the' have identical rows
 # The loop version and the matrix version do the same $O(T^2 d)$ arithmetic. What
 # differs first is how many times Python calls into torch. Count them: every
 # `X[i]`, `@`, `*`, `+=` in the loops is one call, each with a fixed cost of Python and
-# dispatch work (microseconds) however little arithmetic it does.
+# dispatch work (of the order of a microsecond) however little arithmetic it does.
 # `benchmark.CountTorchCalls` counts the torch calls made inside a `with` block (it
 # intercepts every call through torch's `TorchFunctionMode`):
 
@@ -368,8 +368,8 @@ plt.show()
 # On the machine that executed this page, the matrix form was {glue:text}`speedup_min`
 # to {glue:text}`speedup_max` times faster over these lengths. Dividing the loop
 # version's time by its $9T^2 + 5T + 2$ calls gives between
-# {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per call:
-# microseconds at every length. That quotient is an average over calls of several
+# {glue:text}`us_per_call_min` and {glue:text}`us_per_call_max` µs per call, of the
+# order of a microsecond at every length. That quotient is an average over calls of several
 # kinds (indexing, products, in-place additions), not the cost of any one of them. Is
 # it the arithmetic, or the trip from Python into torch? Time the two apart: 10,000
 # calls that each compute one dot product of two word vectors (64 multiply-adds),
@@ -541,8 +541,9 @@ plt.show()
 # computes $QK^\top$ and the weighted sum over blocks of queries and keys. On the
 # machine that executed this page (its device is printed by the chapter's first code
 # cell), over the two longest lengths together attention ran at
-# {glue:text}`rate_ratio` times the GRU's rate, and was {glue:text}`att_verdict`.
-# Time is arithmetic divided by rate; past $T = d$ the GRU does less arithmetic than
+# {glue:text}`rate_ratio` times the GRU's rate; measured in time, which also counts
+# how much arithmetic each layer does, it was {glue:text}`att_verdict`. Time is
+# arithmetic divided by rate; past $T = d$ the GRU does less arithmetic than
 # attention, and whether the arithmetic or the rate matters more depends on the
 # hardware and on $T$.
 #

@@ -1205,7 +1205,7 @@ for T in (10, 10_000):
 # operations):
 
 # %% tags=["nbval-ignore-output"]
-repeats = {10: 9, 10_000: 3}  # the long call takes about a second on one CPU thread
+repeats = {10: 9, 10_000: 3}  # the long call: up to a second on one CPU thread
 for T, tokens_T in ids.items():
     with torch.no_grad():  # the calls above were the warm-up
         sec = benchmark.median_time(

@@ -881,12 +881,14 @@ print(f"on test, {report.glue('pooling_conclusion', found.conclusion)}")
 assert found.gap < 0.05  # whichever is ahead, the two poolings land within a few points
 
 # %% [markdown]
-# On dev, where a choice of pooling would be made, {glue:text}`dev_verdict`. On test, the
-# final report, {glue:text}`test_verdict`. The gap between the two poolings' mean test
+# On dev, the split a choice of pooling would rest on, {glue:text}`dev_verdict`; this
+# chapter keeps both poolings to compare them rather than choosing one, and the test
+# split, the final report, scores both: {glue:text}`test_verdict`. The gap between the two poolings' mean test
 # accuracies, {glue:text}`test_gap`, is {glue:text}`gap_vs_seeds` (their ranges span
 # {glue:text}`test_ranges`). One run per pooling, as in the seed-by-seed rows above,
-# would have measured partly which seeds were drawn. So for these small one-block
-# models, briefly trained on ATIS intents, {glue:text}`pooling_conclusion`.
+# would have measured partly which seeds were drawn. So on the test split, for these
+# small one-block models briefly trained on ATIS intents,
+# {glue:text}`pooling_conclusion`.
 #
 # Verdicts like these rest on three per-seed differences (on dev,
 # {glue:text}`dev_edge`), and a difference near zero or a statistic near the threshold
@@ -1025,8 +1027,8 @@ assert len(least) == 5 and n_cities >= 1, "city names among the least read words
 # passes here too). That fits the task:
 # a city says where a trip goes, rarely what is being asked. Still, an attention weight
 # says where the [CLS] position reads from, not how much a word moves the decision, so a
-# large weight does not explain a prediction {cite}`jain2019attention`; and reading
-# selectively {glue:text}`selective_reading` (the table above). A later chapter meets
+# large weight does not explain a prediction {cite}`jain2019attention`; and on the test
+# split, reading selectively {glue:text}`selective_reading` (the verdicts above). A later chapter meets
 # [CLS] again in BERT, where pre-training prepares it before any task is seen.
 #
 # ## Exercises

@@ -854,7 +854,8 @@ print("nn.RMSNorm:  ", backward_nodes(nn.RMSNorm(16)(x)))
 # tensors. How an operation is implemented can matter more than the arithmetic it
 # saves. Finally, in a whole block, where the matrix products dominate, the ratio was
 # {glue:text}`ratio_block` (middle half {glue:text}`middle_block`): RMSNorm took
-# {glue:text}`words_block`. The norms are a small part of a transformer's time.
+# {glue:text}`words_block`. The norms are a small part of a block's time, which is why
+# a whole block's ratio stays near 1 whichever norm is faster.
 # Timings vary from machine to machine; the one claim asserted in the cell is that,
 # written alike, RMSNorm's median time stays below 0.95 of LayerNorm's.
 #

@@ -443,9 +443,9 @@ print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
 # nanoGPT's character-level shape (6 layers, 6 heads, $d_\text{model} = 384$) with
 # random weights: the time of a step does not depend on what the weights are. It
 # writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
-# without, the two runs taking turns for several rounds so that a busy machine slows
-# both alike, and it checks that both write the same tokens. Each round gives one
-# ratio. Its committed result, read back with `benchmark.committed_result`:
+# without (beside a reference decoder and a floor, described below), all the runs
+# taking turns within each of several rounds so that a busy machine slows them alike,
+# and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result`:
 
 # %%
 bench = benchmark.committed_result("kv_cache_speed.json")
@@ -520,7 +520,8 @@ plt.show()
 # The uncached step time climbs with $t$, the cached one stays nearly flat, so the
 # speed-up grows with the length: {glue:text}`bench_speedup`× for the 256 tokens (the
 # median over the rounds; from {glue:text}`bench_min`× to {glue:text}`bench_max`×,
-# with a load average of {glue:text}`bench_load` on the machine while it measured). It
+# with a one-minute load average of {glue:text}`bench_load` on the machine when it
+# started). It
 # is not $t$-fold, because a step has fixed costs that do not depend on how many tokens
 # it reads: it reads every weight matrix once, and it runs the same few dozen small
 # operations per layer. A cached step pays them for a single token; an uncached step
@@ -546,12 +547,14 @@ plt.show()
 # its own `generate` with its cache and without. Its cache gained
 # {glue:text}`ref_speedup`× ({glue:text}`ref_cached` s for the cached run, against
 # {glue:text}`bench_cached` s for the book's). Paired round by round
-# (`report.compare_seeds`, the rounds in the part of seeds), the book's speed-up is
-# {glue:text}`ref_verdict`. Part of the book's lead is work
-# its `generate` avoids per step: the query, key and value weights are stacked into one
-# matrix once per call (`gpt.weights_for_one_token`), so a layer makes one product for
-# the three, and the steps run in `torch.inference_mode()`, without the autograd
-# bookkeeping that even `torch.no_grad()` keeps.
+# (`report.compare_seeds`, with the rounds in the role of seeds), the book's speed-up is
+# {glue:text}`ref_verdict`. The script does not split where that lead comes from. One
+# product for the query, key and value projections is not the difference: `generate`
+# stacks the three weights once per call (`gpt.weights_for_one_token`), and GPT-2's
+# attention already stores them as one matrix (`c_attn`). The book's steps run in
+# `torch.inference_mode()`, without the autograd bookkeeping that `torch.no_grad()`
+# still keeps, while the reference's `generate` also does more per step (its cache
+# object, an attention mask, its logits processors); no cell times these apart.
 #
 # The same measurement, live on the machine running this page, on a smaller model so
 # that the page stays quick ({glue:text}`speed_shape`, {glue:text}`speed_where`,
@@ -795,7 +798,8 @@ assert read[32] > 2 * read[8]  # the cache is most of what an MHA step reads
 # (all but the position table, of which a step reads one row), which 16 sequences
 # share. Whether the bytes are what that step waits on, the cell measures too: the
 # rate at which one step reads its weights, against the rate of one pass over a large
-# tensor on the same device:
+# tensor on the same device (256 MB; where the last-level cache is larger, this pass
+# too may read from the cache rather than from memory):
 
 # %%
 weight_bytes = 4 * sum(  # fp32; the position table is read one row per step
@@ -819,10 +823,10 @@ del big
 assert step_rate < 2 * read_rate  # even from a cache, not far beyond the memory
 report.glue("step_rate", step_rate, "{:.1f}")
 report.glue("read_rate", read_rate, "{:.1f}")
-report.glue("rate_reading", "far below what the memory delivers: this small model's "
-            "step waits mostly on the per-operation costs of section 5, not on bytes"
-            if step_rate < read_rate / 3 else "close to what the memory delivers: "
-            "bytes are much of what the step waits on")  # fmt: skip
+report.glue("rate_reading", "far below that pass: this small model's step waits "
+            "mostly on the per-operation costs of section 5, not on bytes"
+            if step_rate < read_rate / 3 else "close to that pass: bytes are much "
+            "of what the step waits on")  # fmt: skip
 
 # %% [markdown]
 # One step reads its weights at {glue:text}`step_rate` GB/s, a pass over a large
@@ -1044,10 +1048,10 @@ for g in [n_heads, *groups]:
 #   fewer or smaller key/value vectors per token. By the byte count, a decoding step
 #   of a large model waits on the bytes it reads (weights and cache), so there a
 #   smaller cache is also a shorter step ({glue:text}`fewer_bytes` times fewer bytes
-#   for Llama-2-7B's shape with 8 key/value heads). This page's small model waits
-#   mostly on per-operation costs instead (its step read its weights at
-#   {glue:text}`step_rate` GB/s, a pass over a large tensor ran at
-#   {glue:text}`read_rate` GB/s), and the book does not time a GQA step.
+#   for Llama-2-7B's shape with 8 key/value heads). On this page's small model one
+#   step read its weights at {glue:text}`step_rate` GB/s, against
+#   {glue:text}`read_rate` GB/s for one pass over a large tensor (section 6 reads
+#   what that says), and the book does not time a GQA step.
 # - Multi-query and grouped-query attention share key/value heads among query heads and
 #   shrink the cache by $H / G$; GQA equals MHA with tied key/value weights.
 # - A trained MHA becomes a GQA by averaging each group's key/value heads; a short

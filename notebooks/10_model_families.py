@@ -1500,8 +1500,8 @@ checks.check_noise_span_mask(noise_span_mask)
 #   sweep read back).
 # - `benchmarks/t5_bias_lr_scale.py` and `benchmarks/ch10_intents.py`: the sweeps behind
 #   section 7's multiple and section 9's rate and seeds, their results committed.
-# - `transformer_book.span_corruption` (also reachable as `t5.span_corruption`):
-#   `noise_span_mask`, `span_corruption`, `merge_spans`, and the training pairs:
+# - `transformer_book.span_corruption`: `noise_span_mask`, `span_corruption`,
+#   `merge_spans` (these three also imported by `t5`), and the training pairs:
 #   `corrupted_windows`, `SpanCorruptionBatches`; `left_neighbours`,
 #   `sentinels_in_order` and `span_lengths` to read the pairs and what a model writes.
 # - `transformer_book.byte_tokenizer.ByteTokenizer`: ByT5's byte vocabulary with sentinels.

@@ -213,8 +213,9 @@ print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 # batches of 12 × 64 characters, a noisier number than ours). It times
 # the training in wall-clock seconds and in CPU seconds (the sum over all threads). On
 # a machine shared with other programs, CPU seconds are the fairer clock, but only
-# between runs on the same number of threads: a second thread adds its own seconds,
-# including any it spends waiting for the other. So the quick edition trains on one
+# between runs on the same processor and the same number of threads (another processor
+# does the same work in other seconds; a second thread adds its own seconds,
+# including any it spends waiting for the other). So the quick edition trains on one
 # CPU thread, as every run of the ablation in section 5 does.
 #
 # Inside it is the loop every chapter since chapter 5 has run. Here it is once, by hand,

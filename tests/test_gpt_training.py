@@ -167,3 +167,13 @@ def test_reruns_ablation_and_live_clock():
     assert "the file's 1.810" in said
     said = gpt_training.live_clock(result, quick, ABLATION, "book-quick", gpu)
     assert "say nothing" in said
+    measured_on = {**ABLATION, "machine": {"cpu": "Chip A"}}
+    said = gpt_training.live_clock(
+        result, quick, measured_on, "book-quick", cpu, cpu_name="Chip A"
+    )
+    assert "1.00 times" in said  # the table's processor: CPU seconds compare
+    said = gpt_training.live_clock(
+        result, quick, measured_on, "book-quick", cpu, cpu_name="Chip B"
+    )
+    assert "another processor (Chip B; the table's: Chip A)" in said
+    assert "times the table's" not in said and "the file's 1.810" in said

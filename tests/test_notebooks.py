@@ -208,3 +208,20 @@ def test_student_edition_drops_solutions(tmp_path):
         sources = [c.source for c in nb.cells]
         assert any("NotImplementedError" in s for s in sources), "the stubs stay"
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_chapter_12_quotes_the_chapter_5_edition_beside_it():
+    """Chapter 12 compares its tagger with chapter 5's, whose span F1 it cannot compute
+    (a reader runs one chapter): the number it quotes is the one chapter 5's executed
+    edition prints, so re-executing chapter 5 elsewhere makes this fail until the
+    quote is updated."""
+    ch12 = next(ROOT.glob("notebooks/12_*.py")).read_text()
+    quoted = re.search(r"^ch05_f1, ch05_steps = ([0-9.]+),", ch12, re.M)
+    assert quoted, "chapter 12 no longer quotes chapter 5's span F1: update this test"
+    book = nbformat.read(next(ROOT.glob("book/05_*.ipynb")), as_version=4)
+    printed = re.search(r"span F1 ([0-9.]+) >= target", "".join(
+        o.get("text", "") for c in book.cells if c.cell_type == "code"
+        for o in c.get("outputs", []) if o.get("output_type") == "stream"
+    ))  # fmt: skip
+    assert printed, "chapter 5 no longer prints its test span F1 as before"
+    assert f"{float(quoted.group(1)):.3f}" == printed.group(1)

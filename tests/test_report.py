@@ -27,7 +27,7 @@ def test_paired_differences_give_each_seed_the_mean_and_the_t_statistic():
     assert text.endswith("inf standard errors against 4.30")  # no spread: se 0
     text = report.paired_differences([0.9, 0.8, 0.6], [0.8, 0.8, 0.8], "x minus y")
     assert text == (
-        "x minus y, seed by seed: +0.100, +0.000, -0.200; mean -0.033, 0.4 standard "
+        "x minus y, seed by seed: +0.100, +0.000, -0.200; mean -0.033, 0.38 standard "
         "errors against 4.30"
     )
     with pytest.raises(ValueError, match="at least two seeds"):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from . import data, distributed, gpt, lm_data, runtime, training
+from . import benchmark, data, distributed, gpt, lm_data, runtime, training
 
 __all__ = [
     "TrainConfig",
@@ -337,23 +337,36 @@ def reruns_ablation(config: TrainConfig, ablation: dict, on_cpu: bool,
 
 
 def live_clock(result: dict, config: TrainConfig, ablation: dict, name: str,
-               device: torch.device, variant: str = "book-quick") -> str:  # fmt: skip
+               device: torch.device, variant: str = "book-quick",
+               cpu_name: str | None = None) -> str:  # fmt: skip
     """A sentence that sets a chapter's run (``result`` of :func:`run` for ``config``,
     recipe ``name``, on ``device``) beside the committed ablation: when it repeats the
-    ``variant``'s row (:func:`reruns_ablation`), its CPU seconds against the row's
-    median and nanoGPT's, and its loss against the file's for the same seed; otherwise
-    that the table's CPU seconds say nothing about it."""
+    ``variant``'s row (:func:`reruns_ablation`) on the processor the table was measured
+    on (``cpu_name``, None: this machine's, :func:`benchmark.machine`), its CPU seconds
+    against the row's median and nanoGPT's, and its loss against the file's for the
+    same seed; on another processor, the loss only (CPU seconds of two processors do
+    not compare); otherwise that the table's CPU seconds say nothing about it."""
     if not reruns_ablation(config, ablation, device.type == "cpu", variant):
         return (f"This page trained `{name}` on {device}, not in the table's setting, "
                 "so the table's CPU seconds say nothing about its run.")  # fmt: skip
     rows = ablation_rows(ablation)
     on_file = {r["seed"]: r for r in ablation["variants"][variant]["runs"]}
     cpu = result["train_cpu_seconds"]
+    losses = (
+        f"its loss is {result['val_loss']:.3f}, the file's "
+        f"{on_file[config.seed]['val_loss']:.3f} for that seed."
+    )
+    here = benchmark.machine()["cpu"] if cpu_name is None else cpu_name
+    there = ablation.get("machine", {}).get("cpu")
+    if there is not None and here != there:
+        return (
+            f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
+            f"thread as well, but on another processor ({here}; the table's: {there}), "
+            f"so its {cpu:.0f} CPU s do not compare with the table's; " + losses
+        )
     return (
         f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
         f"thread as well, at another time. It took {cpu:.0f} CPU s, "
         f"{cpu / rows[variant]['cpu']:.2f} times the table's median for `{variant}` and "
-        f"{cpu / rows['nanogpt']['cpu']:.0%} of nanoGPT's recipe on file; its loss is "
-        f"{result['val_loss']:.3f}, the file's {on_file[config.seed]['val_loss']:.3f} "
-        "for that seed."
+        f"{cpu / rows['nanogpt']['cpu']:.0%} of nanoGPT's recipe on file; " + losses
     )

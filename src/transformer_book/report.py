@@ -173,13 +173,14 @@ def ranking(per_seed: dict[str, Sequence[float]], level: float = 0.95) -> str:
 def paired_differences(a: Sequence[float], b: Sequence[float], label: str) -> str:
     """The per-seed differences a - b (``label`` names them, e.g. "[CLS] minus mean"),
     their mean, and how many standard errors it lies from 0 against the two-sided 5 %
-    critical value of the paired t-test (:func:`paired`), in words."""
+    critical value of the paired t-test (:func:`paired`), in words; both to two
+    decimals, so that a statistic just past the threshold does not print as equal."""
     diffs, mean_diff, se = paired(a, b)
     t_stat = mean_diff / se if se > 0 else math.inf
     t_crit = t_quantile(0.975, len(a) - 1)
     return (
         f"{label}, seed by seed: " + ", ".join(f"{d:+.3f}" for d in diffs)
-        + f"; mean {mean_diff:+.3f}, {abs(t_stat):.1f} standard errors against "
+        + f"; mean {mean_diff:+.3f}, {abs(t_stat):.2f} standard errors against "
         f"{t_crit:.2f}"
     )  # fmt: skip
 
