@@ -400,8 +400,9 @@ assert one_call > 20 * per_dot  # the call, not its arithmetic, is the cost
 # and dispatch work, and the loop version makes $9T^2 + 5T + 2$ such calls.
 #
 # So this speed-up measures **Python and dispatch overhead**, not the absence of a
-# sequential chain: no step of the loop version waits for the result of another pair,
-# the $(i, j)$ pairs could be computed in any order. The structural difference between
+# sequential chain: the scores of all pairs are independent, each row's weights wait
+# only for that row's scores, and the additions into $y_i$ could run in any order: no
+# chain grows with $T$. The structural difference between
 # attention and recurrence is the next section.
 #
 # ## What separates attention from recurrence: no chain of steps
@@ -547,7 +548,8 @@ plt.show()
 # attention, and whether the arithmetic or the rate matters more depends on the
 # hardware and on $T$.
 #
-# On one CPU thread, as this page has run so far, the chain of $T$ steps costs no
+# When a layer runs on a single CPU thread, as in this page's CPU timings, the chain of
+# $T$ steps costs no
 # *waiting*: one thread runs everything one after the other anyway. It still costs
 # *efficiency*: the chain is what forces the GRU's hidden-state work into $T$ small
 # products, and the right panel is consistent with that (its rates also hold work the
@@ -592,10 +594,10 @@ print(summary)
 report.glue("thread_summary", summary)
 
 # %% [markdown]
-# {glue:text}`thread_summary` Two cores are a small amount of parallel hardware in
-# any case. A GPU has thousands of cores, and a
-# GRU step of $B$ rows keeps few of them busy while the next step waits; attention's
-# products fill them. The full profile (`profile = "full"` on a GPU) measures that case
+# {glue:text}`thread_summary` However many cores a CPU has, it offers little parallel
+# hardware next to a GPU. On a GPU, with thousands of cores, a GRU step of $B$ rows is
+# expected to keep few of them busy while the next step waits, and attention's products
+# to fill them. The full profile (`profile = "full"` on a GPU) measures that case
 # with the timing cells above. In training, where the whole sentence is known in
 # advance, attention processes all positions at once while the recurrent layer still
 # takes its $T$ steps: that is the advantage the transformer was designed for

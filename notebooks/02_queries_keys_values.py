@@ -358,7 +358,7 @@ print("outputs and weights agree with nn.MultiheadAttention within 1e-5:", True)
 # %% [markdown]
 # ## What heads learn
 #
-# Random heads follow no particular pattern. To see heads specialise, train a two-head layer on a
+# An untrained head has no reason to favour any particular offset. To see heads specialise, train a two-head layer on a
 # task that needs two different lookups: at every position, name the token **before**
 # it and the token **after** it (wrapping around at the ends). Positions are not part
 # of attention yet (chapter 4), so each input vector is the concatenation of a one-hot
@@ -574,7 +574,9 @@ plt.show()
 # explicit computation took {glue:text}`fused_speed_min` to
 # {glue:text}`fused_speed_max` times as long as the fused kernel over these lengths
 # (each length a single median of five runs; the cell prints every ratio), and at the
-# longest length the fused kernel was {glue:text}`fused_speed`.
+# longest length the fused kernel was {glue:text}`fused_speed`. The ratio need not grow
+# steadily with $T$: with one median per length, these numbers show where the fused
+# kernel was faster here, not how its advantage scales.
 #
 # ## Exercises
 #

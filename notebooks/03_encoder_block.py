@@ -28,7 +28,8 @@
 #   the gradient) and what they do not (a sensible scale); in this chapter's short
 #   training runs, the residual stacks whose branches start small trained well and
 #   those whose branches start as large as the stream did not, and a plain deep stack
-#   stalled for a reason outside the model: Adam's $\epsilon$;
+#   stalled mainly because Adam's $\epsilon$ swamped the tiny gradients its
+#   initialisation produced;
 # - write LayerNorm from scratch and say how it differs from BatchNorm, in training and
 #   in evaluation;
 # - assemble the post-norm block ("Add & Norm", with dropout) and check it against
@@ -327,8 +328,10 @@ plt.show()
 # layer falls by {glue:text}`plain_drop` orders of magnitude between depth 1 and the
 # deepest stack: the {glue:text}`plain_predicted` that the factor 1/18 of one sublayer
 # predicts. With He initialisation the same plain stack keeps its gradient within one
-# order of magnitude at every depth (dashed blue, right). The geometric collapse comes
-# from the initialisation, not from the lack of residual connections.
+# order of magnitude at every depth (dashed blue, right). The geometric collapse is set
+# by the initialisation: a variance-preserving one removes it without any residual
+# connection (and, below, so does a residual connection without changing the
+# initialisation).
 #
 # **What the residual connection buys.** Unroll the Jacobians of a residual stack, with
 # $J_l = \partial F_l / \partial x$:
@@ -412,7 +415,8 @@ assert abs(math.log(out_std["plain", "default"][-1] / fixed_point)) < math.log(1
 # default makes each branch small, 1/18 of the stream, so the stream grows only as
 # $(19/18)^{L/2}$, and the gradient likewise (right panel, dotted). LayerNorm after each
 # sum, the Add & Norm of the block, pins the stream at standard deviation 1 and keeps
-# the gradient flat with either initialisation.
+# the gradient within an order of magnitude of its depth-1 value with either
+# initialisation.
 #
 # In the Add & Norm stack the skip path is no longer an identity: it passes through
 # every LayerNorm, and each divides by the standard deviation of its sum, $\sqrt{2}$
@@ -571,8 +575,8 @@ report.glue("edge_arms", at_edge or "none")
 # default initialisation reaches {glue:text}`deep_residual`, the Add & Norm stack
 # {glue:text}`deep_res_ln` (with a fresh batch at every step nothing is overfitted: the
 # test loss measures what training reached). Rates chosen at an end of the grid:
-# {glue:text}`edge_arms`. For those, the walk found the grid's best rate, and a rate
-# past the end might do better; nothing below rests on them.
+# {glue:text}`edge_arms`. For those, a rate past the end of the grid might do better:
+# read their losses as upper bounds.
 #
 # Why does the default plain stack learn nothing at all? Its gradient is tiny, but Adam
 # divides each parameter's step by the size of that parameter's recent gradients, so a
@@ -673,8 +677,9 @@ if run.profile == "quick":  # the prose describes the quick profile's edition
 # With $\epsilon = 10^{-20}$, at rate {glue:text}`ctl_lr`, the same stacks reach
 # {glue:text}`ctl_mean` (seeds {glue:text}`ctl_range`; {glue:text}`ctl_below` of
 # {glue:text}`n_seeds` below 0.95), against {glue:text}`deep_plain_default` with the
-# default $\epsilon$. Only $\epsilon$ changed, in the same float32 arithmetic and from
-# the same nearly constant start: it was Adam's $\epsilon$, meeting gradients of
+# default $\epsilon$. Apart from $\epsilon$, only the learning rate chosen on dev
+# differed, in the same float32 arithmetic and from the same nearly constant start. So
+# in the seeds that learned it was Adam's $\epsilon$, meeting gradients of
 # {glue:text}`grad_first`, that held the lower layers, and with them the stack, where
 # they started. A stack that starts out nearly constant can still learn once its lower
 # layers move. A tiny $\epsilon$ is a diagnostic here, not a recipe: the stacks still
@@ -1201,8 +1206,9 @@ for T in (10, 10_000):
 # Each head computes $T^2$ attention weights, a million times more for the long input
 # (a later chapter deals with that cost). The time one call takes on this machine, the
 # median of several calls in CPU seconds (which a busy machine inflates less than the
-# wall clock; for 10 tokens it is mostly the fixed cost of calling a few dozen
-# operations):
+# wall clock; for 10 tokens it is presumably dominated by the fixed cost of calling a
+# few dozen operations, which is why the time grows far less than the $T^2$ weights
+# do):
 
 # %% tags=["nbval-ignore-output"]
 repeats = {10: 9, 10_000: 3}  # the long call: up to a second on one CPU thread
@@ -1273,11 +1279,12 @@ print(f"{100 * in_blocks / gpt3:.1f} % of them in the 96 blocks")
 #   initialisation it shrinks the skip path with it. Whether a longer run closes these
 #   gaps, a run this short cannot say. Every stack, residual or not, was behind its own
 #   2-layer version after the same steps.
-# - The default plain stack learned nothing because of Adam's $\epsilon$ =
+# - The default plain stack learned nothing largely because of Adam's $\epsilon$ =
 #   {glue:text}`adam_eps`: its lowest layers' gradients, about {glue:text}`grad_first`,
 #   get steps of about lr·|g|/ε, so they stay where they started, and the input's share
 #   of what reaches the top is {glue:text}`share64`. With $\epsilon = 10^{-20}$ the same
-#   stacks reached {glue:text}`ctl_mean`.
+#   stacks reached {glue:text}`ctl_mean` ({glue:text}`ctl_below` of
+#   {glue:text}`n_seeds` seeds below 0.95).
 # - LayerNorm standardises each token over its features (biased variance, learnable
 #   $\gamma$ and $\beta$). BatchNorm standardises each feature over the batch, which ties
 #   one sentence's output to the others and needs running averages for evaluation.

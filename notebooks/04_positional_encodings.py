@@ -516,7 +516,7 @@ plt.show()
 # several heads with different slopes, though, and the difference between a steep and a
 # shallow head's averages weighs some distances more than the nearest ones; a second
 # layer adds more routes. Whether training finds them depends on the model's size and
-# training, which section 8 measures. `positions.alibi_bias(n_heads, n_queries, n_keys)` returns
+# training; section 8 tests one small model, with and without a second layer. `positions.alibi_bias(n_heads, n_queries, n_keys)` returns
 # the (1, H, Tq, Tk) tensor. In a causal model (keys never lie in the future) it is
 # exactly the paper's bias; for an encoder the book uses $|i - j|$, which treats the two
 # sides alike, so without a causal mask ALiBi cannot tell left from right:
@@ -1152,9 +1152,10 @@ report.glue("slow_gap", max(gaps[1:]), "{:.2f}")
 # Each angle of the fastest pair is not new: within distances 0–31 it has gone round
 # the circle {glue:text}`fast_turns` times, so every angle it meets at distances 32–63
 # lies within {glue:text}`fast_gap` rad of one it met in training. The slower pairs have
-# not completed a turn within distances 0–31, and at distances 32–63 they reach angles
-# up to {glue:text}`slow_gap` rad from any they met. What is new is the slower pairs'
-# angles and the combination of the four.
+# not completed a turn within distances 0–31; at distances 32–63 the largest new gap,
+# {glue:text}`slow_gap` rad from any angle met in training, belongs to one of them,
+# while the slowest pairs turn so little that their new angles stay near seen ones.
+# What is new is mainly that pair's angles, and the combination of the four.
 #
 # ### The two controls
 #
@@ -1272,14 +1273,16 @@ print(f"RoPE, mean over the seeds: {rope_far}; uniform: {uniform_far}")
 #   "not resolved here", not "equal". The `max_distance = 128` control is one of those;
 #   more seeds (the full profile runs 5) may settle it;
 # - **what size and depth change**: ALiBi's failure on *copy* belongs to this small
-#   one-layer model and its 80 steps, not to ALiBi as such: a mixture of heads with
-#   different slopes, or a second layer, gives it ways to single out a distance, and 80
-#   steps are too few for the extra-layer control to find one. The full profile
+#   one-layer model and its 80 steps, as far as this edition measures: a mixture of
+#   heads with different slopes, or a second layer, could in principle single out a
+#   distance, but the two-layer control did not learn *copy* here either, so this
+#   edition cannot say whether a larger model or longer training would. The full
+#   profile
 #   (`profile = "full"`, meant for a GPU) trains the same models with
 #   $d_{model} = 64$ for 1500 steps, over 5 seeds;
 # - **language**: these are synthetic tasks at 32 and 64 tokens. The papers compare the
-#   schemes on language modelling with far longer inputs {cite}`press2022alibi`, where
-#   the margins differ.
+#   schemes on language modelling with far longer inputs {cite}`press2022alibi`; this
+#   chapter's margins need not carry over to that setting.
 #
 # The pattern behind these verdicts: a scheme carries over to longer inputs when
 # everything the longer input shows it was seen in training (T5's capped buckets, on

@@ -102,10 +102,10 @@ eval_every = run.pick(quick=40, full=250)  # steps between two scores on the dev
 # `data.load_atis` reads it from the folder in `$TRANSFORMER_BOOK_DATA` or the local cache,
 # and downloads it (checking every file's sha256) when neither has it.
 #
-# The three splits have three jobs. The model learns from *train*. The choices this
-# chapter makes, how to decode the tags and (were the seeds to separate them) which
-# pooling to keep, are made by looking at *dev*, and dev also shows whether training was
-# long enough. The *test* split is scored once, at the end, for the final report: a
+# The three splits have three jobs. The model learns from *train*. The choice this
+# chapter makes, how to decode the tags, is made by looking at *dev*; for the pooling,
+# dev shows which way the seeds lean, and the test split scores both poolings. Dev
+# also shows whether training was long enough. The *test* split is scored once, at the end, for the final report: a
 # score on data that informed no choice is the only honest estimate of how the model
 # will do on new queries. (The sizes, learning rates and numbers of steps in the
 # parameters cell were set by hand before this edition was executed; no cell here
@@ -336,9 +336,9 @@ plt.show()
 # {glue:text}`half_step`, against {glue:text}`gain_second` from there to step
 # {glue:text}`full_steps`. More steps at that rate would buy little. Part of the drop in
 # training loss after the switch only says that smaller steps hop around less; the dev
-# score says whether the
-# model got better: it rises from {glue:text}`dev_before` (the mean of the last three
-# scores at the full rate) to {glue:text}`dev_after`. The tail also adds steps, though,
+# score reads {glue:text}`dev_after` after the tail against {glue:text}`dev_before`
+# before it (the mean of the last three scores at the full rate); whether that change
+# exceeds the score's own jitter is what the control below decides. The tail also adds steps, though,
 # so the cell below runs a control: the same initial weights and the same batches, the
 # same {glue:text}`total_steps` steps, all at the full rate. One run of each, so the
 # yardstick is how much the dev score moves between evaluations at the full rate (the
@@ -504,7 +504,8 @@ assert n_wrong_tags == 1, "one wrong tag, and a slot is lost"
 # The model chooses each word's tag on its own, so nothing keeps it from writing
 # `I-toloc.city_name` after `O` or after `B-fromloc.city_name`: the continuation of a slot
 # that was never opened. `conlleval` reads such a stray `I-` as the start of a new span,
-# which is then almost surely wrong, and the span it broke off is lost as well. How often
+# which is then almost surely wrong; and when the stray tag interrupts another slot,
+# that slot is lost as well. How often
 # does it happen on dev? (`bio.stray_inside` finds them.)
 
 # %% tags=["nbval-ignore-output"]

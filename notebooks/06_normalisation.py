@@ -21,7 +21,8 @@
 # *after* each residual addition ("post-norm"). Most large models trained since GPT-2
 # {cite}`radford2019language` put the norm *before* each sublayer instead ("pre-norm"),
 # and many, from T5 {cite}`raffel2020t5` to Llama {cite}`touvron2023llama`, replace
-# LayerNorm by the cheaper RMSNorm {cite}`zhang2019root`. This chapter measures why.
+# LayerNorm by the cheaper RMSNorm {cite}`zhang2019root`. This chapter measures what
+# each change does on a small tagging task.
 # After it you will be able to:
 #
 # - say where the norm sits in a post-norm and a pre-norm block, and why pre-norm keeps
@@ -467,7 +468,7 @@ report.glue("shrink_spread", apart["all blocks"])
 # ## 4. Training deep stacks: learning rate and warm-up
 #
 # Now train 12-block taggers of both kinds with AdamW, from several seeds, at a
-# learning rate of {glue:text}`top_lr`, large for this model. Post-norm, the placement
+# learning rate of {glue:text}`top_lr`, the largest of the full profile's grid. Post-norm, the placement
 # a warm-up is meant to help, is trained both with a constant rate and with a linear
 # warm-up over the first {glue:text}`warmup` steps (`training.train(..., warmup=...)`);
 # pre-norm with a constant rate only. The full profile trains both placements both

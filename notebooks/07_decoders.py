@@ -798,8 +798,9 @@ assert abs(m_seen - m_unseen) < 1e-4, "a model with the mask never sees the futu
 # position $t$, which at decoding time do not exist yet. The masked model's loss does
 # not move when the future is hidden (asserted): it never had it.
 #
-# That is one seed. `benchmarks/ch07_no_mask.py` repeats the experiment, with this
-# recipe, on more seeds; its result is committed in the repository and read back here
+# That is one seed. `benchmarks/ch07_no_mask.py` repeats the experiment with the quick
+# profile's recipe on more seeds (the cell's first line says whether that is the recipe
+# this page ran); its result is committed in the repository and read back here
 # (`benchmark.committed_result`; `frame_writing.no_mask_table` sums it up), one line per
 # measurement, mean ± standard deviation (lowest–highest) over the seeds:
 
@@ -982,7 +983,9 @@ print("\nfor example:", " ".join(test.sentences[n]),
 # out of reach for both designs: the intent classifier can only output a training
 # intent, and the tagger only a training tag. The other {glue:text}`oov_values` lack
 # only *value* words. Those out-of-vocabulary values and the invented words are the
-# generator's own kinds of mistake; the tagger can make neither. The other
+# generator's own kinds of mistake; the tagger can make neither. The kinds above
+# overlap (a frame can hold an unknown token and have the wrong intent too), so their
+# counts add up to more than the frames they cover. The other
 # {glue:text}`n_rest` wrong frames have
 # the right intent and only words of the query, so only their slots differ: a slot
 # left out, a slot added (both at once: a slot given the wrong name), or the right

@@ -103,8 +103,9 @@ n_seeds = run.pick(quick=3, full=5)
 # `benchmark.peak_bytes` reports the most tensor memory the computation holds at one
 # moment (section 5 explains why that, and not the total it allocates, is the number
 # that decides whether a computation fits). `benchmark.median_time(..., clock="auto")`
-# counts the CPU seconds of this process on a CPU (the wall clock of a GPU), which other
-# programs running on the same machine disturb far less than the wall clock.
+# counts the CPU seconds of this process on a CPU (the wall clock of a GPU): with torch
+# on one thread, as here, that is the time spent computing, which other programs
+# disturb less than the wall clock (they still share caches and memory bandwidth).
 
 
 # %%
@@ -676,7 +677,8 @@ report.glue("window_verdict", "as the tile count predicts" if follows else (
 # Our tiled function is a Python loop that launches a few small operations per tile:
 # it took {glue:text}`slower_small` times the explicit path's time at
 # $T$ = {glue:text}`small_T` and {glue:text}`slower_big` times at $T$ = {glue:text}`big_T`.
-# Tiling by itself saves memory, not time. FlashAttention gains speed as well by running
+# Tiling by itself saves memory; it does the same arithmetic, so whatever it gains or
+# loses in time comes from how the loop runs, not from less work. FlashAttention gains speed as well by running
 # the whole loop inside one GPU kernel that keeps each tile in fast on-chip memory;
 # torch's SDPA calls fused kernels of that kind where it has them, and at
 # $T$ = {glue:text}`big_T` it ran {glue:text}`sdpa_speed` than the explicit path on the
@@ -688,7 +690,8 @@ report.glue("window_verdict", "as the tile count predicts" if follows else (
 # **Measure the right thing.** Why `peak_bytes` and not the total allocated? On the CPU,
 # `benchmark.allocated_bytes` adds up every allocation, freed or not. The tiled
 # computation allocates a new tile at every step and frees it right after, so the total
-# is quadratic even though little is ever held at once:
+# grows close to quadratically (a pure $T^2$ would multiply it by 4 per doubling) even
+# though little is ever held at once:
 
 # %% tags=["nbval-ignore-output"]
 totals = {}
