@@ -454,9 +454,10 @@ report.glue("shrink_spread", apart["all blocks"])
 # the size of the stream it receives, and they assume that size grows as $\sqrt{L}$,
 # twice as large at 24 blocks as at 6. Our pre-norm stream grew only
 # {glue:text}`rms_growth` times, from RMS {glue:text}`rms_pre_6` after block 6 to
-# {glue:text}`rms_pre_24` after block 24: the embeddings (RMS {glue:text}`rms_pre_1`
-# after block 1 already) still dominate the stream at these depths, so the asymptote has
-# not set in. Dividing by that growth predicts a last-block factor of about
+# {glue:text}`rms_pre_24` after block 24: the stream starts large (RMS
+# {glue:text}`rms_pre_1` after block 1 already), and that head start is still most of
+# it at 6 blocks, so its growth from 6 to 24 blocks stays well below the asymptote's
+# factor of 2. Dividing by that growth predicts a last-block factor of about
 # {glue:text}`rms_predict`, nearer the measured {glue:text}`shrink_last` than 0.5. A
 # second reason: the theorem is an upper bound, in $O(\cdot)$, proved for the last
 # layer's weights under assumptions about the initialisation and the inputs. It limits
@@ -628,8 +629,9 @@ assert share_post > 0.95  # post-norm: (almost) every token tagged O
 # one vector (mean cosine above {glue:text}`cos_post_after` for every seed), and each of
 # these taggers labels {glue:text}`share_post` `O`, the true tag of
 # {glue:text}`share_truth` of them: a linear head cannot give different tags to the
-# same vector. The pre-norm stacks keep their tokens apart where the head reads them
-# (cosine {glue:text}`cos_pre_after` over the seeds after the final LayerNorm;
+# same vector. The pre-norm stacks' tokens became more alike during training too, but
+# stay far from one vector where the head reads them (cosine
+# {glue:text}`cos_pre_after` over the seeds after the final LayerNorm;
 # {glue:text}`cos_pre_stream` before it). So the stuck runs are runs whose tokens
 # collapsed, as the hypothesis expects. Which came first, the collapse or the stall,
 # these measurements do not tell.
