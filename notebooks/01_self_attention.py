@@ -50,6 +50,7 @@ if "google.colab" in sys.modules:
 
 # %%
 
+import copy
 import os
 from functools import partial
 
@@ -559,7 +560,8 @@ plt.show()
 # large matrix products, which can be split among threads; a GRU's is $T$ steps, each a
 # small product of $B$ rows that needs the previous step's result, so extra threads can
 # only share out the work inside one small step. The next cell times the forward pass
-# of each layer at $T$ = 256 with one thread and with every thread this machine offers,
+# of each layer (a copy on the CPU, whatever device the page runs on: threads are a CPU
+# setting) at $T$ = 256 with one thread and with every thread this machine offers,
 # by the wall clock (CPU seconds would add up the threads' work and hide any gain). On
 # a shared machine the load changes while the cell runs, so the four measurements take
 # turns, round after round, and the cell reports each layer's gain (time on one thread
@@ -571,14 +573,16 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 T_par, n_all = 256, runtime.thread_count(os.cpu_count() or 1)  # every core, or the cap
-xs = torch.randn(rnn_batch, T_par, rnn_width, device=run.device)  # (B, T, d)
+cpu = torch.device("cpu")  # thread counts only change what runs on the CPU
+xs = torch.randn(rnn_batch, T_par, rnn_width)  # (B, T, d), on the CPU
+mha_cpu, gru_cpu = (copy.deepcopy(layer).to(cpu) for layer in (mha, gru))
 threads, rounds = sorted({1, n_all}), 7
-layers = {"attention": lambda: mha(xs), "GRU": lambda: gru(xs)}  # attention: the probe
+layers = {"attention": lambda: mha_cpu(xs), "GRU": lambda: gru_cpu(xs)}  # the probe
 with torch.no_grad():
-    par_times = thread_gain.timing_rounds(layers, threads, rounds, run.device)
+    par_times = thread_gain.timing_rounds(layers, threads, rounds, cpu)
 gain = thread_gain.gains(par_times, n_all)  # one thread / all threads, per round
 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-print(f"B = {rnn_batch}, T = {T_par}, d = {rnn_width}, forward, {run.device.type}, "
+print(f"B = {rnn_batch}, T = {T_par}, d = {rnn_width}, forward, cpu, "
       f"wall-clock ms (median of {rounds} rounds); load average {load:.1f} on "
       f"{os.cpu_count()} cores")  # fmt: skip
 header = " | ".join(f"{n} thread(s)" for n in threads)

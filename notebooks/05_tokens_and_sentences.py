@@ -363,7 +363,6 @@ was = report.glue("dev_before", before, "{:.3f}")
 now = report.glue("dev_after", after, "{:.3f}")
 print(f"mean of the last three scores at the full rate {was}, after the tail {now}")
 assert gains[0] > 5 * gains[1], "nearly all the gain comes in the first half"
-assert after > before, "the lr / 10 tail lifts the dev score"
 
 # %% tags=["nbval-ignore-output"]
 # the control: the same weights at the start, the same batches, no tail
