@@ -80,12 +80,12 @@ def timed_generate(
 
 @torch.no_grad()
 def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
-    """Wall seconds of every step of greedy decoding (step 0 reads the prompt), the
-    query, key and value weights stacked as ``generate`` stacks them
-    (``gpt.weights_for_one_token``)."""
+    """Wall seconds of every step of greedy decoding (step 0 reads the prompt), run as
+    ``generate`` runs them: the query, key and value weights stacked
+    (``gpt.weights_for_one_token``) and the steps in inference mode."""
     cache = kv_cache.new_cache(model.config.n_layers, prompt.shape[1] + n_new)
     ids, times = prompt, []
-    with gpt.weights_for_one_token(model):
+    with gpt.weights_for_one_token(model), torch.inference_mode():
         for _ in range(n_new):
             _sync(prompt.device)
             start = time.perf_counter()
