@@ -239,3 +239,32 @@ def test_masking_outcomes_equal_the_chapters_inline_count(tok):
     assert dict(counts) == inline and counts["random"] > 0
     assert frac["selected"] == counts["selected"] / counts["eligible"]
     assert sum(frac[k] for k in ("mask", "random", "unchanged")) == pytest.approx(1)
+
+
+def test_nsp_pairs_by_kind_give_three_pairs_per_document_one_of_each_kind():
+    docs = {
+        "films": [[["a"], ["b"], ["c"]], [["d"], ["e"]], [["f"], ["g"], ["h"]]],
+        "flights": [[["x"], ["y"]], [["z"], ["w"], ["v"]], [["only"]]],
+    }
+    pairs = masked_lm.nsp_pairs_by_kind(docs, random.Random(0))
+    assert len(pairs) == 3 * 5  # the one-word document cannot be cut
+    topic_of = {w: t for t, ds in docs.items() for d in ds for (w,) in d}
+    for k in range(0, len(pairs), 3):
+        (a, b, y0, k0), (a1, b1, y1, k1), (a2, b2, y2, k2) = pairs[k : k + 3]
+        assert (k0, k1, k2) == masked_lm.NSP_KINDS and a == a1 == a2
+        assert (y0, y1, y2) == (
+            masked_lm.IS_NEXT,
+            masked_lm.NOT_NEXT,
+            masked_lm.NOT_NEXT,
+        )
+        own = topic_of[a[0][0]]
+        whole = next(d for d in docs[own] if d[0] == a[0])
+        assert a + b == whole  # the true continuation
+        assert b1 != b and topic_of[b1[0][0]] == own
+        assert topic_of[b2[0][0]] != own
+    with pytest.raises(ValueError, match="two topics"):
+        masked_lm.nsp_pairs_by_kind({"films": docs["films"]}, random.Random(0))
+    with pytest.raises(ValueError, match=r"docs_by_topic\['flights'\]"):
+        masked_lm.nsp_pairs_by_kind(
+            {"films": docs["films"], "flights": [[["x"], ["y"]]]}, random.Random(0)
+        )

@@ -1,12 +1,10 @@
 """pretraining_data: the corpora the bert and t5 families pre-train on, and T5's
 held-out windows (dev for choices, test for reports)."""
 
-import random
-
 import pytest
 import torch
 
-from transformer_book import baselines, pretraining_data, report, t5
+from transformer_book import baselines, data, pretraining_data, report, t5
 
 
 def test_t5_dev_windows_are_not_the_test_windows():
@@ -90,24 +88,6 @@ def test_gap_scores_score_the_selected_words():
         pretraining_data.gap_scores(truth, pred, logp, torch.zeros(4, dtype=torch.bool))
 
 
-def test_topic_texts_stay_within_one_topic_and_repeat():
-    texts, words = pretraining_data.topic_texts(40, 6, length=12, n=300, seed=0)
-    assert len(words) == 240 and words[:2] == ["t0w0", "t0w1"] and len(texts) == 300
-    for t in texts:
-        topics = {w.split("w")[0] for w in t.split()}
-        assert (
-            len(t.split()) == 12 and len(topics) == 1 and set(t.split()) <= set(words)
-        )
-    assert len({t.split()[0].split("w")[0] for t in texts}) > 30  # many topics used
-    assert pretraining_data.topic_texts(40, 6, 12, 300, seed=0) == (texts, words)
-    assert pretraining_data.topic_texts(40, 6, 12, 300, seed=1)[0] != texts
-    rng = random.Random(0)  # chapter 11's former inline draw
-    topics = [[f"t{k}w{i}" for i in range(6)] for k in range(40)]
-    assert texts == [
-        " ".join(rng.choices(rng.choice(topics), k=12)) for _ in range(300)
-    ]
-
-
 def test_score_table_lines_up_the_rows_and_the_cards_columns():
     rows = {"the book's T5": (0.479, 2.364), "unigram": (0.1, 4.94)}
     table = pretraining_data.score_table(rows, [(0.48, 2.36), None]).splitlines()
@@ -157,3 +137,42 @@ def test_baseline_rows_name_the_three_baselines():
         "left bigram, add-one": (0.3, 3.8),
         "left bigram, k = 0.03 (dev)": (0.35, 3.1),
     }
+
+
+def test_topic_corpus_draws_each_topic_from_its_own_split():
+    corpus = pretraining_data.topic_corpus(50, 20, seed=1)
+    assert list(corpus) == ["train", "dev", "test"]
+    for split, n in (("train", 50), ("dev", 20), ("test", 20)):
+        assert list(corpus[split]) == list(pretraining_data.TOPICS)
+        for texts in corpus[split].values():
+            assert len(texts) == n == len(set(texts))
+    reviews = data.review_split(seed=0)
+    assert set(corpus["test"]["reviews"]) <= set(reviews["test"][0])
+    assert any("flight" in t for t in corpus["train"]["flights"])
+    assert corpus == pretraining_data.topic_corpus(50, 20, seed=1)
+    with pytest.raises(ValueError, match="flights dev holds 500 texts"):
+        pretraining_data.topic_corpus(50, 600)
+
+
+def test_nsp_topics_summary_chooses_on_dev_and_reads_test_at_the_choice():
+    def run(steps, seed, dev, test, topic):
+        natural = {"nsp_accuracy": test, "is_next_share": 0.5, "mlm_loss": 5.0,
+                   "unigram_mlm_loss": 6.0}  # fmt: skip
+        return {
+            "steps": steps, "seed": seed,
+            "dev": {"natural": {**natural, "nsp_accuracy": dev}, "topic": 0.0,
+                    "coherence": 0.0},
+            "test": {"natural": natural, "topic": topic, "coherence": 0.5},
+        }  # fmt: skip
+
+    result = {"runs": [run(100, 0, 0.55, 0.9, 0.6), run(100, 1, 0.57, 0.9, 0.6),
+                       run(200, 0, 0.60, 0.7, 0.8), run(200, 1, 0.62, 0.72, 0.9)]}  # fmt: skip
+    summary = pretraining_data.nsp_topics_summary(result)
+    assert summary["chosen"] == 200  # dev decides, though test is higher at 100
+    assert summary["test_nsp_at_chosen"] == [0.7, 0.72]
+    assert summary["topic_at_chosen"] == [0.8, 0.9] and summary["seeds"] == [0, 1]
+    assert summary["gap_at_chosen"] == pytest.approx([0.3, 0.4])
+    assert summary["mlm_margin_at_chosen"] == [1.0, 1.0]
+    assert summary["dev_nsp"] == {100: [0.55, 0.57], 200: [0.60, 0.62]}
+    with pytest.raises(ValueError, match="no runs"):
+        pretraining_data.nsp_topics_summary({"runs": []})

@@ -34,6 +34,8 @@ __all__ = [
     "special_mask",
     "masking_outcomes",
     "next_sentence_pairs",
+    "NSP_KINDS",
+    "nsp_pairs_by_kind",
     "word_pieces_by_word",
     "target_ids",
     "mlm_batches",
@@ -143,6 +145,51 @@ def next_sentence_pairs(
             j = rng.randrange(len(cuts) - 1)
             j += j >= i  # any document but this one
             pairs.append((a, cuts[j][1], NOT_NEXT))
+    return pairs
+
+
+#: the three kinds of held-out pair of :func:`nsp_pairs_by_kind`
+NSP_KINDS = ("is next", "same topic", "other topic")
+
+
+def nsp_pairs_by_kind(
+    docs_by_topic: dict[str, Sequence[Sequence[T]]], rng: random.Random
+) -> list[tuple[list[T], list[T], int, str]]:
+    """Held-out NSP pairs that separate topic from coherence: each document of two
+    units or more (in ``docs_by_topic``, topic -> documents) is cut at a random point
+    into A and B and gives three pairs (A, B', label, kind), one of each of
+    :data:`NSP_KINDS`: its own B (:data:`IS_NEXT`), the B of another document of the
+    same topic and the B of a document of another topic (both :data:`NOT_NEXT`).
+
+    Telling "is next" from "other topic" can use the topic; telling it from "same
+    topic" needs coherence, whether B continues A (Lan et al., 2020, ALBERT's argument).
+    """
+    cuts: dict[str, list[tuple[list[T], list[T]]]] = {}
+    for topic, docs in docs_by_topic.items():
+        cuts[topic] = []
+        for doc in docs:
+            if len(doc) >= 2:
+                k = rng.randint(1, len(doc) - 1)
+                cuts[topic].append((list(doc[:k]), list(doc[k:])))
+        if len(cuts[topic]) < 2:
+            raise ValueError(
+                f"docs_by_topic[{topic!r}] must hold at least two documents of two "
+                f"units or more, got {len(cuts[topic])}"
+            )
+    if len(cuts) < 2:
+        raise ValueError(f"docs_by_topic must hold two topics or more, got {len(cuts)}")
+    pairs = []
+    for topic, own in cuts.items():
+        others = [t for t in cuts if t != topic]
+        for i, (a, b) in enumerate(own):
+            j = rng.randrange(len(own) - 1)
+            j += j >= i  # any document of this topic but this one
+            elsewhere = cuts[rng.choice(others)]
+            pairs += [
+                (a, b, IS_NEXT, NSP_KINDS[0]),
+                (a, own[j][1], NOT_NEXT, NSP_KINDS[1]),
+                (a, rng.choice(elsewhere)[1], NOT_NEXT, NSP_KINDS[2]),
+            ]
     return pairs
 
 

@@ -30,6 +30,8 @@ from .masked_lm import (
     IGNORE,
     IS_NEXT,
     MASKINGS,
+    NSP_KINDS,
+    _flat,
     mlm_batches,
     target_ids,
     word_pieces_by_word,
@@ -43,6 +45,8 @@ __all__ = [
     "pretraining_metrics",
     "nsp_loss",
     "heldout_metrics",
+    "nsp_accuracy_by_kind",
+    "topic_and_coherence",
     "nsp_majority",
     "nsp_verdict",
     "metrics_table",
@@ -199,6 +203,44 @@ def heldout_metrics(
     return pretraining_metrics(
         model, tok, texts, max_len, batch_size, seed, unigram=unigram
     )
+
+
+@torch.no_grad()
+def nsp_accuracy_by_kind(
+    model: bert.BertForPreTraining,
+    tok: WordPiece,
+    pairs: Sequence[tuple[list[list[int]], list[list[int]], int, str]],
+    max_len: int = 64,
+    batch_size: int = 128,
+) -> dict[str, float]:
+    """NSP accuracy on each kind of pair of :func:`masked_lm.nsp_pairs_by_kind`
+    (segments as word pieces grouped by word): kind -> share answered right."""
+    model.eval()
+    device = next(model.parameters()).device
+    right: dict[str, list[bool]] = {}
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        encs = [
+            tok.add_special_tokens(_flat(a), _flat(b), max_len) for a, b, _, _ in chunk
+        ]
+        batch = training.to_device(tok.pad(encs), device)  # (B, T) each
+        _, nsp_logits = model(
+            batch["ids"], batch["token_type_ids"], batch["attention_mask"], None
+        )  # (B, 2)
+        for (_, _, label, kind), guess in zip(chunk, nsp_logits.argmax(-1).tolist()):
+            right.setdefault(kind, []).append(guess == label)
+    return {kind: sum(r) / len(r) for kind, r in right.items()}
+
+
+def topic_and_coherence(by_kind: dict[str, float]) -> tuple[float, float]:
+    """Two balanced NSP tests from :func:`nsp_accuracy_by_kind`: the mean accuracy on
+    "is next" and "other topic" pairs (topic can tell them apart) and on "is next" and
+    "same topic" pairs (only coherence can); 0.5 is chance for both."""
+    missing = [k for k in NSP_KINDS if k not in by_kind]
+    if missing:
+        raise ValueError(f"by_kind lacks the kinds {missing}")
+    is_next, same, other = (by_kind[k] for k in NSP_KINDS)
+    return (is_next + other) / 2, (is_next + same) / 2
 
 
 def nsp_majority(is_next_share: float) -> tuple[str, float]:

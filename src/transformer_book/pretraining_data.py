@@ -42,7 +42,9 @@ __all__ = [
     "bias_sweep_summary",
     "bias_sweep_words",
     "baseline_words",
-    "topic_texts",
+    "TOPICS",
+    "topic_corpus",
+    "nsp_topics_summary",
     "CITY_TAGS",
     "city_words",
     "city_gaps",
@@ -60,17 +62,85 @@ HELDOUT_SEED = 123
 MIN_WORDS = 5
 
 
-def topic_texts(
-    n_topics: int, words_per_topic: int, length: int, n: int, seed: int = 0
-) -> tuple[list[str], list[str]]:
-    """Synthetic texts where a random second half usually changes topic: each of ``n``
-    texts is ``length`` words drawn (with replacement) from one random topic's own
-    vocabulary of ``words_per_topic`` made-up words ("t3w5": topic 3, word 5). Returns
-    the texts and all ``n_topics * words_per_topic`` words, topic by topic."""
+#: chapter 11's three kinds of short English text: rt-polarity's film reviews, ATIS's
+#: flight queries and SNIPS's voice-assistant requests
+TOPICS = ("reviews", "flights", "assistant")
+
+
+def topic_corpus(
+    n_train: int, n_heldout: int, seed: int = 0
+) -> dict[str, dict[str, list[str]]]:
+    """Texts of the three :data:`TOPICS`, for next-sentence prediction whose negatives
+    can change topic: split -> topic -> texts, ``n_train`` training texts and
+    ``n_heldout`` dev and test texts of each topic, drawn without replacement (``seed``)
+    from each dataset's own split (the reviews: :func:`data.review_split`)."""
     rng = random.Random(seed)
-    topics = [[f"t{k}w{i}" for i in range(words_per_topic)] for k in range(n_topics)]
-    texts = [" ".join(rng.choices(rng.choice(topics), k=length)) for _ in range(n)]
-    return texts, [w for topic in topics for w in topic]
+    reviews = data.review_split(seed=0)
+    sources = {
+        "reviews": {k: reviews[k][0] for k in ("train", "dev", "test")},
+        "flights": {k: _queries(data.load_atis(k)) for k in ("train", "dev", "test")},
+        "assistant": {
+            k: _queries(data.load_snips(k)) for k in ("train", "dev", "test")
+        },
+    }
+    corpus: dict[str, dict[str, list[str]]] = {"train": {}, "dev": {}, "test": {}}
+    for topic in TOPICS:
+        for split, n in (("train", n_train), ("dev", n_heldout), ("test", n_heldout)):
+            texts = sources[topic][split]
+            if not 0 < n <= len(texts):
+                raise ValueError(
+                    f"{topic} {split} holds {len(texts)} texts; asked for {n}"
+                )
+            corpus[split][topic] = rng.sample(texts, n)
+    return corpus
+
+
+def _queries(split: data.SlotIntentSplit) -> list[str]:
+    return [" ".join(words) for words in split.sentences]
+
+
+def nsp_topics_summary(result: dict) -> dict:
+    """The committed runs of ``benchmarks/ch11_nsp_topics.py`` read back: per run
+    length (``steps``), the seeds' NSP accuracy on the dev and test draws like
+    training's, and their balanced topic and coherence tests on test
+    (:func:`pretraining.topic_and_coherence`); ``chosen``, the run length with the best
+    mean dev NSP accuracy; at it, the per-seed test values (``test_nsp``,
+    ``is_next_share``, ``topic``, ``coherence``, ``mlm_loss``, ``unigram_mlm_loss``,
+    each with ``_at_chosen``), the topic test minus the coherence test (``gap``) and
+    the unigram's MLM loss minus the model's (``mlm_margin``)."""
+    runs: dict[int, list[dict]] = {}
+    for run in result["runs"]:
+        runs.setdefault(run["steps"], []).append(run)
+    if not runs:
+        raise ValueError("result holds no runs")
+
+    def values(steps: int, split: str, key: str) -> list[float]:
+        at = [r[split] for r in runs[steps]]
+        if key in ("topic", "coherence"):
+            return [r[key] for r in at]
+        return [r["natural"][key] for r in at]
+
+    dev = {s: values(s, "dev", "nsp_accuracy") for s in runs}
+    chosen = max(runs, key=lambda s: sum(dev[s]) / len(dev[s]))
+    keys = ("nsp_accuracy", "is_next_share", "topic", "coherence", "mlm_loss",
+            "unigram_mlm_loss")  # fmt: skip
+    at_chosen = {k: values(chosen, "test", k) for k in keys}
+    gap = [t - c for t, c in zip(at_chosen["topic"], at_chosen["coherence"])]
+    margin = [
+        u - m for u, m in zip(at_chosen["unigram_mlm_loss"], at_chosen["mlm_loss"])
+    ]
+    return {
+        "gap_at_chosen": gap,
+        "mlm_margin_at_chosen": margin,
+        "dev_nsp": dev,
+        "test_nsp": {s: values(s, "test", "nsp_accuracy") for s in runs},
+        "topic": {s: values(s, "test", "topic") for s in runs},
+        "coherence": {s: values(s, "test", "coherence") for s in runs},
+        "chosen": chosen,
+        "seeds": [r["seed"] for r in runs[chosen]],
+        **{("test_nsp" if k == "nsp_accuracy" else k) + "_at_chosen": v
+           for k, v in at_chosen.items()},
+    }  # fmt: skip
 
 
 def bert_corpus() -> tuple[list[str], list[str]]:
