@@ -4,7 +4,8 @@ The pre-trained all-MiniLM-L6-v2 arm of ``benchmarks/ch12_few_labels.py``, with 
 and peak rate its committed sweep chose (read from ``ch12_few_labels.json``), is
 fine-tuned at that rate and at ``--factor`` times it, seed ``--seed``, by the sweep's
 recipe (``finetune.fine_tune_classifier``, the same phrases, batches and updates); the
-scratch arm's chosen head and rate run once beside them. Every run records its loss and
+scratch arm's chosen head and rate run once beside them. Every run records
+(``large_rate.record_run``, as chapter 12's full profile does) its loss and
 gradient norm at each update and its predictions' accuracy on SST-2's dev sentences,
 with the share of them given the most common answer; each pre-trained run also records
 how far its encoder's weights moved (``training_diagnostics.weight_drift``) and what
@@ -43,10 +44,10 @@ from transformer_book import (  # noqa: E402
     data,
     few_labels,
     finetune,
+    large_rate,
     metrics,
     minilm_weights,
     probe,
-    training_diagnostics,
 )
 
 FACTOR, SEED, N_REF, N_PROBES = 10, 0, 300, 200
@@ -72,12 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     )
     train, _ = phrases()
     dev = tuple(x[: args.n_dev] for x in data.load_sst2("dev"))
-    atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
-    queries = [" ".join(q) for q in atis_train.sentences[: args.n_ref]]
-    probes = [" ".join(q) for q in atis_test.sentences[: args.n_probes]]
-    ref_intents = atis_train.intents[: args.n_ref]
-    probe_intents = atis_test.intents[: args.n_probes]
-    intents = ((queries, ref_intents), (probes, probe_intents))
+    intents = large_rate.intent_sets(args.n_ref, args.n_probes)
+    (queries, ref_intents), (probes, probe_intents) = intents
     top_intent = Counter(ref_intents).most_common(1)[0][0]
     pre_head, pre_lr = few_labels.chosen_head(few, "pre-trained")
     scratch_head, scratch_lr = few_labels.chosen_head(few, "scratch")
@@ -95,16 +92,9 @@ def main(argv: list[str] | None = None) -> dict:
             freeze_token_embeddings=freeze,
         )  # fmt: skip
         pred = finetune.predict_classes(ft.model, tok, dev[0], SETTINGS["eval_len"])
-        runs[name] = {
-            "arm": arm, "head": head, "lr": lr, "steps": len(ft.losses),
-            "losses": ft.losses, "grad_norms": ft.grad_norms,
-            "dev_accuracy": metrics.accuracy(dev[1], pred),
-            "dev_top_share": Counter(pred).most_common(1)[0][1] / len(pred),
-        }  # fmt: skip
-        if arm == "pre-trained":
-            drift = training_diagnostics.weight_drift(ft.model.encoder, minilm)
-            knn, lin = probe.embedding_accuracy(ft.model.encoder, tok, *intents)
-            runs[name].update(drift=drift, intent_1nn=knn, intent_probe=lin)
+        read = (minilm, tok, intents) if arm == "pre-trained" else ()  # drift, intents
+        record = large_rate.record_run(ft, pred, dev[1], lr, *read)
+        runs[name] = {"arm": arm, "head": head, **record}
         runs[name]["cpu_seconds"] = time.process_time() - start
         print(name, {k: v for k, v in runs[name].items()
                      if k not in ("losses", "grad_norms")}, flush=True)  # fmt: skip

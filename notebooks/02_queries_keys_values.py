@@ -46,6 +46,7 @@ if "google.colab" in sys.modules:
     subprocess.run([*pip, f"transformer-book @ git+{repo}"], check=True)
 
 # %%
+import copy
 import math
 
 import matplotlib.pyplot as plt
@@ -58,6 +59,7 @@ from transformer_book import (
     benchmark,
     checks,
     diagrams,
+    grouped_heads,
     masks,
     neighbours,
     plotting,
@@ -391,20 +393,10 @@ runs = [
     neighbours.train_neighbours(neighbours.make_batch, seed, train_steps)
     for seed in range(n_seeds)
 ]
-print("seed | loss: first -> last | accuracy prev, next | weight on i-1, i+1 | heads")
-best, heads = [], []
-for seed, (_, history, acc, w) in enumerate(runs):
-    prev_w, next_w = neighbours.weight_at(w, -1), neighbours.weight_at(w, +1)  # (2,)
-    h_prev, h_next = prev_w.argmax().item(), next_w.argmax().item()
-    best.append((acc[0], acc[1], prev_w[h_prev].item(), next_w[h_next].item()))
-    heads.append((h_prev, h_next))
-    loss = f"{history[0]:6.2f} -> {history[-1]:6.3f}"
-    print(
-        f"{seed:4d} | {loss} | {acc[0]:8.1%} {acc[1]:7.1%}"
-        f" | {best[-1][2]:12.2f} {best[-1][3]:5.2f} | {h_prev}, {h_next}"
-    )
-    assert h_prev != h_next  # two heads, two different lookups
-best = torch.tensor(best)  # (seeds, 4)
+# best (seeds, 4): accuracy before, after; weight on i-1, on i+1 of the best head
+best, heads, table = neighbours.seed_table(runs)
+print("\n".join(table))
+assert all(h_prev != h_next for h_prev, h_next in heads)  # two heads, two lookups
 print(f"min over seeds: accuracy {best[:, :2].min():.1%}", end=", ")
 print(f"weight on the neighbour {best[:, 2:].min():.2f}")
 report.glue("heads_min_weight", best[:, 2:].min().item(), "{:.2f}")
@@ -428,19 +420,13 @@ plt.show()
 # $A_V$ (in `q_proj`, `k_proj` and `v_proj`, whose `weight` stores $A^\top$, they are
 # blocks of rows, with the matching entries of the biases) and the matching blocks of
 # rows in $A_O$ (columns of `o_proj.weight`), and the layer computes the same function,
-# with the two attention maps trading places. Here on seed 0's trained layer:
+# with the two attention maps trading places. `grouped_heads.permute_heads` does
+# exactly that, here on a copy of seed 0's trained layer:
 
 # %%
 trained = runs[0][0].eval()
-swapped = neighbours.NeighbourModel().eval()
-swapped.load_state_dict(trained.state_dict())
-attn, Dh = swapped.attn, swapped.attn.head_dim
-order = torch.cat([torch.arange(Dh, 2 * Dh), torch.arange(Dh)])  # head 1, then head 0
-with torch.no_grad():
-    for proj in (attn.q_proj, attn.k_proj, attn.v_proj):  # head h = outputs h·Dh …
-        proj.weight.copy_(proj.weight[order])  # (d_model, d_model), rows = outputs
-        proj.bias.copy_(proj.bias[order])
-    attn.o_proj.weight.copy_(attn.o_proj.weight[:, order])  # columns = head outputs
+swapped = copy.deepcopy(trained)
+grouped_heads.permute_heads(swapped.attn, [1, 0])  # head 1, then head 0
 x, _ = neighbours.make_batch(4, torch.Generator().manual_seed(1))
 (logits, w), (logits_swapped, w_swapped) = trained(x), swapped(x)
 for a, b in zip(logits, logits_swapped):
@@ -632,9 +618,7 @@ def make_batch_two_back(batch_size: int, gen: torch.Generator):
 
 # %% tags=["nbval-ignore-output"]
 _, _, acc, w_bug = neighbours.train_neighbours(make_batch_two_back, 0, train_steps)
-for offset in (-2, +1, +2):
-    per_head = neighbours.weight_at(w_bug, offset).numpy().round(2)
-    print(f"weight on i{offset:+d}, per head:", per_head)
+print("\n".join(neighbours.offset_lines(w_bug, (-2, +1, +2))))
 print("held-out accuracy on the two targets:", [round(a, 3) for a in acc])
 report.glue("bug_accuracy", min(acc), "{:.1%}")
 assert min(acc) > 0.99  # it learned the task it was given ...
@@ -681,9 +665,7 @@ def make_batch_fixed(batch_size: int, gen: torch.Generator):
 
 
 _, _, acc, w_fix = neighbours.train_neighbours(make_batch_fixed, 0, train_steps)
-for offset in (-2, +1, +2):
-    per_head = neighbours.weight_at(w_fix, offset).numpy().round(2)
-    print(f"weight on i{offset:+d}, per head:", per_head)
+print("\n".join(neighbours.offset_lines(w_fix, (-2, +1, +2))))
 print("held-out accuracy:", [round(a, 3) for a in acc])
 weight_at = neighbours.weight_at
 assert weight_at(w_fix, -2).max() > 0.6 and weight_at(w_fix, +1).max() > 0.6
@@ -721,7 +703,10 @@ checks.check_mha_parameter_count(mha_parameters)
 #   `k_proj`, `v_proj`, `o_proj`, and the reshapes `split_heads` / `merge_heads`.
 # - `transformer_book.masks.padding_mask`, `padding_mask_from_ids`, `causal_mask`.
 # - `transformer_book.training.train`: the small training loop used for the two-head
-#   model; `transformer_book.neighbours`: its task, model and the measure `weight_at`.
+#   model; `transformer_book.neighbours`: its task, model and the measure `weight_at`,
+#   read over seeds by `seed_table` and over offsets by `offset_lines`.
+# - `transformer_book.grouped_heads.permute_heads`: a layer's heads reordered, the
+#   function it computes unchanged.
 # - `transformer_book.benchmark.peak_bytes` (the peak memory measured here) and
 #   `allocated_bytes` (the sum of allocations on a CPU; chapter 8 compares the two).
 # - `transformer_book.plotting.curves`: the figures' boilerplate.

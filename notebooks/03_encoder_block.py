@@ -65,12 +65,12 @@ from transformer_book import (
     benchmark,
     blocks,
     checks,
+    deep_stack_readings,
     deep_stacks,
     diagrams,
     masks,
     norms,
     params,
-    plotting,
     report,
     runtime,
 )
@@ -273,16 +273,9 @@ print("per stack, (depths, 4, seeds):", tuple(stats["plain", "He"].shape))
 # The gradient at the first layer, as the geometric mean over the seeds:
 
 # %% tags=["nbval-ignore-output"]
-grad = {k: v[:, 0] for k, v in stats.items()}  # (depths, seeds): ‖∂ℓ/∂W1‖
-mean = {k: g.log10().mean(1) for k, g in grad.items()}  # log10 of the geometric mean
-short = {"plain": "plain", "residual": "residual", "residual + LayerNorm": "res. + LN"}
-print(f"{'':>3}" + "".join(f"{short[k[0]]:>13}" for k in stats))
-print(f"{'L':>3}" + "".join(f"{k[1]:>13}" for k in stats))
-for i, L in enumerate(depths):
-    print(f"{L:>3}" + "".join(f"{10 ** mean[k][i].item():>13.3g}" for k in stats))
-spread = max((g.log10().amax(1) - g.log10().amin(1)).max().item()
-             for g in grad.values())  # fmt: skip
-print(f"largest spread over the seeds: ×{10**spread:.1f} (max / min)")
+# log10 of the geometric mean over the seeds of ‖∂ℓ/∂W1‖, (depths,) per stack
+mean = {k: v[:, 0].log10().mean(1) for k, v in stats.items()}
+print(deep_stack_readings.gradient_table(stats, depths))
 # predicted for plain, default: a factor √18 per sublayer on the way down
 drop = (mean["plain", "default"][0] - mean["plain", "default"][-1]).item()
 predicted = (depths[-1] - 1) * math.log10(shrink)
@@ -299,28 +292,7 @@ assert (growth - (Ls - 1) / 2 * math.log10(19 / 18)).abs().max() < 0.3
 assert (mean["residual", "He"][-1] - mean["residual", "He"][0]) > 6
 
 # %% tags=["hide-input"]
-colors = dict(zip(ARCHS, plotting.PALETTE))
-style = {"default": dict(ls="-", marker="o"), "He": dict(ls="--", marker="s")}
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=plotting.WIDE)
-for (arch, init), g in grad.items():
-    kw = dict(color=colors[arch], ms=4, label=f"{arch}, {init}", **style[init])
-    ax1.plot(depths, 10 ** mean[arch, init], **kw)
-    band = (dict(facecolor="none", edgecolor=colors[arch], hatch="///", lw=0)
-            if init == "He" else dict(color=colors[arch], alpha=0.2))  # fmt: skip
-    ax1.fill_between(depths, g.amin(1), g.amax(1), **band)  # seeds' min to max
-    if (arch, init) not in [("plain", "default"), ("residual", "He")]:
-        ax2.plot(depths, 10 ** (mean[arch, init] - mean[arch, init][0]), **kw)
-predicted, label = (19 / 18) ** ((Ls - 1) / 2), r"$(19/18)^{(L-1)/2}$"
-ax2.plot(depths, predicted, ":", color="black", label=label)
-ax1.set(yscale="log", ylabel="‖∂ℓ/∂W‖ of the first layer (log scale)",
-        title="Gradient at the first layer")  # fmt: skip
-ax2.set(ylim=(0, None), ylabel="‖∂ℓ/∂W‖, relative to depth 1",
-        title="The well-behaved stacks, linear scale")  # fmt: skip
-for ax, corner in ((ax1, "lower left"), (ax2, "upper left")):
-    ax.set_xscale("log", base=2)
-    ax.set(xticks=depths, xticklabels=depths, xlabel="depth L (stacked sublayers)")
-    ax.legend(fontsize=8, loc=corner)
-fig.tight_layout()
+deep_stack_readings.plot_gradients(stats, depths)
 plt.show()
 
 # %% [markdown]
@@ -357,10 +329,7 @@ ratio = {k: v[:, 1] for k, v in stats.items()}  # ‖∂ℓ/∂x‖/‖g‖, (de
 skip = {k: v[:, 2] for k, v in stats.items()}  # the same, skip path only
 out_std = {k: v[:, 3].log().mean(1).exp() for k, v in stats.items()}  # geometric mean
 L = depths[-1]
-print(f"at L = {L}: ‖∂ℓ/∂x‖ / ‖g‖, its min at any L, skip term, output std")
-for k in stats:
-    row = [ratio[k][-1].mean(), ratio[k].min(), skip[k][-1].mean(), out_std[k][-1]]
-    print(f"{', '.join(k):<30}", "".join(f"{v:>10.3g}" for v in row))
+print(deep_stack_readings.input_table(stats, L))
 for k in [("residual", "default"), ("residual", "He")]:
     torch.testing.assert_close(skip[k], torch.ones_like(skip[k]))  # the skip term is g
     assert ratio[k].min() >= 1, k  # never below the skip term, at any depth or seed
@@ -369,12 +338,8 @@ assert skip[post["He"]][-1].max() < 2 ** (-L / 4)  # the skip term all but vanis
 assert skip[post["default"]][-1].max() < 0.5
 assert min(ratio[k].min() for k in post.values()) > 0.1  # carried by the sublayers
 report.glue("grad_depth", L)
-res_min = min(ratio["residual", i].min().item() for i in INITS)  # no norm on the skip
-report.glue("res_ratio_min", res_min, "{:.3g}")
-post_min = min(ratio[k].min().item() for k in post.values())  # Add & Norm
-report.glue("post_ratio_min", post_min, "{:.3g}")
-report.glue("post_skip_he", skip[post["He"]][-1].mean().item(), "{:.3g}")
-report.glue("post_skip_default", skip[post["default"]][-1].mean().item(), "{:.3g}")
+# the smallest ratios without and with a norm on the skip path; Add & Norm's skip term
+report.glue_all(deep_stack_readings.input_readings(stats), "{:.3g}")
 # the stream's growth: (1 + 1/18) or (1 + 1) times the second moment per sublayer
 growth = {"default": (19 / 18) ** (L / 2), "He": 2 ** (L / 2)}
 for init, pred in growth.items():
@@ -465,7 +430,8 @@ print(f"{tuple(dev_x.shape)}; targets {tuple(teacher(test_x).shape)}")
 # %% [markdown]
 # `deep_stacks.train_stacks` trains one stack plus a linear read-out (PyTorch's default
 # initialisation) per seed with Adam, one step per batch, and returns the dev and the
-# test loss of every seed; `deep_stacks.walk_the_grid` walks the grid of rates with it:
+# test loss of every seed; `deep_stacks.walk_the_grid` walks the grid of rates with it,
+# and `deep_stacks.train_arms` does so for every arm at every depth:
 
 
 # %% tags=["nbval-ignore-output"]
@@ -484,37 +450,21 @@ lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 task = dict(seeds=range(n_seeds), teacher=teacher, train_x=train_x, eval_x=task[2:])
 
 
-test_loss, best_lr, tried = {}, {}, {}
-for depth in train_depths:
-    for arm in ARMS:
-        init = TRAIN_INITS[arm[1]]
-        best, runs = deep_stacks.walk_the_grid(depth, arm[0], init, lrs, **task)
-        best_lr[depth, arm], test_loss[depth, arm] = lrs[best], runs[best][1].cpu()
-        tried[depth, arm] = sorted(runs)
+# per (depth, arm): test losses (seeds,) at the rate chosen on dev, the rate, the
+# indices of the rates tried
+arms = deep_stacks.train_arms(train_depths, ARMS, TRAIN_INITS, lrs, **task)
+test_loss, best_lr, tried = arms
 n_runs = sum(len(t) for t in tried.values())
 print(f"{n_runs} runs of {n_seeds} seeds (a full grid: {len(lrs) * len(tried)})")
 assert n_runs < len(lrs) * len(tried)  # the walk trains fewer than the full grid
 
 # %% tags=["nbval-ignore-output"]
 print(f"test loss / variance of the target, mean ± std over {n_seeds} seeds")
-for (depth, arm), t in test_loss.items():
-    lr, name = best_lr[depth, arm], ", ".join(arm)
-    seen = " ".join(f"{lrs[i]:.0e}" for i in tried[depth, arm])
-    print(f"depth {depth:>2}  {name:<30} lr {lr:.0e}  {t.mean():.3f} ± {t.std():.3f}"
-          f"   (tried {seen})")  # fmt: skip
+print(deep_stack_readings.losses_table(test_loss, best_lr, tried, lrs))
 shallow, deep = train_depths[0], train_depths[1:]
-GLUED = {
-    "plain_he": ("plain", "He"),
-    "residual": ("residual", "default"),
-    "residual_he": ("residual", "He"),
-    "residual_he_a": ("residual", "He, α"),
-    "res_ln": ("residual + LayerNorm", "default"),
-    "res_ln_he": ("residual + LayerNorm", "He"),
-}
-for name, arm in GLUED.items():  # the shallow stacks and the first deep ones
-    for where, depth in (("shallow", shallow), ("deep", deep[0])):
-        mean_loss = test_loss[depth, arm].mean().item()
-        report.glue(f"{where}_{name}", mean_loss, "{:.2f}")
+# mean test loss of the arms the text quotes, the shallow stacks and the first deep ones
+at = {"shallow": shallow, "deep": deep[0]}
+report.glue_all(deep_stack_readings.arm_means(test_loss, at), "{:.2f}")
 report.glue("deep_depth", deep[0])
 report.glue("train_steps", train_steps)
 worst = max(test_loss[shallow, arm].mean().item() for arm in ARMS)
@@ -559,10 +509,8 @@ print(f"depth {deep[0]}: scaling He's branches by α closes {closed:.0%} of the 
 report.glue("gap_closed", 100 * closed, "{:.0f}")
 if run.profile == "quick":
     assert closed > 0.8
-edge = [k for k, v in best_lr.items() if v in (lrs[0], lrs[-1])]
-print("chosen rates at an end of the grid:", edge or "none")
-at_edge = "; ".join(f"{', '.join(arm)} at depth {d}" for d, arm in edge)
-report.glue("edge_arms", at_edge or "none")
+at_edge = report.glue("edge_arms", deep_stack_readings.rates_at_edge(best_lr, lrs))
+print("chosen rates at an end of the grid:", at_edge)
 
 # %% [markdown]
 # At depth 2 every stack learns most of the function, plain ones included: the worst
@@ -608,9 +556,7 @@ g_abs = deep_stacks.first_layer_gradients(deep[0], "plain", None, seeds, teacher
 first_step = (g_abs / (g_abs + adam_eps)).mean(1)  # (depth,): Adam's first step / lr
 g_mean = g_abs.mean(1)  # (depth,)
 print(f"Adam's ε = {adam_eps:.0e}; plain, default, depth {deep[0]}, first batch")
-print(f"{'layer':>5}{'mean |∂L/∂W1|':>16}{'first step / lr':>17}")
-for i, (g_l, s_l) in enumerate(zip(g_mean.tolist(), first_step.tolist()), start=1):
-    print(f"{i:>5}{g_l:>16.1e}{s_l:>17.1e}")
+print(deep_stack_readings.first_step_table(g_mean, first_step))
 frozen = int((first_step < 0.01).sum())  # layers that move by under 1 % of lr
 report.glue("adam_eps", adam_eps, "{:.0e}")
 report.glue("grad_first", g_mean[0].item(), "{:.0e}")
@@ -630,16 +576,13 @@ assert first_step[-1] > 0.3 and 2 <= frozen < deep[0]  # the top moves
 #
 # The upper layers move, yet they cannot learn a function of $x$ from what reaches
 # them: the input's share of the signal shrinks by $\sqrt{18}$ per sublayer, while the
-# biases hold it at the fixed point found above. The next cell measures, in float64,
-# how much the output of such a stack changes from one random input to another,
-# relative to its size.
+# biases hold it at the fixed point found above. The next cell measures, in float64
+# (`deep_stacks.input_share`), how much the output of such a stack changes from one
+# random input to another, relative to its size.
 
 # %% tags=["nbval-ignore-output"]
-x = torch.randn(256, train_width, dtype=torch.float64)  # 256 random inputs
-W = deep_stacks.make_stacks(deep[0], train_width, None, range(n_seeds), torch.float64)
-with torch.no_grad():
-    y = deep_stacks.stack_forward(x, W, "plain")  # (S, 256, d)
-share = ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
+# 256 random inputs through the plain default stacks: max range / max size of the output
+share = deep_stacks.input_share(deep[0], train_width, range(n_seeds))
 print(f"plain, default, depth {deep[0]}: the output varies between inputs by "
       f"{share:.1e} of its size")  # fmt: skip
 report.glue("share64", share, "{:.1e}")
@@ -1085,17 +1028,14 @@ print("evaluation == no dropout:        ", torch.equal(noisy(x), clean(x)))
 # %%
 n_layers = 6
 encoder = blocks.Encoder(n_layers, d_model, n_heads, d_ff)
+torch_block = partial(nn.TransformerEncoderLayer, d_model, n_heads, d_ff,
+                      dropout=0.0, batch_first=True)  # fmt: skip
 torch_encoder = nn.TransformerEncoder(
-    nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True),
-    num_layers=n_layers,
-    enable_nested_tensor=False,
+    torch_block(), n_layers, enable_nested_tensor=False
 )
 # torch's constructor deep-copies one layer n_layers times: give every layer its own
 # random weights
-torch_encoder.layers = nn.ModuleList(
-    nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True)
-    for _ in range(n_layers)
-)
+torch_encoder.layers = nn.ModuleList(torch_block() for _ in range(n_layers))
 for ours_l, theirs_l in zip(encoder.layers, torch_encoder.layers):
     blocks.load_torch_encoder_layer(ours_l, theirs_l)
 x = torch.randn(2, 7, d_model)  # (B, T, d_model)
@@ -1486,14 +1426,9 @@ checks.check_branch_scale(branch_scale)
 
 # %% tags=["nbval-ignore-output"]
 depth, alpha = depths[-1], branch_scale(depths[-1], 2.0)
-W = deep_stacks.make_stacks(depth, grad_width, he_init_, range(n_seeds), torch.float64,
-                            run.device)  # fmt: skip
-with torch.no_grad():
-    W[2].mul_(alpha)  # α·F(x): scale the last layer of every branch, W2 ...
-    W[3].mul_(alpha)  # ... and b2
-    x = torch.randn(n_seeds, 256, grad_width, dtype=torch.float64, device=run.device)
-    y = deep_stacks.stack_forward(x, W, "residual")  # (S, 256, d)
-growth = (y.pow(2).mean() / x.pow(2).mean()).item()
+# x <- x + α F(x) through He-initialised stacks: E[y²] / E[x²] of 256 random tokens
+growth = deep_stacks.residual_growth(depth, grad_width, he_init_, alpha,
+                                     range(n_seeds), run.device)  # fmt: skip
 print(f"depth {depth}, α = {alpha:.4f}: the second moment grew by {growth:.2f}")
 assert abs(growth - 2) < 0.4
 
@@ -1511,7 +1446,11 @@ assert abs(growth - 2) < 0.4
 # - `transformer_book.diagrams.blocks.encoder_block`: the diagram of the block, post-norm
 #   or (`norm_first=True`) pre-norm.
 # - `transformer_book.deep_stacks`: the deep-stack experiment of section 1
-#   (`make_stacks`, `stack_forward`, `gradients`, `teacher_task`, `train_stacks`).
+#   (`make_stacks`, `stack_forward`, `gradients`, `teacher_task`, `train_stacks`,
+#   `walk_the_grid`, `train_arms`, `first_layer_gradients`, `input_share`,
+#   `residual_growth`), and `transformer_book.deep_stack_readings`, what the chapter
+#   prints of it (`gradient_table`, `plot_gradients`, `input_table`, `losses_table`,
+#   `arm_means`, `rates_at_edge`, `first_step_table`).
 # - `transformer_book.params`: closed-form parameter counts (`mha_params`,
 #   `feed_forward_params`, `layer_norm_params`, `encoder_block_params`, `encoder_params`)
 #   and `count_params` for modules.

@@ -54,6 +54,7 @@ if "google.colab" in sys.modules:
 # %%
 import math
 import time
+from functools import partial
 
 import matplotlib.pyplot as plt
 import torch
@@ -64,6 +65,7 @@ from transformer_book import (
     checks,
     diagrams,
     extrapolation,
+    extrapolation_verdicts,
     plotting,
     positions,
     report,
@@ -283,16 +285,8 @@ for k in (0, 1, 5, 20, 45):
 # The dot product is largest at distance 0 ($\cos 0 = 1$ in every pair, so it equals
 # $d/2 = 64$) and falls off, with ripples, as the positions move apart:
 
-# %% tags=["hide-input"]
-offsets = torch.arange(-49, 50)
-curve = torch.cos(offsets[:, None] * omega).sum(dim=1)
-ax = plotting.curves(offsets, {r"$\sum_i \cos(k\,\omega_i)$": curve}, styles=["-"],
-                     legend=False)  # fmt: skip
-label = r"$\mathrm{PE}_{25} \cdot \mathrm{PE}_n$, $k = n - 25$"
-ax.plot(torch.arange(50) - 25, gram[25], "o", ms=3, label=label)
-ax.set(xlabel="offset k = n - m", ylabel="dot product")
-ax.set_title("sinusoidal encodings: similarity depends on the offset only")
-ax.legend()
+# %% tags=["hide-input"] mystnb={"image": {"alt": "The dot product of two sinusoidal encodings (50 positions, d = 128) against their offset k from -49 to 49: a line for the sum of cos(k omega_i) and dots for position 25 against every other position, which lie on the line. It peaks at 64 for k = 0 and falls off with ripples on both sides, symmetric in k."}}
+diagrams.positions.sinusoid_similarity(50, 128)
 plt.show()
 
 # %% [markdown]
@@ -408,16 +402,8 @@ print(f"{len(hf_t5) + len(hf_t5_causal)} buckets equal to Hugging Face T5's")
 # in both directions. The staircase gets wider with the distance: nearby
 # words are told apart exactly, far ones only roughly.
 
-# %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-for bidirectional, label in ((True, "bidirectional (encoder)"), (False, "causal")):
-    b = positions.t5_relative_position_bucket(rel, bidirectional=bidirectional)
-    ax.step(rel, b, where="mid", label=label)
-for x, label in ((-128, None), (128, "±max_distance")):
-    ax.axvline(x, color="grey", ls=":", lw=1, label=label)
-ax.set(xlabel="relative position j - i (key - query)", ylabel="bucket",
-       title="T5 buckets: 32 buckets, max_distance = 128")  # fmt: skip
-ax.legend()
+# %% tags=["hide-input"] mystnb={"image": {"alt": "T5's bucket against the relative position j - i from -300 to 300, as two staircases. The bidirectional one uses buckets 0 to 15 for keys before the query and 16 to 31 for keys after it; the causal one uses all 32 buckets for keys before the query and bucket 0 after it. Steps are one position wide near 0 and grow wider with the distance; both staircases reach their top step before the dotted lines at plus and minus max_distance = 128."}}
+diagrams.positions.t5_buckets(num_buckets=32, max_distance=128)
 plt.show()
 
 # %% [markdown]
@@ -496,16 +482,8 @@ for n in (6, 12):
 # Steep heads penalise distance strongly, shallow heads hardly at all. The penalty each
 # head of an 8-head model adds, against the distance:
 
-# %% tags=["hide-input"]
-# (H, 33): the query at position 32, keys 32 … 0 places back
-bias = positions.alibi_bias(8, 1, 33)[0, :, 0].flip(-1)
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-for h in range(8):  # steep to shallow: dark to light
-    label = f"head {h}: m = 1/{2 ** (h + 1)}"
-    ax.plot(bias[h], color=plt.cm.viridis(h / 8), label=label)
-ax.set(xlabel="distance |i - j|", ylabel="bias added to the score",
-       title="ALiBi penalties, 8 heads")  # fmt: skip
-ax.legend(fontsize=8, ncol=2)
+# %% tags=["hide-input"] mystnb={"image": {"alt": "ALiBi's bias added to the score against the distance 0 to 32 to the key, one straight falling line per head of an 8-head model, with slopes from 1/2 (head 0, steepest, dark) to 1/256 (head 7, almost flat, light)."}}
+diagrams.positions.alibi_penalties(n_heads=8, n_keys=33)
 plt.show()
 
 # %% [markdown]
@@ -782,15 +760,9 @@ print("last marker", marker[0].tolist())
 
 # %%
 SCHEMES = extrapolation.SCHEMES
-
-
-def buckets(first: int, last: int, max_distance: int) -> list[int]:
-    """The causal buckets (16 of them) of the distances first … last into the past."""
-    rel = -torch.arange(first, last + 1)  # key - query < 0: keys in the past
-    b = positions.t5_relative_position_bucket(rel, False, 16, max_distance)
-    return b.unique().tolist()
-
-
+# buckets(first, last, max_distance): the causal buckets (16 of them) that the distances
+# first … last into the past reach
+buckets = partial(positions.causal_buckets, num_buckets=16)
 for md in (L1, 128):
     print(f"max_distance {md}:")
     print(f"  training, distances 0 … {L1 - 1}: buckets {buckets(0, L1 - 1, md)}")
@@ -869,38 +841,22 @@ except ValueError as err:
 # %%
 ids64 = tests[L2][0]  # (n_test, 64)
 for name in [s for s in SCHEMES if s != "learned"]:
-    same = True
-    for seed in seeds:
-        with torch.no_grad():  # (n_test, 64, vocab) and (n_test, 32, vocab)
-            whole, prefix = (models[name, seed](x) for x in (ids64, ids64[:, :L1]))
-        same &= torch.allclose(whole[:, :L1], prefix, atol=1e-5)
+    # the model's outputs on positions 0-31 of ids64 == its outputs on ids64[:, :32]
+    same = all(extrapolation.same_prefix(models[name, s], ids64, L1) for s in seeds)
     print(f"{name:10s}, every seed: positions 0–{L1 - 1} of a {L2}-token sequence = "
           f"the first {L1} tokens alone: {same}")  # fmt: skip
 
 # %% [markdown]
 # The table gives the mean accuracy over the seeds and, in brackets, the lowest and the
-# highest (`extrapolation.spread`). "n/a": the model cannot run at that length. The last
+# highest (`extrapolation_verdicts.spread`; `results_table` prints them). "n/a": the model cannot run at that length. The last
 # line is the baseline on the same test sequences: `extrapolation.best_constant`, the
 # accuracy of always guessing the most frequent answer.
 
 
 # %% tags=["nbval-ignore-output"]
-spread = extrapolation.spread
-
-
-def cell(values: list) -> str:
-    s = spread(values)
-    return "      n/a       " if s is None else f"{s[0]:.2f} ({s[1]:.2f}–{s[2]:.2f})"
-
-
-# T5 bias runs with max_distance = the training length, not T5's default 128: say so
-shown = lambda name: f"T5 bias, max_dist {L1}" if name == "T5 bias" else name
-print(f"{'scheme':20s}| {'copy @' + str(L1):16s} | {'copy @' + str(L2) + '*':16s} | "
-      f"{'marker @' + str(L1):16s} | {'marker @' + str(L2) + '*':16s}")  # fmt: skip
-for name in [*SCHEMES, *CONTROLS]:
-    row = [cell(results[name, t][L]) if (name, t) in results else f"{'-':^16s}"
-           for t in TASKS for L in (L1, L2)]  # fmt: skip
-    print(f"{shown(name):20s}| " + " | ".join(row))
+spread = extrapolation_verdicts.spread  # (mean, min, max) over the seeds, or None
+# the T5 bias rows say max_dist 32: the training length, not T5's default 128
+print(extrapolation_verdicts.results_table(results, [*SCHEMES, *CONTROLS]))
 # the accuracy of always guessing the most frequent answer
 # on positions 32-63 of the length-64 test sequences
 chance = {
@@ -911,29 +867,12 @@ print("best constant guess:", {t: round(c, 2) for t, c in chance.items()})
 print(f"* at length {L2}: the accuracy on positions {L1}–{L2 - 1}")
 
 # %% tags=["hide-input"]
-widths = [len(SCHEMES) + 2, len(SCHEMES)]
-fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE, sharey=True,
-                         gridspec_kw={"width_ratios": widths})  # fmt: skip
-for ax, task in zip(axes, TASKS):
-    names = [*SCHEMES, *CONTROLS] if task == "copy" else SCHEMES
-    label = {L1: f"test length {L1}", L2: f"length {L2}, positions {L1}–{L2 - 1}"}
-    series = {label[L]: [spread(results[n, task][L]) for n in names]
-              for L in (L1, L2)}  # fmt: skip
-    title = f"{task} (trained at length {L1}, {len(seeds)} seeds)"
-    plotting.spread_bars(
-        [shown(n) for n in names], series, ax, missing=f"n/a: max_len {L1}", title=title
-    )
-    ax.axhline(chance[task], color="black", ls="--", lw=1,
-               label=f"best constant guess (positions {L1}–{L2 - 1})")  # fmt: skip
-axes[0].set_ylabel("accuracy (mean, min–max)")
-axes[0].set_ylim(0, 1.19)
-axes[0].legend(loc="upper left", ncol=3, fontsize=9)
-fig.tight_layout()
+extrapolation_verdicts.plot_accuracies(results, [*SCHEMES, *CONTROLS], chance)
 plt.show()
 
 # %% [markdown]
-# What the table supports, computed from it by `extrapolation.verdict` (and put into
-# words by `extrapolation.RULES`). A scheme *learns* a task when every seed
+# What the table supports, computed from it by `extrapolation_verdicts.verdict` (and
+# put into words by `extrapolation_verdicts.RULES`). A scheme *learns* a task when every seed
 # reaches 0.8 at the training length; it *keeps* it when every seed keeps at least 90 %
 # of that accuracy on positions 32–63 of the length-64 sequences, and *loses* it when no
 # seed does ("mixed" otherwise). The text describes the quick profile, whose edition
@@ -945,18 +884,15 @@ plt.show()
 
 
 # %% tags=["nbval-ignore-output"]
-v = {k: extrapolation.verdict(r[L1], r[L2]) for k, r in results.items()}
-for task in TASKS:
-    for name in ("keeps it", "loses it", "mixed", "cannot run", "not learned"):
-        which = [s for s, t in v if t == task and v[s, t] == name]
-        print(f"{task:11s} {name:12s}: {which}")
+v = {k: extrapolation_verdicts.verdict(r[L1], r[L2]) for k, r in results.items()}
+print(extrapolation_verdicts.verdicts_table(v))  # per task, the runs of each verdict
 assert v["learned", "copy"] == v["learned", "last marker"] == "cannot run"
 if quick:  # the claims of the prose, which describes the quick profile's edition
     assert v["T5 bias", "copy"] == "keeps it"
     assert v["sinusoidal", "copy"] == v["RoPE", "copy"] == "loses it"
 # A seed near a cut (0.8 to learn, 90 % to keep) decides these two, and another CPU can
 # flip them: the text quotes the rule's verdict as a clause, not asserted.
-RULES = extrapolation.RULES  # each verdict in words
+RULES = extrapolation_verdicts.RULES  # each verdict in words
 alibi_rule = report.glue("alibi_rule", RULES[v["ALiBi", "last marker"]])
 sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 
@@ -972,7 +908,7 @@ sin_rule = report.glue("sin_rule", RULES[v["sinusoidal", "last marker"]])
 # 3 seeds, $t = 4.30$, not 2: the standard error of three differences is itself a rough
 # guess. "≈" means "not resolved by these seeds", not "equal", and it joins neighbours
 # only: a chain of "≈" does not say its ends are alike, so the cell also tests, with the
-# same rule, the pairs that the chain leaves open (`extrapolation.resolved_beyond`). (Later chapters word
+# same rule, the pairs that the chain leaves open (`extrapolation_verdicts.resolved_beyond`). (Later chapters word
 # every comparison over seeds with the same test, `report.compare_seeds`: paired when
 # the seeds pair the runs, Welch's unpaired $t$-test when they do not.) How often each rule
 # writes ">" between two schemes that behave identically, simulated with
@@ -1005,27 +941,18 @@ ranked, resolved = {}, {}
 for task in TASKS:  # the learned table cannot run at L2
     per_seed = {s: results[s, task][L2] for s in SCHEMES if s != "learned"}
     print(f"{task} at length {L2} (positions {L1}–{L2 - 1}), neighbours by mean:")
-    order = extrapolation.by_mean(per_seed)
-    for hi, lo in zip(order, order[1:]):
-        diffs, mean, se = report.paired(per_seed[hi], per_seed[lo])
-        per_seed_text = ", ".join(f"{x:+.3f}" for x in diffs)
-        print(f"  {hi:10s} - {lo:10s}: per seed {per_seed_text}; mean {mean:+.3f} "
-              f"(SE {se:.3f}, mean/SE {mean / se:5.1f})")  # fmt: skip
+    print(extrapolation_verdicts.neighbour_lines(per_seed))  # paired differences
     ranked[task] = report.ranking(per_seed)
-    resolved[task] = extrapolation.resolved_beyond(per_seed)
+    resolved[task] = extrapolation_verdicts.resolved_beyond(per_seed)
     print(f"  ranking: {ranked[task]}")
-    pairs = ", ".join(f"{a} > {b}" for a, b in resolved[task]) or "none"
-    print(f"  resolved beyond neighbours: {pairs}")
+    beyond = extrapolation_verdicts.pairs_in_words(resolved[task])
+    print(f"  resolved beyond neighbours: {beyond}")
 bias_or_rotation = ("T5 bias", "ALiBi", "RoPE")
 mean_at = lambda s, L: spread(results[s, "last marker"][L])[0]
 drop = {s: mean_at(s, L1) - mean_at(s, L2) for s in bias_or_rotation}  # L1 -> L2
 # the drop from L1 to L2 per seed, compared seed by seed: RoPE minus each other scheme
-seed_drop = {}
-for s in bias_or_rotation:
-    at_L1, at_L2 = (results[s, "last marker"][L] for L in (L1, L2))
-    seed_drop[s] = [a - b for a, b in zip(at_L1, at_L2)]
-drop_gap = {s: [r - o for r, o in zip(seed_drop["RoPE"], seed_drop[s])]
-            for s in ("T5 bias", "ALiBi")}  # fmt: skip
+marker = {s: results[s, "last marker"] for s in bias_or_rotation}
+drop_gap = extrapolation_verdicts.drop_gaps(marker, "RoPE", (L1, L2))
 for s, gap in drop_gap.items():
     print(f"RoPE's drop minus {s}'s, per seed: {[round(g, 3) for g in gap]}")
 drop_every_seed = all(g > 0 for gap in drop_gap.values() for g in gap)
@@ -1060,18 +987,14 @@ rope_drop = report.glue("rope_drop", drop["RoPE"], "{:.2f}")
 alibi_drop = report.glue("alibi_drop", drop["ALiBi"], "{:.2f}")
 other_drop = report.glue("other_drop", max(drop["T5 bias"], drop["ALiBi"]), "{:.2f}")
 # a few hundredths decide this one (three seeds): computed and quoted, not asserted
-report.glue(
-    "drop_seeds",
-    "and it is larger than theirs in every seed"
-    if drop_every_seed
-    else "though not in every seed, so the seeds do not resolve it",
-)
+report.glue("drop_seeds", extrapolation_verdicts.DROP_WORDS[drop_every_seed])
 marker_ranking = report.glue("marker_ranking", ranked["last marker"])
 copy_ranking = report.glue("copy_ranking", ranked["copy"])
 
 
-report.glue("copy_beyond", extrapolation.pairs_in_words(resolved["copy"]))
-report.glue("marker_beyond", extrapolation.pairs_in_words(resolved["last marker"]))
+report.glue("copy_beyond", extrapolation_verdicts.pairs_in_words(resolved["copy"]))
+marker_beyond = extrapolation_verdicts.pairs_in_words(resolved["last marker"])
+report.glue("marker_beyond", marker_beyond)
 for s in ("RoPE", "sinusoidal", "ALiBi", "none"):
     report.glue(f"copy_new_{s}", copy_at(s), "{:.2f}")
 report.glue("sin_marker_new", mean_at("sinusoidal", L2), "{:.2f}")
@@ -1131,16 +1054,13 @@ report.glue("none_marker_new", mean_at("none", L2), "{:.2f}")
 # %% tags=["nbval-ignore-output"]
 head_dim = d_model // n_heads
 theta = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-seen, new = torch.arange(0, L1).double(), torch.arange(L1, L2).double()
+# per pair: how far an angle of distances 32-63 lies at most from one of 0-31
+gaps = extrapolation.new_angle_gaps(theta, L1, L2)
 print(f"pair | theta_i | turns over distances 0–{L1 - 1} | "
       "farthest new angle from a seen one")  # fmt: skip
-gaps = []
-for i, th in enumerate(theta.tolist()):
-    diff = (new[:, None] - seen[None, :]) * th  # (32, 32): new angle minus seen angle
-    around = torch.remainder(diff + math.pi, 2 * math.pi) - math.pi  # into (-pi, pi]
-    gaps.append(around.abs().min(dim=1).values.max().item())
+for i, (th, gap) in enumerate(zip(theta.tolist(), gaps)):
     turns = (L1 - 1) * th / (2 * math.pi)
-    print(f"{i:4d} | {th:7.4f} | {turns:28.3f} | {gaps[-1]:.2f} rad")
+    print(f"{i:4d} | {th:7.4f} | {turns:28.3f} | {gap:.2f} rad")
 if quick:  # head size 8: one fast pair that has turned many times, three slow ones
     assert (L1 - 1) * theta[0] > 4 * 2 * math.pi and gaps[0] < 0.2
     assert max(gaps[1:]) > 1.0 and (L1 - 1) * theta[1:].max() < 2 * math.pi
@@ -1178,24 +1098,15 @@ assert max(results["none", "copy"][L1]) < 0.3  # no positions, no copying
 # the seeds of max_dist 128 spread widely, so a few of them decide this: quoted, not
 # asserted
 copy_L2 = {name: results[name, "copy"][L2] for name, _ in pairs[:2]}
-diffs, mean, se = report.paired(*copy_L2.values())
-print(f"T5 bias minus T5, max_dist 128, copy @{L2}, per seed:",
-      [round(x, 3) for x in diffs], f"mean {mean:+.3f} (SE {se:.3f}, "
-      f"mean/SE {mean / se:.1f}, needed {t_crit:.2f})")  # fmt: skip
+label = f"T5 bias minus T5, max_dist 128, copy @{L2}"
+print(report.paired_differences(*copy_L2.values(), label))
 t5_128_lower = report.ahead(*copy_L2.values())
 if quick:  # the mean itself drops by far more than another CPU moves it (0.2 here)
     assert t5_128[0] < t5[0] - 0.1
 report.glue("t5_128_mean", t5_128[0], "{:.2f}")
 report.glue("t5_32_mean", t5[0], "{:.2f}")
 report.glue("t5_128_best", t5_128[2], "{:.2f}")
-report.glue(
-    "t5_128_verdict",
-    "the paired rule resolves the difference: with these seeds, the larger "
-    "`max_distance` costs accuracy on the new positions"
-    if t5_128_lower
-    else "the paired rule does not resolve the difference: the seeds spread too "
-    "widely to say that the larger `max_distance` costs accuracy, or that it does not",
-)
+report.glue("t5_128_verdict", extrapolation_verdicts.MAX_DISTANCE_WORDS[t5_128_lower])
 if quick:  # the claims of the prose, which describes the quick profile's edition
     assert min(results["none", "last marker"][L1]) > chance["last marker"] + 0.2
     assert max(results["ALiBi", "copy"][L1]) < 0.3  # one small layer: no "3 back"
@@ -1234,8 +1145,7 @@ far = {
 print(f"share of the attention on keys >= {L1} back, mean (min–max) over the seeds:")
 print(f"{'uniform':11s}: {uniform:.2f}")
 for s, shares in far.items():
-    mean, lo, hi = spread(shares)
-    print(f"{s:11s}: {mean:.2f} ({lo:.2f}–{hi:.2f})")
+    print(f"{s:11s}: {extrapolation_verdicts.spread_text(shares)}")
 others = [v for s in far if s != "RoPE" for v in far[s]]
 if quick:  # the claim of the prose, which describes the quick profile's edition
     assert min(far["RoPE"]) > max(max(others), uniform) + 0.1
@@ -1462,10 +1372,15 @@ checks.check_extrapolation_prediction(
 #
 # `transformer_book.extrapolation`: section 8's experiment as tested package code: the
 # two tasks (`make_batch`, `test_sets`, `train_batches`), the model `Tagger`,
-# `train_and_test`, `far_attention`, the baseline `best_constant`, the rules that read
-# the seeds (`spread`, `verdict`, `RULES` in words, and the paired rule: `paired`,
-# `t_quantile`, `ahead`, `ranking`), and `measure_copy`,
-# exercise 4's measurement.
+# `train_and_test`, `train_schemes`, `same_prefix`, `far_attention`,
+# `new_angle_gaps`, the baseline `best_constant`, and `measure_copy`, exercise 4's
+# measurement.
+#
+# `transformer_book.extrapolation_verdicts`: the rules that read the seeds (`spread`,
+# `verdict`, `RULES` in words, the paired rule's `by_mean`, `neighbour_lines`,
+# `resolved_beyond`, `pairs_in_words` and `drop_gaps`, beside `report`'s `paired`,
+# `t_quantile`, `ahead` and `ranking`), and section 8's tables and figure
+# (`results_table`, `verdicts_table`, `plot_accuracies`).
 #
 # `transformer_book.plotting`: `curves`, `heatmap` and `spread_bars`, the figures'
 # boilerplate.

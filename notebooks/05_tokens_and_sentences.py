@@ -320,8 +320,8 @@ print(f"{len(slot_history)} steps, {epochs:.1f} epochs, {len(slot_dev)} dev scor
 fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=plotting.WIDE)
 ax_loss.plot(range(1, len(slot_history) + 1), slot_history, alpha=0.25, linewidth=1)
 ax_loss.plot(*plotting.trailing_mean(slot_history), label="mean of the last 20 steps")
-ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per token")
-ax_loss.set_title("Slot filling: training loss")
+ax_loss.set(yscale="log", xlabel="training step", ylabel="cross-entropy per token",
+            title="Slot filling: training loss")  # fmt: skip
 at, scores = zip(*slot_dev.items())
 ax_dev.plot(at, scores, marker="o", color=plotting.PALETTE[2])
 ax_dev.set(xlabel="training step", ylabel="span F1", title="Slot filling: dev span F1")
@@ -352,15 +352,13 @@ half = slot_steps // 2  # a step with a dev score: a multiple of eval_every
 dev_at = {0: dev_span_f1(untrained)} | {s: slot_dev[s] for s in (half, slot_steps)}
 gains = dev_at[half] - dev_at[0], dev_at[slot_steps] - dev_at[half]
 before, after = statistics.mean(at_full_rate[-3:]), slot_dev[len(slot_history)]
-first = report.glue("gain_first", gains[0], "{:+.3f}")
-second = report.glue("gain_second", gains[1], "{:+.3f}")
-report.glue("half_step", half)
-report.glue("full_steps", slot_steps)
+gain = dict(gain_first=gains[0], gain_second=gains[1])
+first, second = report.glue_all(gain, "{:+.3f}").values()
+report.glue_all(dict(half_step=half, full_steps=slot_steps))
 print(f"dev span F1 at steps 0, {half}, {slot_steps}: "
       + ", ".join(f"{v:.3f}" for v in dev_at.values()))  # fmt: skip
 print(f"gain over steps 0-{half}: {first}; over steps {half}-{slot_steps}: {second}")
-was = report.glue("dev_before", before, "{:.3f}")
-now = report.glue("dev_after", after, "{:.3f}")
+was, now = report.glue_all(dict(dev_before=before, dev_after=after), "{:.3f}").values()
 print(f"mean of the last three scores at the full rate {was}, after the tail {now}")
 assert gains[0] > 5 * gains[1], "nearly all the gain comes in the first half"
 
@@ -377,8 +375,7 @@ no_tail = control_dev[total]
 assert 0.8 < no_tail <= 1, "the control learns the task too"
 jitter = max(at_full_rate[-3:]) - min(at_full_rate[-3:])
 report.glue("total_steps", total)
-report.glue("dev_jitter", jitter, "{:.3f}")
-report.glue("dev_no_tail", no_tail, "{:.3f}")
+report.glue_all(dict(dev_jitter=jitter, dev_no_tail=no_tail), "{:.3f}")
 print(f"dev span F1 after {total} steps: with the tail {after:.3f}, "
       f"all at the full rate {no_tail:.3f}")  # fmt: skip
 print(f"range of the last three full-rate scores: {jitter:.3f}")
@@ -581,8 +578,8 @@ lookup_test = metrics.span_scores(test.tags, test_lookup)
 lookup_acc_test = metrics.token_accuracy(test.tags, test_lookup)
 print(f"lookup table: token accuracy {lookup_acc_test:.4f}")
 print("lookup table, test spans:", lookup_test)
-report.glue("lookup_test_f1", lookup_test.f1, "{:.3f}")
-report.glue("lookup_gain", slot_scores.f1 - lookup_test.f1, "{:.3f}")
+gain = dict(lookup_test_f1=lookup_test.f1, lookup_gain=slot_scores.f1 - lookup_test.f1)
+report.glue_all(gain, "{:.3f}")
 assert slot_scores.f1 > lookup_test.f1 + 0.15, "reading the query beats the word alone"
 
 # %% [markdown]
@@ -593,32 +590,25 @@ assert slot_scores.f1 > lookup_test.f1 + 0.15, "reading the query beats the word
 # rule that reads a word by itself; the model reads the same word and the rest of the
 # query. So count where each goes wrong: on words that training shows with more than one
 # tag (like *boston* in section 3), on words training never shows, and on the rest
-# (`LookupTagger.kind_of` and `errors_by_kind`).
+# (`LookupTagger.kind_of` and `errors_by_kind`, side by side in `errors_table`).
 
 # %% tags=["nbval-ignore-output"]
-wrong_by_kind = {  # tagger -> Counter of its wrongly tagged test words, by kind
-    name: lookup_tags.errors_by_kind(test.sentences, test.tags, pred)
-    for name, pred in (("lookup table", test_lookup), ("model", test_pred))
-}
-n_kind = Counter(lookup_tags.kind_of(w) for sent in test.sentences for w in sent)
-kinds = ("several training tags", "unseen in train", "one tag")
-print(f"{'wrongly tagged test words':<26}" + "".join(f"{k:>23}" for k in kinds))
-print(f"{'(test words of the kind)':<26}" + "".join(f"{n_kind[k]:>23}" for k in kinds))
-for name, wrong_words in wrong_by_kind.items():
-    print(f"{name:<26}" + "".join(f"{wrong_words[k]:>23}" for k in kinds))
-lookup_wrong, model_wrong = wrong_by_kind["lookup table"], wrong_by_kind["model"]
+# by_kind: tagger -> Counter of its wrongly tagged test words, by kind (errors_by_kind);
+# n_kind: the test words of each kind (kind_of)
+taggers = {"lookup table": test_lookup, "model": test_pred}
+by_kind, n_kind, table = lookup_tags.errors_table(test.sentences, test.tags, taggers)
+print(table)
+lookup_wrong, model_wrong = by_kind["lookup table"], by_kind["model"]
 several, unseen = "several training tags", "unseen in train"
 share_several = lookup_wrong[several] / sum(lookup_wrong.values())
 report.glue("lookup_several_share", share_several, "{:.0%}")
-counts = dict(lookup_wrong=sum(lookup_wrong.values()), n_several=n_kind[several],
-              lookup_wrong_several=lookup_wrong[several],
-              model_wrong_several=model_wrong[several],
-              lookup_wrong_unseen=lookup_wrong[unseen],
-              model_wrong_unseen=model_wrong[unseen],
-              lookup_wrong_one=lookup_wrong["one tag"],
-              model_wrong_one=model_wrong["one tag"])  # fmt: skip
-for key, count in counts.items():
-    report.glue(key, f"{count:,}")
+report.glue_all(dict(lookup_wrong=sum(lookup_wrong.values()), n_several=n_kind[several],
+                     lookup_wrong_several=lookup_wrong[several],
+                     model_wrong_several=model_wrong[several],
+                     lookup_wrong_unseen=lookup_wrong[unseen],
+                     model_wrong_unseen=model_wrong[unseen],
+                     lookup_wrong_one=lookup_wrong["one tag"],
+                     model_wrong_one=model_wrong["one tag"]), "{:,}")  # fmt: skip
 # words tagged one way in training: the table is built to get them right
 more = model_wrong["one tag"] > lookup_wrong["one tag"]
 report.glue("one_tag_side", "more" if more else "no more")
@@ -735,10 +725,9 @@ plt.figure(figsize=plotting.SINGLE)
 plt.barh(range(len(frequent)), [by_type[t].f1 for t in frequent])
 plt.yticks(range(len(frequent)), [f"{t} ({by_type[t].n_gold})" for t in frequent])
 plt.gca().invert_yaxis()
-plt.xlim(0, 1)
-plt.xlabel("span F1 on the test split")
-plt.ylabel("slot type (gold spans)")
-plt.title("Slot filling: the 12 most frequent slot types")
+plt.gca().set(xlim=(0, 1), xlabel="span F1 on the test split",
+              ylabel="slot type (gold spans)",
+              title="Slot filling: the 12 most frequent slot types")  # fmt: skip
 plt.show()
 
 # %% [markdown]
@@ -983,13 +972,11 @@ read, cities = {}, {}  # per table: one share per seed for every kind; the verdi
 tables = {"share_": (0, ""), "matched_": (2, ", relative to the same position's mean")}
 for table, (i, how) in tables.items():
     print(f"share of [CLS]'s attention / an even share{how}, mean (min–max)")
-    read[table] = {k: [seed_shares[i][k] for seed_shares in shares] for k in names}
-    for k, xs in read[table].items():
-        text = f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+    # per kind: every seed's share, "mean (min–max)"; cities against other slots,
+    # each seed's model against itself (paired by seed)
+    read[table], texts, cities[table] = pooling.kind_shares(shares, i)
+    for k, text in texts.items():
         print(f"{names[k]:<18} {report.glue(table + k, text)}")
-    # cities against other slots, each seed's model against itself: paired by seed
-    slot, city = read[table]["slot"], read[table]["city"]
-    cities[table] = report.compare_seeds(slot, city, pairs=True)
     print(f"city names against other slots: {cities[table]}")
 if run.profile == "quick":  # the text describes this edition's quick run
     shares_now, matched = read["share_"], read["matched_"]
@@ -1173,10 +1160,12 @@ checks.check_max_pool(max_pool)
 #   `predict_classes`, and `fit` (one training run scored on dev every few steps).
 # - `transformer_book.slot_features`: `SlotIntentFeatures` (a split's vocabularies,
 #   encoded queries, batches with word dropout, trained models and their predictions as
-#   names), `LookupTagger` (the word-by-word baseline) and `cooldown_verdict`.
+#   names), `LookupTagger` (the word-by-word baseline, with `errors_table`: its
+#   mistakes and a model's, by kind of word) and `cooldown_verdict`.
 # - `transformer_book.pooling`: `cls_attention_shares` and `read_by_every` (where [CLS]
 #   reads), and the verdicts `pooling_verdict` and `pooling_conclusion`;
-#   `report.paired_differences` gives the per-seed differences and their t statistic.
+#   `report.paired_differences` gives the per-seed differences and their t statistic,
+#   and `report.glue_all` glues a dict of values in one call.
 # - `transformer_book.bio`: `bio_transitions` with `bio_viterbi` for decoding valid BIO
 #   sequences, `stray_inside` (the tags that break the rules) and `tag_counts`.
 # - `transformer_book.masks.masked_mean`: the mean over the real tokens only.

@@ -101,9 +101,7 @@ n_seeds = run.pick(quick=5, full=5)  # training runs per 12-block setting
 n_shallow = run.pick(quick=6, full=10)  # runs of the 2-block taggers (seconds each)
 n_init_seeds = run.pick(quick=6, full=20)  # initialisations per depth
 batch_size = 64
-report.glue("steps", steps)
-report.glue("n_seeds", n_seeds)
-report.glue("warmup", warmup)
+report.glue_all({"steps": steps, "n_seeds": n_seeds, "warmup": warmup})
 print(f"{depth} blocks, d_model={d_model}, {steps} steps, lrs={lrs}, {n_seeds} seeds")
 
 # %% [markdown]
@@ -247,12 +245,12 @@ print(f"dev loss of the tag frequencies alone: {prior_loss:.3f} nats per token")
 # Chapter 5's plumbing serves unchanged: `task.train_batches` draws training batches of
 # queries of similar length (`batching.PaddedBatches`; `task.dev_batches` gives the dev
 # queries in a fixed order), `classifiers.token_loss` is the loss per scored token, and
-# `classifiers.mean_token_loss` averages it over every scored dev token (not a mean of
-# batch means). `task.probe` is one fixed batch, the first 64 training queries, that
-# section 3 looks inside the models with.
+# `task.dev_loss` averages it over every scored dev token (not a mean of batch means:
+# `classifiers.mean_token_loss`, infinite when a run diverged). `task.probe` is one
+# fixed batch, the first 64 training queries, that section 3 looks inside the models
+# with.
 
 # %%
-dev_batches = task.dev_batches()
 probe = task.probe(64)  # (ids, tags) of the first 64 queries
 print("the probe batch: ", tuple(probe[0].shape))
 
@@ -306,11 +304,7 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 (rms_post, cos_post), (rms_pre, cos_pre) = profiles.values()  # (seeds, blocks)
-print(f"after blocks 1, 6, 12, 24: mean ± std (min–max) of {n_init_seeds} seeds")
-for name, stats in profiles.items():
-    for what, v in zip(("RMS", "cosine"), stats):  # v: (seeds, blocks)
-        row = [report.mean_spread(v[:, i].tolist(), "{:.2f}") for i in (0, 5, 11, 23)]
-        print(f"{name} {what}:", "; ".join(row))
+print("\n".join(deep_taggers.stream_table(profiles, at=(1, 6, 12, 24))))
 assert (rms_post - 1).abs().max() < 0.01  # post-norm: RMS 1 after every block
 assert (rms_pre[:, -1] > 1.2 * rms_pre[:, 0]).all()  # pre-norm: grows with depth
 assert (cos_post[:, -1] > cos_post[:, 0]).all()  # tokens more alike after 24 blocks
@@ -340,9 +334,8 @@ assert cos_post[:, -1].min() > cos_pre[:, -1].max()  # ... more so in post-norm,
 def block_gradient_norms(n_layers, norm_first, seed):
     """‖∂loss/∂θ_l‖ for every block l of a freshly built tagger, on one batch."""
     model = make_tagger(n_layers, norm_first, seed=seed).to(run.device)
-    layers = model.body.encoder.layers
     return training_diagnostics.layer_gradient_norms(
-        model, classifiers.token_loss, probe, layers
+        model, classifiers.token_loss, probe, model.body.encoder.layers
     )
 
 
@@ -377,13 +370,7 @@ plt.show()
 quarters = {k: training_diagnostics.quarter_means(g) for k, g in grads.items()}
 ratios = {k: high / low for k, (low, high) in quarters.items()}  # per initialisation
 mean_ratio = {k: v[1].mean().item() / v[0].mean().item() for k, v in quarters.items()}
-print("placement, blocks: first quarter, last quarter, last/first (min–max)")
-for (first, L), (low, high) in quarters.items():  # (seeds,) each
-    r = ratios[first, L]
-    print(
-        f"{'pre' if first else 'post'}-norm, {L:>2}: {low.mean():.3f}, "
-        f"{high.mean():.3f}, {mean_ratio[first, L]:.2f} ({r.min():.2f}–{r.max():.2f})"
-    )
+print("\n".join(training_diagnostics.quarter_table(quarters)))  # means, ratio, range
 for L in grad_depths:
     assert 0.8 < mean_ratio[True, L] < 1.2  # pre-norm: flat along the stack
     assert mean_ratio[False, L] > mean_ratio[True, L] + 0.1  # post-norm: top-heavy
@@ -424,8 +411,7 @@ for what, pick in (("all blocks", slice(None)), ("last block", slice(-1, None)))
 bound = math.sqrt(6 / 24)
 measured = ", ".join(f"{k} {v:.2f}" for k, v in shrink.items())
 print(f"24 / 6: {measured}; 1/√L predicts {bound:.2f}")
-report.glue("shrink_all", shrink["all blocks"], "{:.2f}")
-report.glue("shrink_last", shrink["last block"], "{:.2f}")
+report.glue_all(dict(zip(("shrink_all", "shrink_last"), shrink.values())), "{:.2f}")
 assert min(shrink.values()) > bound + 0.15  # far from halving
 # The bound's 1/√L: the final LayerNorm divides by a stream whose size grows as √L.
 # Section 3's table: how much did the pre-norm stream grow from 6 to 24 blocks?
@@ -435,10 +421,9 @@ print(
     f"pre-norm stream RMS: {rms_6:.2f} after block 6, {rms_24:.2f} after block 24: "
     f"x{growth:.2f} (√L predicts x{1 / bound:.0f}); 1/{growth:.2f} = {1 / growth:.2f}"
 )
-report.glue("rms_pre_1", rms_pre[:, 0].mean().item(), "{:.2f}")
-report.glue("rms_pre_6", rms_6, "{:.2f}")
-report.glue("rms_growth", growth, "{:.2f}")
-report.glue("rms_predict", 1 / growth, "{:.2f}")
+rms_1 = rms_pre[:, 0].mean().item()  # after block 1
+report.glue_all({"rms_pre_1": rms_1, "rms_pre_6": rms_6, "rms_growth": growth,
+                 "rms_predict": 1 / growth}, "{:.2f}")  # fmt: skip
 assert growth < 1 / bound - 0.3  # the stream grew far less than √(24/6) = 2
 # dividing by the stream's growth comes nearer the last block's factor than 1/√L does
 assert abs(shrink["last block"] - 1 / growth) < abs(shrink["last block"] - bound) - 0.05
@@ -500,12 +485,6 @@ def train_tagger(norm_first, lr, warmup, seed, norm="layer", n_layers=depth):
     return model
 
 
-def dev_loss(model):
-    """Mean dev loss per scored token; inf if training diverged."""
-    loss = classifiers.mean_token_loss(model, dev_batches)
-    return loss if math.isfinite(loss) else math.inf
-
-
 # %% [markdown]
 # First the post-norm stacks, then the pre-norm ones, from the same seeds:
 
@@ -519,7 +498,7 @@ print(f"post-norm: {len(trained)} settings × {n_seeds} seeds")
 # %%
 for lr, w in grid["pre"]:
     trained["pre", lr, w] = [train_tagger(True, lr, w, s) for s in range(n_seeds)]
-final = {k: [dev_loss(m) for m in ms] for k, ms in trained.items()}  # losses per seed
+final = {k: [task.dev_loss(m) for m in ms] for k, ms in trained.items()}  # per seed
 print(f"pre-norm: {len(grid['pre'])} settings × {n_seeds} seeds")
 
 # %% [markdown]
@@ -531,13 +510,7 @@ print(f"pre-norm: {len(grid['pre'])} settings × {n_seeds} seeds")
 
 # %% tags=["nbval-ignore-output"]
 settings = sorted(set(grid["post"]) | set(grid["pre"]))  # (lr, warm-up steps)
-print(f"{'lr':>8} {'warm-up':>8} {'post-norm':>26} {'pre-norm':>26}")
-for lr, w in settings:
-    runs = [final.get((p, lr, w)) for p in ("post", "pre")]  # None: not trained
-    cells = [
-        deep_taggers.seed_summary(v, prior_loss) if v else "not trained" for v in runs
-    ]
-    print(f"{lr:>8g} {w:>8} {cells[0]:>26} {cells[1]:>26}")
+print("\n".join(deep_taggers.grid_table(final, settings, prior_loss)))
 post_top, pre_top = final["post", top, 0], final["pre", top, 0]
 for p, runs in (("post", post_top), ("pre", pre_top)):
     print(f"lr {top:g}, no warm-up, {p}-norm, seed by seed:",
@@ -558,23 +531,17 @@ assert report.ahead(post_top, worse_pre)  # pre-norm lower than post-norm, paire
 assert report.ahead(prior, worse_pre, pairs=False)  # pre-norm lower than the prior
 assert report.ahead(better_post, prior, pairs=False)  # post-norm higher than the prior
 words_grid = deep_taggers.grid_words(final, prior_loss, top, warmup, steps)
-for name, text in (words_grid | verdicts).items():
-    report.glue(name, text)
+report.glue_all(words_grid | verdicts)
 
 
 # %% tags=["hide-input"]
+names = [f"lr {lr:g}\n" + (f"warm-up {w}" if w else "no warm-up") for lr, w in settings]
+losses = {f"{p}-norm": [final.get((p, lr, w), []) for lr, w in settings]
+          for p in ("post", "pre")}  # fmt: skip
 fig, ax = plt.subplots(figsize=plotting.WIDE)
-plotting.seed_dots(
-    [f"lr {lr:g}\n" + (f"warm-up {w}" if w else "no warm-up") for lr, w in settings],
-    {
-        f"{p}-norm": [final.get((p, lr, w), []) for lr, w in settings]
-        for p in ("post", "pre")
-    },  # fmt: skip
-    ax,
-    failed_at=prior_loss,  # diverged runs (k†) have no loss to plot
-    ylabel="final dev loss per token",
-    title=f"{depth}-block taggers after {steps} steps",
-)
+plotting.seed_dots(names, losses, ax, failed_at=prior_loss,  # diverged runs: no dot
+                   ylabel="final dev loss per token",
+                   title=f"{depth}-block taggers after {steps} steps")  # fmt: skip
 ax.axhline(prior_loss, color="gray", ls=":", label="tag frequencies alone")
 ax.legend()
 plt.show()
@@ -614,13 +581,7 @@ for p in ("post", "pre"):
           "; ".join(f"{c:.2f}, {h:.2f}; {s:.0%}" for c, h, s in after[p]))  # fmt: skip
 cos_after = {p: [h for _, h, _ in v] for p, v in after.items()}  # what the head sees
 share_post = min(s for _, _, s in after["post"])  # the smallest share over the seeds
-report.glue("cos_post_after", math.floor(100 * min(cos_after["post"])) / 100, "{:.2f}")
-report.glue("cos_pre_after", report.mean_spread(cos_after["pre"], "{:.2f}"))
-cos_pre_stream = [c for c, _, _ in after["pre"]]  # before the final LayerNorm
-report.glue("cos_pre_stream", report.mean_spread(cos_pre_stream, "{:.2f}"))
-report.glue("share_post", "every real token" if share_post == 1 else
-            f"at least {math.floor(100 * share_post)}% of the real tokens")  # fmt: skip
-report.glue("share_truth", truth, "{:.0%}")
+report.glue_all(deep_taggers.collapse_words(after, truth))  # cosines, shares in words
 assert min(cos_after["post"]) > 0.95 > 0.9 > max(cos_after["pre"])  # collapsed or not
 assert share_post > 0.95  # post-norm: (almost) every token tagged O
 
@@ -659,12 +620,11 @@ assert share_post > 0.95  # post-norm: (almost) every token tagged O
 # %% tags=["nbval-ignore-output"]
 report.glue("n_shallow", n_shallow)
 started = time.process_time()  # CPU time: other programs' load does not count
-shallow = [dev_loss(train_tagger(False, top, 0, s, n_layers=2))
+shallow = [task.dev_loss(train_tagger(False, top, 0, s, n_layers=2))
            for s in range(n_shallow)]  # fmt: skip
 seconds = (time.process_time() - started) / n_shallow  # per run, with its dev loss
-print(
-    f"{report.glue('shallow_seconds', seconds, '{:.1f}')} CPU seconds per 2-block run"
-)
+glued = report.glue("shallow_seconds", seconds, "{:.1f}")
+print(f"{glued} CPU seconds per 2-block run")
 deep = final["post", top, 0]  # the 12-block runs of section 4
 k_shallow, k_deep = (deep_taggers.learned(v, prior_loss, 0.1) for v in (shallow, deep))
 print("post-norm, 2 blocks: ", ", ".join(f"{v:.3f}" for v in shallow))
@@ -741,10 +701,8 @@ print("RMSNorm:  ", norms.RMSNorm(4)(const).detach().numpy().round(3) + 0.0)
 
 # %%
 for d in (d_model, 512):
-    print(
-        f"d={d}: LayerNorm {params.count_params(norms.LayerNorm(d))}, "
-        f"RMSNorm {params.count_params(norms.RMSNorm(d))}"
-    )
+    print(f"d={d}: LayerNorm {params.count_params(norms.LayerNorm(d))}, "
+          f"RMSNorm {params.count_params(norms.RMSNorm(d))}")  # fmt: skip
 n_ln = params.count_params(make_tagger(depth, True, "layer"))
 n_rms = params.count_params(make_tagger(depth, True, "rms"))
 print(f"pre-norm tagger: LayerNorm {n_ln:,}, RMSNorm {n_rms:,} parameters")
@@ -799,12 +757,7 @@ pairs = {  # name -> (LayerNorm version, RMSNorm version)
 times = norms.time_pairs(pairs, shape, run.device, rounds=11)  # seconds per round
 by_round = {name: [r / ln for ln, r in zip(*t)] for name, t in times.items()}
 said = {name: norms.ratio_words(r) for name, r in by_round.items()}  # RMS / LN
-print(f"{run.device.type:>15} {'LayerNorm':>10} {'RMSNorm':>10} {'ratio':>6} "
-      f"{'middle half':>12}")  # fmt: skip
-for name, (ln, rms) in times.items():
-    ln, rms = 1e3 * statistics.median(ln), 1e3 * statistics.median(rms)  # ms
-    print(f"{name:>15} {ln:>7.2f} ms {rms:>7.2f} ms {said[name]['ratio']:>6} "
-          f"{said[name]['middle']:>12}")  # fmt: skip
+print("\n".join(norms.time_table(times, run.device.type)))  # medians, ratios
 ratio = {name: statistics.median(r) for name, r in by_round.items()}
 assert ratio["plain code"] < 0.95  # written alike, RMSNorm does less and takes less
 report.glue("saved_plain", f"{1 - ratio['plain code']:.0%}")
@@ -814,9 +767,9 @@ report.glue("torch_question", "How can a module that does less work take longer?
             "it can be is worth seeing: look at")  # fmt: skip
 short = {"plain": "plain code", "package": "package", "torch": "torch built-in",
          "block": "pre-norm block"}  # fmt: skip
-for name, key in short.items():
-    for what, text in said[key].items():  # ratio, middle, words
-        report.glue(f"{what}_{name}", text)
+# ratio, middle, words of each pair: ratio_plain, middle_plain, ...
+report.glue_all({f"{what}_{name}": text for name, key in short.items()
+                 for what, text in said[key].items()})  # fmt: skip
 
 
 # %% [markdown]
@@ -870,7 +823,8 @@ print("nn.RMSNorm:  ", backward_nodes(nn.RMSNorm(16)(x)))
 
 
 # %% tags=["nbval-ignore-output"]
-rms_runs = [dev_loss(train_tagger(True, top, 0, s, norm="rms")) for s in range(n_seeds)]
+rms_runs = [task.dev_loss(train_tagger(True, top, 0, s, norm="rms"))
+            for s in range(n_seeds)]  # fmt: skip
 ln_runs = final["pre", top, 0]
 print(f"pre-norm + LayerNorm: {deep_taggers.seed_summary(ln_runs, prior_loss)}")
 print(f"pre-norm + RMSNorm:   {deep_taggers.seed_summary(rms_runs, prior_loss)}")
@@ -1040,14 +994,15 @@ checks.check_logit_growth(logit_growth, predicted_growth, make_tagger(24, True).
 # - `transformer_book.deep_taggers`: `deep_tagger` (chapter 5's tagger with a deep
 #   stack of a chosen norm placement and kind), `tagging_task` (a training and a dev
 #   split numbered and padded into a `TaggingTask`: training and dev batches, the probe
-#   batch, the prior's dev loss), `seed_summary`, `learned`, `seed_verdict`,
-#   `head_collapse` and the verdicts in words (`separation_words`, `spread_change`,
-#   `grid_words`, `depth_words`).
+#   batch, the prior's dev loss, `dev_loss`), `seed_summary`, `learned`, `seed_verdict`,
+#   `head_collapse`, the tables the chapter prints (`stream_table`, `grid_table`) and
+#   the verdicts in words (`separation_words`, `spread_change`, `grid_words`,
+#   `depth_words`, `collapse_words`).
 # - `transformer_book.report.fisher_one_sided`: Fisher's exact test, one-sided.
 # - `transformer_book.training_diagnostics.quarter_means`: a stack's gradient over its
-#   first and its last quarter of layers.
-# - `transformer_book.norms.time_pairs` and `norms.ratio_words`: (LayerNorm, RMSNorm)
-#   pairs timed in rounds, and their ratio in words.
+#   first and its last quarter of layers; `quarter_table` prints them.
+# - `transformer_book.norms.time_pairs`, `norms.ratio_words` and `norms.time_table`:
+#   (LayerNorm, RMSNorm) pairs timed in rounds, their ratio in words, both as a table.
 # - `transformer_book.diagrams.norms.post_vs_pre_norm`: the diagram of section 1.
 # - `transformer_book.checks`: `check_layer_norm_via_rms`, `check_rms_norm_half`,
 #   `check_logit_growth`.

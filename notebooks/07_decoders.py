@@ -546,12 +546,9 @@ dev_em = curves[seeds[0]][-1][1]  # measured at the end of training (above)
     seq2seq.teacher_forced_scores(model, s, t)  # nats per token, share all argmax
     for s, t in ((train_src[:n_fit], train_tgt[:n_fit]), (dev_src, dev_tgt))
 )
-header = ("greedy exact match", "teacher-forced: nats", "all argmax")
-print(f"{'':22}{header[0]:>20}{header[1]:>22}{header[2]:>12}")
-rows = ((f"train ({n_fit} queries)", fit_em, fit_nats, fit_tf),
-        (f"dev ({len(dev)} queries)", dev_em, dev_nats, dev_tf))  # fmt: skip
-for name, em, nats, tf in rows:
-    print(f"{name:22}{em:>20.3f}{nats:>22.3f}{tf:>12.3f}")
+fit_rows = {f"train ({n_fit} queries)": (fit_em, fit_nats, fit_tf),
+            f"dev ({len(dev)} queries)": (dev_em, dev_nats, dev_tf)}  # fmt: skip
+print(frame_writing.fit_table(fit_rows))
 # by construction: greedy writes every target whose every token is the argmax
 assert dev_em >= dev_tf and fit_em >= fit_tf, "greedy writes what teacher forcing gets"
 
@@ -560,11 +557,9 @@ assert dev_em >= dev_tf and fit_em >= fit_tf, "greedy writes what teacher forcin
 underfit, overfit = frame_writing.fit_verdicts(fit_em, dev_em, fit_nats, dev_nats)
 report.glue("underfit_verdict", underfit)
 report.glue("fit_verdict", overfit)
-glued = dict(fit_em=fit_em, dev_em=dev_em, dev_tf=dev_tf, fit_nats=fit_nats,
-             dev_nats=dev_nats, dev_deviate=1 - dev_tf,
-             em_excess=dev_em - dev_tf)  # fmt: skip
-for key, value in glued.items():
-    report.glue(key, value, "{:.3f}")
+report.glue_all(dict(fit_em=fit_em, dev_em=dev_em, dev_tf=dev_tf, fit_nats=fit_nats,
+                     dev_nats=dev_nats, dev_deviate=1 - dev_tf,
+                     em_excess=dev_em - dev_tf), "{:.3f}")  # fmt: skip
 assert fit_nats < dev_nats, "the training queries are the easier ones"
 
 # %% [markdown]
@@ -647,7 +642,7 @@ cache_err = (torch.cat(steps, dim=1) - full).abs().max().item()
 # seven rounds, one timing of each arm per round (CPU seconds on a CPU)
 seconds, same = frame_writing.cache_timings(model, vocab, test.sentences[:64], budget,
                                             7, device=run.device)  # fmt: skip
-by_round = [u / c for u, c in zip(seconds[False], seconds[True])]  # speed-up per round
+by_round, timing = frame_writing.cache_speedups(seconds)  # uncached / cached, per round
 report.glue("cache_err", cache_err, "{:.0e}")
 report.glue("cache_speedup", statistics.median(by_round), "{:.1f}")
 report.glue("cache_range", f"{min(by_round):.1f}–{max(by_round):.1f}")
@@ -655,9 +650,7 @@ report.glue("cache_where", "CPU seconds on one thread" if run.device.type == "cp
             else f"wall-clock seconds on {run.device.type}")  # fmt: skip
 print(f"cached steps vs the whole prefix: max |logit difference| = {cache_err:.1e}")
 print(f"64 test queries, the same tokens: {same}")
-print(f"median seconds without the cache {statistics.median(seconds[False]):.3f}, "
-      f"with it {statistics.median(seconds[True]):.3f}")  # fmt: skip
-print("speed-up, round by round:", ", ".join(f"{r:.1f}" for r in by_round))
+print(timing)  # the median seconds of each arm, the speed-up of each round
 assert cache_err < 1e-5 and same
 
 # %% [markdown]
@@ -670,14 +663,12 @@ assert cache_err < 1e-5 and same
 
 
 # %% tags=["nbval-ignore-output"]
-s2s_models = {seed: m for seed, (m, *_) in s2s_runs.items()}
-s2s_test = {seed: s2s_frames(m, test.sentences) for seed, m in s2s_models.items()}
+s2s_test = {seed: s2s_frames(m, test.sentences) for seed, (m, *_) in s2s_runs.items()}
 s2s_scores = {seed: frames.frame_scores(test_frames, p) for seed, p in s2s_test.items()}
-s2s_em = statistics.mean(s["exact match"] for s in s2s_scores.values())
-s2s_f1 = statistics.mean(s["slot F1"] for s in s2s_scores.values())
+s2s_mean = frames.mean_scores(s2s_scores)  # every score's mean over the seeds
+s2s_em, s2s_f1 = s2s_mean["exact match"], s2s_mean["slot F1"]
 assert s2s_em >= s2s_target, f"exact match {s2s_em:.3f} below the target {s2s_target}"
-report.glue("s2s_em", s2s_em, "{:.2f}")
-report.glue("s2s_f1", s2s_f1, "{:.2f}")
+report.glue_all(dict(s2s_em=s2s_em, s2s_f1=s2s_f1), "{:.2f}")
 report.glue("s2s_target", f"the {run.profile} profile's target of {s2s_target}")
 print(f"mean over {len(seeds)} seed(s): exact match {s2s_em:.4f}, slot F1 {s2s_f1:.4f}")
 
@@ -759,28 +750,20 @@ plt.show()
 probe = [x[:n_probe] for x in (dev.sentences, dev_src, dev_tgt, dev_frames)]
 table = {arm: frame_writing.future_probe(m, vocab, *probe, budget)
          for arm, m in zip(arms, (masked, no_mask))}  # fmt: skip
-print(f"{'':18}{'dev nats: future seen':>22}{'hidden':>8}{'exact match':>13}"
-      f"{'<eos> written':>15}")  # fmt: skip
+print(frame_writing.future_probe_text(table, probe[0][0]))  # + each's first 12 tokens
 columns = ("seen", "hidden", "exact_match", "eos_share")
-rows = {arm: [table[arm][k] for k in columns] for arm in arms}
-for arm, (seen, unseen, em, stops) in rows.items():
-    print(f"{arm:<18}{seen:>22.3f}{unseen:>8.3f}{em:>13.3f}{stops:>15.3f}")
-print("\n" + " ".join(probe[0][0]))  # and the first 12 tokens each writes:
-for arm, row in table.items():
-    tokens = row["written"][0]
-    print(f"  {arm}: {' '.join(tokens[:12])}{' ...' if len(tokens) > 12 else ''}")
-(m_seen, m_unseen, m_em, m_stops), (n_seen, n_unseen, n_em, n_stops) = rows.values()
+(m_seen, m_unseen, m_em, m_stops), (n_seen, n_unseen, n_em, n_stops) = (
+    [table[arm][k] for k in columns] for arm in arms
+)
 assert n_seen < m_seen and n_unseen > 2 * n_seen and n_unseen > 1.5 * m_unseen
 assert n_em <= 0.02 and m_em >= 0.08, "without the mask, no frame comes out right"
 assert n_stops < 0.5 < 0.8 < m_stops, "without the mask, <eos> rarely comes"
 
 # %% tags=["hide-input", "nbval-ignore-output"]
-for key, value in (("loss_mask", last[arms[0]]), ("loss_nomask", last[arms[1]]),
-                   ("seen_mask", m_seen), ("seen_nomask", n_seen),
-                   ("hidden_nomask", n_unseen), ("em_mask", m_em),
-                   ("em_nomask", n_em), ("stops_mask", m_stops),
-                   ("stops_nomask", n_stops)):  # fmt: skip
-    report.glue(key, value, "{:.2f}")
+report.glue_all(dict(loss_mask=last[arms[0]], loss_nomask=last[arms[1]],
+                     seen_mask=m_seen, seen_nomask=n_seen, hidden_nomask=n_unseen,
+                     em_mask=m_em, em_nomask=n_em, stops_mask=m_stops,
+                     stops_nomask=n_stops), "{:.2f}")  # fmt: skip
 report.glue("n_probe", n_probe)
 assert abs(m_seen - m_unseen) < 1e-4, "a model with the mask never sees the future"
 
@@ -859,36 +842,26 @@ def tagger_frames(seed, sentences):
                          p_unk=p_unk, warmup=50, device=run.device, **tag_sizes)[0]
         for what, steps in (("tags", slot_steps), ("intents", intent_steps))
     )  # fmt: skip
-    tags = atis.tags_for(tagger, sentences, rules)  # BIO Viterbi
-    said = atis.intents_for(intent, sentences)
-    return list(map(frames.frame_from_tags, sentences, tags, said))
+    # the tagger's slots (BIO Viterbi) and the classifier's intent: frame_from_tags
+    return atis.frames_for(tagger, intent, sentences, rules)
 
 
 # %% tags=["nbval-ignore-output"]
 tag_test = {seed: tagger_frames(seed, test.sentences) for seed in seeds}
 tag_scores = {seed: frames.frame_scores(test_frames, p) for seed, p in tag_test.items()}
-tag_em = statistics.mean(s["exact match"] for s in tag_scores.values())
-tag_f1 = statistics.mean(s["slot F1"] for s in tag_scores.values())
+tag_mean = frames.mean_scores(tag_scores)  # every score's mean over the seeds
+tag_em, tag_f1 = tag_mean["exact match"], tag_mean["slot F1"]
 assert tag_f1 > 0.85 and tag_em > 0.6, "chapter 5's tagger reaches these, even now"
-report.glue("tag_em", tag_em, "{:.2f}")
-report.glue("tag_f1", tag_f1, "{:.2f}")
+report.glue_all(dict(tag_em=tag_em, tag_f1=tag_f1), "{:.2f}")
 print(f"tagger frames: exact match {tag_em:.4f}, slot F1 {tag_f1:.4f}")
 
 
 # %% tags=["nbval-ignore-output"]
-def summary(scores, key):  # mean (± standard deviation over the seeds)
-    values = [s[key] for s in scores.values()]
-    spread = f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.3f}{spread}"
-
-
-keys = list(s2s_scores[seeds[0]])
-print(f"{f'test split, {len(seeds)} seed(s)':<26}" + "".join(f"{k:>14}" for k in keys))
-for name, scores in (("encoder-decoder", s2s_scores),
-                     ("tagger + classifier", tag_scores)):  # fmt: skip
-    print(f"{name:<26}" + "".join(f"{summary(scores, k):>14}" for k in keys))
 majority = baselines.majority_accuracy(train.intents, test.intents)
-print(f"{'majority intent':<26}{'':>{14 * (len(keys) - 1)}}{majority:>14.3f}")
+models = {"encoder-decoder": s2s_scores, "tagger + classifier": tag_scores}
+# every score's mean ± standard deviation over the seeds; the majority's intent accuracy
+print(frames.scores_table(models, f"test split, {len(seeds)} seed(s)",
+                          {"majority intent": majority}))  # fmt: skip
 gap = tag_em - s2s_em
 assert abs(gap) < 0.3, "a sanity bound: neither approach has failed outright"
 
@@ -898,13 +871,11 @@ ems = [[s["exact match"] for s in sc.values()] for sc in (s2s_scores, tag_scores
 report.glue("verdict", report.compare_seeds(*ems))  # tagger's EM against generator's
 report.glue("em_gap", gap, "{:+.2f}")
 intent_acc = [[s["intent acc"] for s in sc.values()] for sc in (s2s_scores, tag_scores)]
-report.glue("s2s_intent", statistics.mean(intent_acc[0]), "{:.3f}")
-report.glue("tag_intent", statistics.mean(intent_acc[1]), "{:.3f}")
+intents = dict(s2s_intent=s2s_mean["intent acc"], tag_intent=tag_mean["intent acc"])
+report.glue_all(intents, "{:.3f}")
 report.glue("intent_verdict", report.compare_seeds(intent_acc[1], intent_acc[0]))
-sizes = dict(s2s_steps=s2s_steps, intent_steps=intent_steps,
-             s2s_d_ff=s2s_sizes["d_ff"], tag_d_ff=tag_d_ff)  # fmt: skip
-for key, value in sizes.items():
-    report.glue(key, value)
+report.glue_all(dict(s2s_steps=s2s_steps, intent_steps=intent_steps,
+                     s2s_d_ff=s2s_sizes["d_ff"], tag_d_ff=tag_d_ff))  # fmt: skip
 assert min(map(min, intent_acc)) > majority + 0.1, "both beat the majority by far"
 
 # %% [markdown]
@@ -938,42 +909,24 @@ assert min(map(min, intent_acc)) > majority + 0.1, "both beat the majority by fa
 # query, so it copies an unknown city for free; the generator must *write* every value
 # from its vocabulary, and a word it never saw in training is out of its reach. How many
 # of the generator's mistakes are of that kind, and what are the others?
-# (`frames.sort_mistakes` sorts them by `frames.mistakes`.)
+# (`frames.sort_mistakes` sorts them by `frames.mistakes`; `frame_writing.wrong_frames`
+# counts them, beside the tagger's frames of the same queries.)
 
 # %% tags=["nbval-ignore-output"]
 gold, pred, tag_pred = test_frames, s2s_test[seeds[0]], tag_test[seeds[0]]
-wrong = [n for n, (g, p) in enumerate(zip(gold, pred)) if not g.same_as(p)]
-kinds, rest, slot_kinds = frames.sort_mistakes(gold, pred, test.sentences, writable)
-oov = kinds["hold a token outside the vocabulary"]  # every unwritable frame is wrong
-train_intents = set(train.intents)  # the intents and slot names the models can output
-unseen_name = [n for n in oov if gold[n].intent not in train_intents
-               or any(name not in slot_names for name, _ in gold[n].slots)]  # fmt: skip
-print(f"{len(wrong)} wrong frames of {len(test)}; of these,")
-for kind, ns in kinds.items():
-    print(f"  {len(ns):>4} {kind}")
-    if ns is oov:
-        print(
-            f"  {len(unseen_name):>8} of which an intent or a slot name unseen in "
-            f"training\n  {len(oov) - len(unseen_name):>8} of which only value words"
-        )
-tagger_right = [n for n in wrong if gold[n].same_as(tag_pred[n])]
-print(f"the tagger gets {len(tagger_right)} of the {len(wrong)} right")
-print(f"the other {len(rest)}, with the right intent and only query words, differ in"
-      " their slots:")  # fmt: skip
-for kind, ns in slot_kinds.items():
-    print(f"  {len(ns):>4} {kind}")
-rest_tag_wrong = [n for n in rest if not gold[n].same_as(tag_pred[n])]
-print(f"the tagger's frame is wrong too for {len(rest_tag_wrong)} of the {len(rest)}")
-counts = dict(n_rest=len(rest), rest_tag_wrong=len(rest_tag_wrong), n_oov=len(oov),
-              oov_names=len(unseen_name),
-              oov_values=len(oov) - len(unseen_name))  # fmt: skip
-for key, count in counts.items():
-    report.glue(key, count)
+# frames.sort_mistakes's kinds, counted; an intent or slot name unseen: not in train
+found = frame_writing.wrong_frames(gold, pred, tag_pred, test.sentences, writable,
+                                   train_frames)  # fmt: skip
+print(found.text)
+ns, oov, unseen_name = found.indices, found.indices["oov"], found.indices["unseen_name"]
+report.glue_all(dict(n_rest=len(ns["rest"]), rest_tag_wrong=len(ns["rest_tag_wrong"]),
+                     n_oov=len(oov), oov_names=len(unseen_name),
+                     oov_values=len(oov) - len(unseen_name)))  # fmt: skip
 tag_how = map(frames.mistakes, gold, tag_pred, test.sentences)
 assert all("invented word" not in k for k in tag_how), "the tagger copies query words"
 # by construction: the tagger writes only training tags and intents
 assert not any(gold[n].same_as(tag_pred[n]) for n in unseen_name)
-n = next(n for n in wrong if writable[n] and gold[n].intent == pred[n].intent)
+n = next(n for n in ns["wrong"] if writable[n] and gold[n].intent == pred[n].intent)
 print("\nfor example:", " ".join(test.sentences[n]),
       f"\n  gold:      {gold[n]}\n  generated: {pred[n]}")  # fmt: skip
 
@@ -1146,12 +1099,17 @@ for case, (logits_fn, ids) in cases.items():
 #   gold prefixes).
 # - `transformer_book.frame_writing`, this chapter's task: `frame_vocab` and
 #   `frame_pairs` (the vocabulary and the id pairs), `train_run` (one training run,
-#   scored on dev along the way), `cache_timings`, `future_probe` and `no_mask_table`
-#   (section 8's measurements and the committed benchmark's table) and `fit_verdicts`.
+#   scored on dev along the way), `cache_timings` and `cache_speedups` (the cache's
+#   timings and their speed-ups), `future_probe`, `future_probe_text` and
+#   `no_mask_table` (section 8's measurements and the committed benchmark's table),
+#   `fit_verdicts` and `fit_table` (section 6's fit), and `wrong_frames` (the wrong
+#   frames by kind, beside the tagger's).
 # - `transformer_book.frames`: `Frame` (linearised with `tokens()`), `frame_from_tags`,
 #   `parse_frame`, `exact_match`, `slot_scores`, `frame_scores` (every score at once),
-#   `mistakes` (how a wrong frame differs from the gold one) and `sort_mistakes` (a
-#   corpus's wrong frames by kind).
+#   `mean_scores` and `scores_table` (scores over seeds), `mistakes` (how a wrong frame
+#   differs from the gold one) and `sort_mistakes` (a corpus's wrong frames by kind).
+# - `transformer_book.slot_features.SlotIntentFeatures.frames_for`: the frames of
+#   chapter 5's tagger and intent classifier.
 # - `transformer_book.diagrams.seq2seq.encoder_decoder`.
 # - `transformer_book.checks`: `check_shift_right`, `check_source_mask`,
 #   `check_changed_positions`.

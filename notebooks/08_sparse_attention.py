@@ -69,6 +69,7 @@ from transformer_book import (
     report,
     runtime,
     tiled_attention,
+    training,
 )
 
 # %% tags=["parameters"]
@@ -129,13 +130,10 @@ print(f"one fp32 T x T matrix at T = 131,072: {131_072**2 * 4 / 2**30:.0f} GiB")
 # the peak on memory_on (the device itself; the CPU on a Mac's MPS, which keeps none)
 memory_on = benchmark.memory_device(run.device).type
 cost = benchmark.time_and_peak({"explicit": explicit}, qkv, cost_lengths, run.device)
-T1, T2 = cost_lengths[-2:]
-growth = math.log2(cost["explicit", T2][1] / cost["explicit", T1][1])
-time_growth = math.log2(cost["explicit", T2][0] / cost["explicit", T1][0])
-for T in cost_lengths:
-    t, peak = cost["explicit", T]
-    print(f"T = {T:5d}: {t * 1e3:8.1f} ms ({run.device.type}), peak "
-          f"{peak / 2**20:8.1f} MiB ({memory_on})")  # fmt: skip
+for which, where in (("time", run.device.type), ("peak", memory_on)):
+    print("\n".join(benchmark.cost_table(cost, cost_lengths, which, where)))
+T1, T2 = cost_lengths[-2:]  # the last doubling: x of T^x for time and peak
+time_growth, growth = benchmark.growth_exponents(cost, T1, T2)["explicit"]
 print(
     f"from T = {T1} to {T2}: memory grows as T^{growth:.2f},",
     f"time as T^{time_growth:.2f}",
@@ -280,19 +278,19 @@ for windows in ([5, 5, None], [None, 5, 5], [5, None, 5]):
 # gradient of a randomly initialised stack is concentrated on the nearest positions,
 # while the far edge of the field, reached along a single path (every layer stepping
 # back the full $w - 1$), gets much less, and less with every layer. The plot shows
-# three random stacks per depth (seeds 0, 1, 2), and the cell asserts it for each:
+# three random stacks per depth (seeds 0, 1, 2; `neighbours.gradient_by_distance`
+# measures them), and the cell asserts it for each:
 # the far edge gets under 1/100 of what the output's own input gets once $L \ge 2$, and
 # every added layer divides the far edge's share by more than 5.
 
 # %% tags=["hide-input"]
+# (L, seed) -> g, g[d] the gradient d = t - s back; L -> per seed, far edge / g[0]
+back, edge_share = neighbours.gradient_by_distance(5, (1, 2, 3, 4), seeds=(0, 1, 2))
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-edge_share = {}  # L -> per seed, gradient at the far edge / at the output's own input
-for L, seed in [(L, seed) for L in (1, 2, 3, 4) for seed in (0, 1, 2)]:
-    g = neighbours.input_gradient([5] * L, seed=seed).flip(0)  # g[d]: d = t - s back
+for (L, seed), g in back.items():
     d = torch.arange(len(g))[g > 0]  # the distances inside the field
-    label = f"L = {L}" if seed == 0 else None
-    ax.semilogy(d, g[d], "o-", ms=3, lw=1, color=plotting.PALETTE[L - 1], label=label)
-    edge_share.setdefault(L, []).append((g[L * 4] / g[0]).item())
+    ax.semilogy(d, g[d], "o-", ms=3, lw=1, color=plotting.PALETTE[L - 1],
+                label=f"L = {L}" if seed == 0 else None)  # fmt: skip
 for L in (2, 3, 4):
     assert max(edge_share[L]) < 0.01 and max(edge_share[L]) < min(edge_share[L - 1]) / 5
 ax.set(
@@ -372,13 +370,11 @@ n_scores = {
 for name, n in n_scores.items():
     share = n / n_scores["global + global"]
     print(f"{name:15s}: {n:5d} scores per sequence ({share:.0%} of two global layers)")
-report.glue(
-    "mixed_share", n_scores["local + global"] / n_scores["global + global"], "{:.0%}"
-)
+mixed_share = n_scores["local + global"] / n_scores["global + global"]
 one_local, one_global = (window_scores(seq_len, w) for w in (window, seq_len))
 saving = 1 - one_local / one_global
 print(f"one layer: local {one_local}, global {one_global} scores ({saving:.0%} fewer)")
-report.glue("local_saving", saving, "{:.0%}")
+report.glue_all({"mixed_share": mixed_share, "local_saving": saving}, "{:.0%}")
 
 # %% [markdown]
 # At $T = 32$ a window of 8 already spares a local layer {glue:text}`local_saving` of
@@ -410,9 +406,8 @@ for T in (4096, 32_768, 131_072, 1_048_576):
     one, five = mix_share(T, 4096, 1, 1), mix_share(T, 4096, 5, 1)
     print(f"{T:9,d} {one:16.0%} {five:20.0%}")
 print(f"{'limit':>9s} {1 / (1 + 1):16.0%} {1 / (5 + 1):20.0%}")  # n_global / n_layers
-long_one = mix_share(131_072, 4096, 1, 1)
-report.glue("long_one", long_one, "{:.0%}")
-report.glue("long_five", mix_share(131_072, 4096, 5, 1), "{:.0%}")
+long_one, long_five = (mix_share(131_072, 4096, n, 1) for n in (1, 5))
+report.glue_all({"long_one": long_one, "long_five": long_five}, "{:.0%}")
 assert 0.5 < long_one < 0.55 and abs(mix_share(10**9, 4096, 5, 1) - 1 / 6) < 1e-4
 
 # %% [markdown]
@@ -422,13 +417,11 @@ assert 0.5 < long_one < 0.55 and abs(mix_share(10**9, 4096, 5, 1) - 1 / 6) < 1e-
 # accuracy (`neighbours.copy_accuracy`) counts the positions that have an answer.
 
 # %%
-gen = torch.Generator().manual_seed(0)
-train_batches = [
-    tuple(t.to(run.device) for t in make_batch(batch_size, gen)) for _ in range(n_steps)
-]
-test_set = tuple(
-    t.to(run.device) for t in make_batch(512, torch.Generator().manual_seed(123))
-)
+gen = torch.Generator().manual_seed(0)  # the training batches, one after the other
+train_batches = [training.to_device(make_batch(batch_size, gen), run.device)
+                 for _ in range(n_steps)]  # fmt: skip
+test_set = training.to_device(make_batch(512, torch.Generator().manual_seed(123)),
+                              run.device)  # fmt: skip
 
 # %%
 sizes = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads)
@@ -442,11 +435,11 @@ for name, windows in PATTERNS.items():
 print("trained:", len(results), "models")
 
 # %% tags=["nbval-ignore-output"]
-summary = {}
+# (pattern, 0 for near or 1 for far) -> the test accuracy of each seed
+summary = {(name, h): [results[name, s][h] for s in range(n_seeds)]
+           for name in PATTERNS for h in (0, 1)}  # fmt: skip
 print(f"{'pattern':15s} | scores | near: mean ± std (min–max) | far: the same")
 for name in PATTERNS:
-    for h in (0, 1):
-        summary[name, h] = [results[name, s][h] for s in range(n_seeds)]
     row = [report.mean_spread(summary[name, h]) for h in (0, 1)]
     print(f"{name:15s} | {n_scores[name]:6d} | {row[0]:28s} | {row[1]}")
 local_far = max(summary["local + local", 1])
@@ -557,10 +550,9 @@ for Tq, Tk in ((40, 40), (17, 40)):
     for causal in (False, True):
         mask = masks.causal_mask(Tq, Tk, device=q.device) if causal else None
         ref = attention.scaled_dot_product_attention(q, k, v, mask=mask)[0]
-        agree = []
-        for b in (1, 7, 16, 64):  # block sizes
-            out = tiled_attention.tiled_attention(q, k, v, b, causal=causal)
-            agree.append(torch.allclose(out, ref, atol=1e-5))
+        outs = [tiled_attention.tiled_attention(q, k, v, b, causal=causal)
+                for b in (1, 7, 16, 64)]  # block sizes  # fmt: skip
+        agree = [torch.allclose(out, ref, atol=1e-5) for out in outs]
         print(f"{Tq:3d} {Tk:3d}  {causal!s:6s}  {agree}")
 
 # %% [markdown]
@@ -604,12 +596,9 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["nbval-ignore-output"]
-header = " | ".join(f"{n:>17s}" for n in METHODS)
-print(f"{'T':>6s} | {header}   (peak MiB, {memory_on})")
-for T in cost_lengths:
-    row = " | ".join(f"{cost[n, T][1] / 2**20:17.2f}" for n in METHODS)
-    print(f"{T:6d} | {row}")
-exponent = {n: math.log2(cost[n, T2][1] / cost[n, T1][1]) for n in METHODS}
+print("\n".join(benchmark.cost_table(cost, cost_lengths, "peak", memory_on)))
+x_of = benchmark.growth_exponents(cost, T1, T2)  # name -> (time x, peak x) of T^x
+exponent = {n: peak_x for n, (_, peak_x) in x_of.items()}
 print(
     "growth exponent of the peak, last doubling:",
     {n: round(e, 2) for n, e in exponent.items()},
@@ -618,11 +607,10 @@ big = cost_lengths[-1]
 ratio = cost["explicit", big][1] / cost["tiled", big][1]
 assert exponent["explicit"] > 1.8 and exponent["tiled"] < 1.3, "T² against T"
 assert ratio > 50, "at the largest T the tiled peak is a small fraction"
+mib = {n: cost[n, big][1] / 2**20 for n in METHODS}  # peak MiB at the largest T
 report.glue("big_T", big)
-report.glue("explicit_mib", cost["explicit", big][1] / 2**20, "{:.0f}")
-report.glue("tiled_mib", cost["tiled", big][1] / 2**20, "{:.2f}")
-report.glue("sdpa_mib", cost["torch SDPA", big][1] / 2**20, "{:.2f}")
-report.glue("peak_ratio", ratio, "{:.0f}")
+report.glue_all({"explicit_mib": mib["explicit"], "peak_ratio": ratio}, "{:.0f}")
+report.glue_all({"tiled_mib": mib["tiled"], "sdpa_mib": mib["torch SDPA"]}, "{:.2f}")
 
 # %% [markdown]
 # The work is easier to count than to time on a shared machine. A tile is computed when
@@ -653,7 +641,7 @@ for T in cost_lengths:
 # %% tags=["nbval-ignore-output"]
 T0 = cost_lengths[0]
 slower = {T: cost["tiled", T][0] / cost["explicit", T][0] for T in (T0, big)}
-t_exp = {n: math.log2(cost[n, T2][0] / cost[n, T1][0]) for n in METHODS}
+t_exp = {n: time_x for n, (time_x, _) in x_of.items()}
 print(
     f"tiled / explicit time: {slower[T0]:.2f} at T = {T0}, {slower[big]:.2f} at {big}"
 )
@@ -663,10 +651,9 @@ print(f"explicit / torch SDPA time at T = {big}: {sdpa_speed:.1f}")
 report.glue("sdpa_speed", report.times_faster(sdpa_speed))
 assert windowed[T2] < 2.5 * windowed[T1], "the windowed work grows linearly in T"
 report.glue("small_T", T0)
-report.glue("slower_small", slower[T0], "{:.1f}")
-report.glue("slower_big", slower[big], "{:.1f}")
-report.glue("exp_tiled", t_exp["tiled"], "{:.1f}")
-report.glue("exp_window", t_exp[windowed_name], "{:.1f}")
+report.glue_all({"slower_small": slower[T0], "slower_big": slower[big],
+                 "exp_tiled": t_exp["tiled"], "exp_window": t_exp[windowed_name]},
+                "{:.1f}")  # fmt: skip
 # one doubling's timings are noisy: say whether they showed the predicted difference
 follows = t_exp[windowed_name] < t_exp["tiled"] - 0.2
 report.glue("window_verdict", "as the tile count predicts" if follows else (
@@ -832,12 +819,14 @@ checks.check_merge_softmax(merge)
 # block_size)` counts the tiles it computes.
 #
 # `transformer_book.neighbours`: `input_gradient` (which inputs reach the last output of
-# a `blocks.WindowedStack`), and the near/far copy task: `copy_batch`, `CopyModel`,
-# `copy_loss`, `copy_accuracy`, `train_copy`.
+# a `blocks.WindowedStack`; `gradient_by_distance` reads it by distance over depths and
+# seeds), and the near/far copy task: `copy_batch`, `CopyModel`, `copy_loss`,
+# `copy_accuracy`, `train_copy`.
 #
 # `transformer_book.benchmark.peak_bytes(fn)`: the most tensor memory `fn` holds at one
 # moment (from the profiler's allocation and free events on a CPU, from the allocator's
-# peak on a GPU).
+# peak on a GPU); `benchmark.cost_table` and `benchmark.growth_exponents` print the
+# times and peaks of `benchmark.time_and_peak` and how they grow with $T$.
 #
 # `transformer_book.diagrams.masks.sparse_patterns` and
 # `transformer_book.diagrams.tiling.tiled_attention`; `transformer_book.checks`:

@@ -150,15 +150,14 @@ print(f"trained for {card['steps']:,} steps on {card['tokens_seen']:,} character
 # 90 % of the text, in {glue:text}`cpu_minutes` CPU-minutes. It also records the model's
 # held-out loss and, beside it, what the two simplest models of the same text score on
 # the same held-out characters (`transformer_book.baselines`, fitted on the training
-# split): a **unigram** model that predicts every character from its frequency, and a
+# split; `baselines.window_losses` scores both): a **unigram** model that predicts every character from its frequency, and a
 # **bigram** model that predicts it from the one character before it. A model that
 # guessed uniformly among the 65 characters would score $\ln 65 \approx 4.17$ nats.
 
 # %%
 recipe = card["recipe"]
 report.glue("cpu_minutes", card["train_cpu_seconds"] / 60, "{:.0f}")
-report.glue("n_steps", f"{card['steps']:,}")
-report.glue("context_chars", f"{context}")
+report.glue_all(dict(n_steps=f"{card['steps']:,}", context_chars=f"{context}"))
 shown = ("steps", "batch_size", "context", "lr", "warmup", "decay", "min_lr_factor")
 print({k: recipe[k] for k in shown})
 print(f"held-out characters scored: {card['data']['heldout_scored']:,}")
@@ -181,18 +180,11 @@ x, y = heldout[0]
 print(f"{len(heldout)} batches of inputs and targets", tuple(x.shape), tuple(y.shape))
 print(repr("".join(chars.decode(x[0, :30].tolist()))))
 print(repr("".join(chars.decode(y[0, :30].tolist()))))
-left = torch.cat([x.flatten() for x, _ in heldout])  # the character before each target
-targets = torch.cat([y.flatten() for _, y in heldout])
 
 # %% tags=["nbval-ignore-output"]
-unigram = baselines.unigram_log_probs(train_ids, len(chars))  # (65,)
-bigram = baselines.bigram_log_probs(train_ids, len(chars))  # (65, 65)
 base_loss = lm_data.mean_loss(model, heldout)
-here = {
-    "unigram": baselines.unigram_loss(unigram, targets),
-    "bigram": baselines.bigram_loss(bigram, left, targets),
-    "the GPT": base_loss,
-}
+# fitted on train_ids; the bigram reads each target's input, the character before it
+here = baselines.window_losses(train_ids, heldout, len(chars)) | {"the GPT": base_loss}
 on_card = {**card["baselines"], "the GPT": card["heldout_loss"]}
 print(f"{'nats per character':>18} | {'card (all held out)':>19} | {'here':>6}")
 for name in here:
@@ -211,17 +203,11 @@ assert here["the GPT"] < here["bigram"] - 0.5 and on_card["the GPT"] < 1.75
 # trained on), with the card's held-out losses as lines:
 
 # %% tags=["hide-input"]
-losses = torch.tensor(card["losses"])
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-smooth = losses.unfold(0, 50, 1).mean(1)  # running mean of 50 steps
-ax.plot(range(50, len(losses) + 1), smooth, label="training (running mean of 50)")
-ax.axhline(card["heldout_loss"], color="k", ls=":", label="the GPT, held out")
-ax.axhline(card["baselines"]["bigram"], color=plotting.PALETTE[3], ls="--",
-           label="bigram, held out")  # fmt: skip
-ax.axhline(card["baselines"]["unigram"], color=plotting.PALETTE[2], ls="-.",
-           label="unigram, held out")  # fmt: skip
-ax.set(xlabel="step", ylabel="cross-entropy (nats per character)")
-ax.set_title("The shipped GPT against two baselines")
+held_out = {"the GPT, held out": card["heldout_loss"]}
+held_out |= {f"{k}, held out": card["baselines"][k] for k in ("bigram", "unigram")}
+ax = plotting.training_curve(card["losses"], held_out, window=50,
+                             ylabel="cross-entropy (nats per character)",
+                             title="The shipped GPT against two baselines")  # fmt: skip
 ax.legend(loc="upper right", bbox_to_anchor=(1, 0.92))  # below the unigram line
 plt.show()
 
@@ -277,15 +263,14 @@ for n in (10, 100, 1000):
 # exercise 1 is about that angle).
 # When token $t+1$ arrives, the keys and values of tokens $1, \dots, t$ in every layer
 # are the ones the previous step already computed. A `kv_cache.KVCache` per layer catches
-# them (the `cache=` argument, described in the next section); compare the keys after
-# reading 40 characters with the keys after reading 50:
+# them (the `cache=` argument, described in the next section; `kv_cache.filled_cache`
+# reads a text with it); compare the keys after reading 40 characters with the keys
+# after reading 50:
 
 # %%
 text_ids = heldout_ids[:50][None].to(run.device)  # (1, 50)
-short, long = kv_cache.new_cache(n_layers), kv_cache.new_cache(n_layers)
-with torch.no_grad():
-    model(text_ids[:, :40], cache=short)
-    model(text_ids, cache=long)
+# a KVCache per layer, filled by model(ids, cache=...): the first 40 characters, all 50
+short, long = (kv_cache.filled_cache(model, text_ids[:, :n]) for n in (40, 50))
 for layer, (a, b) in enumerate(zip(short, long)):
     same = torch.allclose(a.keys, b.keys[:, :, :40], atol=1e-5) and torch.allclose(
         a.values, b.values[:, :, :40], atol=1e-5
@@ -445,7 +430,7 @@ print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
 # writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
 # without (beside a reference decoder and a floor, described below), all the runs
 # taking turns within each of several rounds so that a busy machine slows them alike,
-# and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result`:
+# and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result` (the numbers the text quotes, by name, with `kv_cache.speed_benchmark_summary`):
 
 # %%
 bench = benchmark.committed_result("kv_cache_speed.json")
@@ -459,60 +444,32 @@ print(
 )
 
 # %% tags=["nbval-ignore-output"]
-for mode in ("cached", "uncached"):
-    s = bench["seconds"][mode]["wall"]
-    print(f"{mode:>8}: {s['median']:5.2f} s (min {s['min']:.2f}, max {s['max']:.2f})")
-up, rounds = bench["speedup"]["wall"], len(bench["rounds"]["speedup"]["wall"])
-print(f"speed-up over {rounds} rounds: median {up['median']:.1f}x "
-      f"(min {up['min']:.1f}x, max {up['max']:.1f}x)")  # fmt: skip
-load = bench["load_average"]
-print(f"load average {load['before'][0]:.1f} before, {load['after'][0]:.1f} after")
-steps_ms = {m: 1e3 * torch.tensor(bench["step_seconds"][m]) for m in bench["seconds"]}
-for name, value in (("bench_speedup", up["median"]), ("bench_min", up["min"]),
-                    ("bench_max", up["max"])):  # fmt: skip
-    report.glue(name, value, "{:.1f}")
-report.glue("bench_load", load["before"][0], "{:.1f}")
-report.glue("last_plain_ms", steps_ms["uncached"][-1].item(), "{:.0f}")
-report.glue("all_cached_s", steps_ms["cached"].sum().item() / 1e3, "{:.2f}")
-assert bench["same_tokens"] and up["min"] > 1  # faster in every round
-ref = bench["reference"]  # transformers' GPT-2, same shape, same rounds
-ref_up = ref["speedup"]
-ref_s = {m: ref["seconds"][m]["wall"]["median"] for m in ("cached", "uncached")}
-print(
-    f"reference decoder (transformers {ref['transformers']} GPT-2, same shape): "
-    f"cached {ref_s['cached']:.2f} s, uncached {ref_s['uncached']:.2f} s"
-)
-print(f"its speed-up: median {ref_up['median']:.1f}x "
-      f"(min {ref_up['min']:.1f}x, max {ref_up['max']:.1f}x)")  # fmt: skip
-report.glue("ref_speedup", ref_up["median"], "{:.1f}")
-report.glue("ref_cached", ref_s["cached"], "{:.2f}")
-report.glue("bench_cached", bench["seconds"]["cached"]["wall"]["median"], "{:.2f}")
+# medians over the rounds (wall clock): the cache's, the reference's (transformers'
+# GPT-2, same shape, same rounds) and the floor's (every weight read once per token)
+found = kv_cache.speed_benchmark_summary(bench)
+print(found.text)
+report.glue_all(found.values, found.formats)
+v, ref = found.values, bench["reference"]
+assert bench["same_tokens"] and v["bench_min"] > 1  # faster in every round
 assert ref["same_tokens"] and ref["parameters"] == bench["parameters"]
-assert up["median"] > ref_up["median"]  # the book's cache gains more here
+assert v["bench_speedup"] > v["ref_speedup"]  # the book's cache gains more here
 ref_vs = report.compare_seeds(ref["rounds"], bench["rounds"]["speedup"]["wall"],
                               pairs=True)  # fmt: skip
 report.glue("ref_verdict", ref_vs.replace("seed", "round"))  # rounds, not seeds
-floor = bench["floor"]  # every weight read once per token, and nothing else
-print(f"the floor: {floor['seconds']['wall']['median']:.2f} s for the same tokens; "
-      f"uncached / floor {floor['ceiling']['median']:.1f}x, cached / floor "
-      f"{floor['cached_over_floor']['median']:.2f}x")  # fmt: skip
-report.glue("floor_s", floor["seconds"]["wall"]["median"], "{:.2f}")
-report.glue("ceiling", floor["ceiling"]["median"], "{:.1f}")
-report.glue("over_floor", floor["cached_over_floor"]["median"], "{:.1f}")
-report.glue("floor_share", 1 / floor["cached_over_floor"]["median"], "{:.0%}")
-assert up["median"] < floor["ceiling"]["median"]  # the cache stays under its ceiling
+assert v["bench_speedup"] < v["ceiling"]  # the cache stays under its ceiling
 
 # %% tags=["hide-input"]
+steps_ms = {m: 1e3 * torch.tensor(bench["step_seconds"][m]) for m in bench["seconds"]}
 n = torch.arange(1, len(steps_ms["cached"]) + 1)  # step 1 reads the prompt
 fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
 for mode, label in (("uncached", "without cache"), ("cached", "with cache")):
     axes[0].plot(n, steps_ms[mode], ".", ms=2, label=label)
-axes[0].set(xlabel="step (tokens generated)", ylabel="ms per step (median of runs)")
-axes[0].set_title("One decoding step, benchmark shape")
+axes[0].set(xlabel="step (tokens generated)", ylabel="ms per step (median of runs)",
+            title="One decoding step, benchmark shape")  # fmt: skip
 axes[0].legend(markerscale=5)
 axes[1].plot(n, steps_ms["uncached"].cumsum(0) / steps_ms["cached"].cumsum(0))
-axes[1].set(xlabel="tokens generated", ylabel="uncached / cached time, so far")
-axes[1].set_title("Speed-up of the cache")
+axes[1].set(xlabel="tokens generated", ylabel="uncached / cached time, so far",
+            title="Speed-up of the cache")  # fmt: skip
 fig.tight_layout()
 plt.show()
 
@@ -567,12 +524,10 @@ speed_config = gpt.GPTConfig(65, 2048, speed_width, speed_layers, speed_width //
 torch.manual_seed(0)
 speed_model = gpt.GPT(speed_config).to(run.device).eval()
 n_params = sum(p.numel() for p in speed_model.parameters())
-report.glue("speed_shape", f"{speed_layers} layers, d_model {speed_width}")
+live_shape = report.glue("speed_shape", f"{speed_layers} layers, d_model {speed_width}")
 report.glue("speed_where", "on one CPU thread" if run.device.type == "cpu"
             else f"on {run.device.type}")  # fmt: skip
-print(
-    f"live model: {speed_layers} layers, d_model {speed_width}, {n_params:,} parameters"
-)
+print(f"live model: {live_shape}, {n_params:,} parameters")
 
 # %% tags=["nbval-ignore-output"]
 kv_cache.decode_step_times(speed_model, 8, use_cache=True)  # warm-up
@@ -665,9 +620,7 @@ print(f"with Mistral's 8 key/value heads: {batch32 // 4 / 2**30:.0f} GiB")
 # %%
 batch_ids = torch.zeros(3, 100, dtype=torch.long, device=run.device)
 for dtype in (torch.float32, torch.bfloat16):
-    cache = kv_cache.new_cache(L, max_len=128)
-    with torch.no_grad():
-        speed_model.to(dtype)(batch_ids, cache=cache)
+    cache = kv_cache.filled_cache(speed_model.to(dtype), batch_ids, max_len=128)
     filled = kv_cache.cache_nbytes(cache)  # keys.nbytes + values.nbytes, all layers
     held = sum(layer.capacity_nbytes for layer in cache)
     size = dict(batch=3, bytes_per_value=dtype.itemsize)
@@ -720,14 +673,10 @@ print(f"{'MLA (DeepSeek-V2)':>26}: {mla} numbers per token and layer instead of 
 # of key/value heads that divides its query heads:
 
 # %%
-measured = {}
+measured, tokens = {}, batch_ids[:1, :1].repeat(1, 256)  # tokens: (1, 256)
 for n_kv in [g for g in range(H, 0, -1) if H % g == 0]:
     cfg = dataclasses.replace(speed_config, max_len=256, n_kv_heads=n_kv)
-    cache = kv_cache.new_cache(L)
-    with torch.no_grad():
-        gpt.GPT(cfg).to(run.device).eval()(
-            batch_ids[:1, :1].repeat(1, 256), cache=cache
-        )
+    cache = kv_cache.filled_cache(gpt.GPT(cfg).to(run.device).eval(), tokens)
     measured[n_kv] = kv_cache.cache_nbytes(cache)
     assert measured[n_kv] == kv_cache.kv_cache_bytes(
         L, n_kv, 64, 256, bytes_per_value=4
@@ -739,16 +688,15 @@ fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
 kvs = [1, 2, 4, 8, 16, 32]
 llama_gib = [kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30 for n in kvs]
 axes[0].plot(kvs, llama_gib, "o-")
-axes[0].set(xlabel="key/value heads", ylabel="GiB per sequence", ylim=(0, 2.3))
-axes[0].set_xticks(kvs)
-axes[0].set_title("Llama-2-7B's shape, 4,096 tokens, fp16")
+axes[0].set(xlabel="key/value heads", ylabel="GiB per sequence", ylim=(0, 2.3),
+            xticks=kvs, title="Llama-2-7B's shape, 4,096 tokens, fp16")  # fmt: skip
 labels = (("Llama-2-7B (MHA)", 32, (-120, 0)), ("Mistral-7B (GQA)", 8, (8, -14)))
 for name, n, offset in labels:
     gib = kv_cache.kv_cache_bytes(32, n, 128, 4096) / 2**30
     axes[0].annotate(name, (n, gib), textcoords="offset points", xytext=offset)
 axes[1].bar([str(n) for n in measured], [b / 2**20 for b in measured.values()])
-axes[1].set(xlabel=f"key/value heads (of {H} query heads)", ylabel="MiB, measured")
-axes[1].set_title("Live speed model, 256 tokens, fp32")
+axes[1].set(xlabel=f"key/value heads (of {H} query heads)", ylabel="MiB, measured",
+            title="Live speed model, 256 tokens, fp32")  # fmt: skip
 fig.tight_layout()
 plt.show()
 
@@ -821,19 +769,14 @@ print(f"one step reads its weights at {step_rate:.1f} GB/s; summing a 256 MB ten
       f"reads {read_rate:.1f} GB/s")  # fmt: skip
 del big
 assert step_rate < 2 * read_rate  # even from a cache, not far beyond the memory
-report.glue("step_rate", step_rate, "{:.1f}")
-report.glue("read_rate", read_rate, "{:.1f}")
-bytes_share = step_rate / read_rate  # of the step: its weights read at the pass's rate
-report.glue("rate_reading", "the step read its weights faster than that pass, so "
-            "they came from a cache" if bytes_share > 1 else "reading the weights at "
-            f"that pass's rate would fill {bytes_share:.0%} of the step, so bytes are "
-            + ("most of what this small model's step waits on" if bytes_share > 0.8
-               else "part of what this small model's step waits on, the per-operation "
-               "costs of section 5 the rest"))  # fmt: skip
+report.glue_all(dict(step_rate=step_rate, read_rate=read_rate), "{:.1f}")
+# step_rate / read_rate: the share of the step its weights fill at the pass's rate
+report.glue("rate_reading", kv_cache.weights_rate_reading(step_rate, read_rate))
 
 # %% [markdown]
 # One step reads its weights at {glue:text}`step_rate` GB/s, a pass over a large
-# tensor at {glue:text}`read_rate` GB/s: {glue:text}`rate_reading`. The byte count is the right
+# tensor at {glue:text}`read_rate` GB/s: {glue:text}`rate_reading`
+# (`kv_cache.weights_rate_reading`). The byte count is the right
 # model for a large model, whose weights take far longer to stream than a few dozen
 # operations take to launch.
 
@@ -886,16 +829,13 @@ gqa = attention.MultiHeadAttention(64, 8, n_kv_heads=2).eval()
 x = torch.randn(2, 10, 64)
 causal = torch.ones(10, 10, dtype=torch.bool).tril()
 q = attention.split_heads(gqa.q_proj(x), 8)  # (B, 8, T, 8)
-k, v = (
-    attention.split_heads(p(x), 2) for p in (gqa.k_proj, gqa.v_proj)
-)  # (B, 2, T, 8)
+# keys and values: (B, 2, T, 8), two heads that the fused kernel shares out itself
+k, v = (attention.split_heads(p(x), 2) for p in (gqa.k_proj, gqa.v_proj))
 fused = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 ours = gqa(x, mask=causal)[0]
 reference = gqa.o_proj(attention.merge_heads(fused))
-print(
-    "equals SDPA(enable_gqa=True) within 1e-5:",
-    torch.allclose(ours, reference, atol=1e-5),
-)
+same = torch.allclose(ours, reference, atol=1e-5)
+print("equals SDPA(enable_gqa=True) within 1e-5:", same)
 tiled = grouped_heads.mha_from_gqa(gqa)
 print("tiled MHA:", tiled.n_kv_heads, "key/value heads;", "same output within 1e-5:",
       torch.allclose(tiled(x, mask=causal)[0], ours, atol=1e-5))  # fmt: skip
@@ -975,14 +915,11 @@ assert min(recovered.values()) > 0.5  # most of the gap closes
 # paired: seed s draws the same batches in every arm, from the same checkpoint
 gqa_vs = report.compare_seeds(after[n_heads], after[groups[0]], pairs=True)
 mqa_vs = report.compare_seeds(after[groups[0]], after[1], pairs=True)
-print(f"GQA's loss against the MHA control's: {gqa_vs}; MQA's against GQA's: {mqa_vs}")
 report.glue("recovered_gqa", 100 * recovered[groups[0]], "{:.0f}")
 report.glue("recovered_mqa", 100 * recovered[1], "{:.0f}")
-report.glue(
-    "ranking",
-    f"GQA's held-out loss against the MHA control's, seed by seed, is {gqa_vs}, and "
-    f"MQA's against GQA's is {mqa_vs}",
-)
+ranking = (f"GQA's held-out loss against the MHA control's, seed by seed, is {gqa_vs}, "
+           f"and MQA's against GQA's is {mqa_vs}")  # fmt: skip
+print(report.glue("ranking", ranking))
 assert mean_after[1] == max(mean_after.values())  # MQA loses the most, in the mean
 # the verdicts, with a margin: they hold with every gap 0.1 nats smaller
 assert report.ahead([v - 0.1 for v in after[groups[0]]], after[n_heads])
@@ -991,19 +928,14 @@ assert report.ahead([v - 0.1 for v in after[1]], after[groups[0]])
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
 # points, not bars: the losses sit far from 0, and a cut bar would exaggerate the gaps
-for x, g in enumerate(after):
-    ax.plot([x, x], [start[g], mean_after[g]], color="grey", lw=1, zorder=1)
-    ax.plot(x, start[g], "s", color=plotting.PALETTE[0], ms=8,
-            label="just converted" if x == 0 else None)  # fmt: skip
-    ax.plot([x] * len(seeds), after[g], "o", color=plotting.PALETTE[1], ms=5,
-            label="after uptraining (a dot per seed)" if x == 0 else None)  # fmt: skip
+names = [f"{g} (MHA)" if g == n_heads else str(g) for g in after]
+title = f"MHA to GQA/MQA: {uptrain_steps} steps of uptraining, {len(seeds)} seeds"
+plotting.seed_dots(names, {"after uptraining": list(after.values())}, ax,
+                   ylabel="held-out loss (nats per char)", title=title)  # fmt: skip
+ax.plot(range(len(after)), [start[g] for g in after], "s", ms=8,
+        color=plotting.PALETTE[1], label="just converted")  # fmt: skip
 ax.axhline(mean_after[n_heads], color="k", ls=":", lw=1, label="MHA control, mean")
-ax.set_xticks(
-    range(len(after)), [f"{g} (MHA)" if g == n_heads else str(g) for g in after]
-)
-ax.set_xlim(-0.5, len(after) - 0.5)
-ax.set(xlabel="key/value heads", ylabel="held-out loss (nats per char)")
-ax.set_title(f"MHA to GQA/MQA: {uptrain_steps} steps of uptraining, {len(seeds)} seeds")
+ax.set(xlabel="key/value heads")
 ax.legend()
 plt.show()
 
@@ -1024,10 +956,9 @@ plt.show()
 # context:
 
 # %%
+head_dim = d_model // n_heads
 for g in [n_heads, *groups]:
-    size = kv_cache.kv_cache_bytes(
-        n_layers, g, d_model // n_heads, context, bytes_per_value=4
-    )
+    size = kv_cache.kv_cache_bytes(n_layers, g, head_dim, context, bytes_per_value=4)
     print(
         f"{g} key/value heads: {size:>9,} bytes per sequence of {context} tokens (fp32)"
     )
@@ -1202,7 +1133,9 @@ print(f"the buffer: {in_buffer:,} bytes, {by_cat / in_buffer:.0f}x fewer")
 # - `transformer_book.kv_cache`: `KVCache` (a static buffer: `update`, `seq_len`,
 #   `capacity`, `nbytes`, `capacity_nbytes`), `new_cache`, `DecoderCache` and
 #   `new_decoder_cache` (chapter 7's decoder), `cache_nbytes` and the size formula
-#   `kv_cache_bytes`.
+#   `kv_cache_bytes`; `decode_step_times` and `cached_step_seconds` (section 5's
+#   timings), `speed_benchmark_summary` (the benchmark's result read back) and
+#   `weights_rate_reading` (what a step's rate of reading its weights says).
 # - `transformer_book.lm_data`: `char_vocab`, `split_stream`, `WindowBatches` (seeded
 #   random windows), `sequential_windows` (the held-out text once), `next_token_loss`
 #   and `mean_loss`; chapter 14 trains with them too.
@@ -1216,7 +1149,8 @@ print(f"the buffer: {in_buffer:,} bytes, {by_cat / in_buffer:.0f}x fewer")
 # - `transformer_book.checkpoints`: `load` (a model the book trained, its weights
 #   checked against the sha256 digest on its card) and `save`; the recipes that trained
 #   them are in `scripts/train_checkpoints.py`. `transformer_book.baselines`: the
-#   unigram and bigram models every held-out loss is compared with.
+#   unigram and bigram models every held-out loss is compared with, and
+#   `window_losses`, both scored on the targets of a model's held-out windows.
 # - `benchmarks/kv_cache_speed.py`: cached against uncached decoding, side by side, its
 #   result committed in `benchmarks/results/kv_cache_speed.json`.
 # - `transformer_book.checks`: `check_rope_offset`, `check_repeat_kv`,

@@ -60,7 +60,6 @@ if "google.colab" in sys.modules:
 
 # %%
 import dataclasses
-import math
 import os
 import statistics
 
@@ -82,6 +81,7 @@ from transformer_book import (
     data,
     decoder,
     diagrams,
+    family_costs,
     gpt,
     kv_cache,
     masks,
@@ -89,7 +89,6 @@ from transformer_book import (
     plotting,
     positions,
     pretraining_data,
-    probe,
     report,
     runtime,
     span_corruption,
@@ -285,19 +284,7 @@ for name, s in share.items():
     print(f"{name:12} embeddings {embeddings[name]:>13,} = {100 * s:5.2f} % of all")
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-left = [100 * s for s in share.values()]
-ax.barh(list(share), left, label="embeddings")
-blocks = [100 - x for x in left]
-ax.barh(list(share), blocks, left=left, label="blocks (and pooler, norms)")
-for i, n in enumerate(share):
-    total = published[n][0]
-    size = f"{total / 1e9:.1f} B" if total > 1e9 else f"{total / 1e6:.0f} M"
-    ax.text(101, i, size, va="center", fontsize=9)
-ax.invert_yaxis()
-ax.set(xlabel="share of the parameters (%)", xlim=(0, 116),
-       title="Embeddings matter in small models, vanish in large ones")  # fmt: skip
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=9)
+family_costs.plot_shares(share, {name: published[name][0] for name in share})
 plt.show()
 
 # %% [markdown]
@@ -351,24 +338,15 @@ print(f"at 1e15 FLOP/s: {gpt3_flops / 1e15 / (365.25 * 86400):.1f} years")
 # the encoder's keys and values for cross-attention:
 
 # %%
-GiB = 2**30
+GiB = family_costs.GIB  # 2**30 bytes
 kv = {  # fp16 KV cache of one sequence at the full context
     "GPT-2 small": kv_cache.kv_cache_bytes(12, 12, 64, 1024),
     "GPT-3": kv_cache.kv_cache_bytes(96, 96, 128, 2048),
     "T5-base": 2 * kv_cache.kv_cache_bytes(12, 12, 64, 512),  # self + cross, 512 each
 }
-memory = {  # GiB: fp16 weights, Adam's training state, KV cache of one sequence
-    name: (2 * n / GiB, sum(params.adam_memory_bytes(n).values()) / GiB,
-           kv.get(name, float("nan")) / GiB)
-    for name, n in ((m, published[m][0]) for m in ("BERT-base", "T5-base",
-                                                     "GPT-2 small", "GPT-3"))
-}  # fmt: skip
-print(
-    f"{'':12} {'fp16 weights':>13} {'Adam training':>14} {'KV cache/seq':>13}   (GiB)"
-)
-for name, (weights, adam, cache) in memory.items():
-    cache = f"{'(none)':>13}" if math.isnan(cache) else f"{cache:13.3f}"
-    print(f"{name:12} {weights:13.2f} {adam:14.1f} {cache}")
+counts = {m: published[m][0] for m in ("BERT-base", "T5-base", "GPT-2 small", "GPT-3")}
+memory = family_costs.memory_gib(counts, kv)  # fp16 weights, Adam, cache (GiB)
+print(family_costs.memory_table(memory))
 gpt3_weights, gpt3_train = 2 * published["GPT-3"][0], 16 * published["GPT-3"][0]
 report.glue("gpt3_weights", gpt3_weights / GiB, "{:.0f}")
 report.glue("gpt3_train", gpt3_train / 2**40, "{:.1f}")
@@ -376,16 +354,7 @@ print(f"GPT-3 on 80 GiB accelerators: {gpt3_weights / (80 * GiB):.1f} for the we
       f"{gpt3_train / (80 * GiB):.1f} for the training state")  # fmt: skip
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-xs = torch.arange(len(memory)).float()
-labels = ["fp16 weights", "Adam training state", "KV cache, one sequence"]
-for i, label in enumerate(labels):
-    ax.bar(xs + 0.27 * (i - 1), [m[i] for m in memory.values()], 0.27, label=label)
-ax.axhline(80, color="k", ls=":", label="80 GiB (one large accelerator)")
-ax.set_xticks(xs, list(memory))
-ax.set(yscale="log", ylabel="GiB")
-ax.set_title("Memory before activations: weights, optimizer, cache")
-ax.legend(fontsize=8, loc="upper left")
+family_costs.plot_memory(memory, accelerator_gib=80)
 plt.show()
 
 # %% [markdown]
@@ -496,15 +465,10 @@ print("targets:", " ".join(toy.decode(targets)))
 # %%
 gen = torch.Generator().manual_seed(0)
 sentinel_ids = list(range(1000, 1300))
-exact, sizes = True, set()
-for length in [2, 3, 5, 10, 31, 64, 100, 512, 1000] * 20:
-    ids = list(range(length))
-    i, tgt = span_corruption.span_corruption(ids, sentinel_ids=sentinel_ids,
-                                             generator=gen)  # fmt: skip
-    exact &= span_corruption.merge_spans(i, tgt, sentinel_ids) == ids
-    if length == 512:
-        sizes.add((len(i), len(tgt)))
-print(f"reconstructs exactly every time: {exact}; (inputs, targets) at 512: {sizes}")
+trip_lengths = [2, 3, 5, 10, 31, 64, 100, 512, 1000] * 20  # each corrupted, merged
+exact, sizes = span_corruption.round_trips(trip_lengths, sentinel_ids, gen)
+print(f"reconstructs exactly every time: {exact}; (inputs, targets) at 512: "
+      f"{sizes[512]}")  # fmt: skip
 
 # %% [markdown]
 # The span lengths are random, the counts are not. Over many draws at $L = 512$: the
@@ -512,11 +476,9 @@ print(f"reconstructs exactly every time: {exact}; (inputs, targets) at 512: {siz
 # noise run last" that is easy to miss: the last token is always corrupted.
 
 # %%
-span_lengths, last_hidden = [], 0
-for _ in range(300):
-    mask = span_corruption.noise_span_mask(512, 0.15, 3.0, gen)
-    span_lengths += span_corruption.span_lengths(mask)
-    last_hidden += int(mask[-1])
+# 300 masks at L = 512 (density 0.15, mean span 3): every span's length, and in how
+# many draws the last token was hidden
+span_lengths, last_hidden = span_corruption.drawn_spans(512, 300, gen)
 print(f"corrupted share: {sum(span_lengths) / (300 * 512):.4f} (77 / 512)")
 print(f"mean span: {statistics.mean(span_lengths):.4f} (77 / 26); "
       f"longest: {max(span_lengths)}")  # fmt: skip
@@ -610,23 +572,18 @@ report.glue("below_100", f"{below[100.0]} of {len(by_scale[100.0])}")
 report.glue("bigram_k", f"{bigram_k:g}")
 report.glue("bigram_ks", ", ".join(f"{k:g}" for k in bigram_by_k))
 report.glue("dev_tuned", dev_tuned, "{:.2f}")
-for name, text in pretraining_data.bias_sweep_words(scale_sweep, jump).items():
-    report.glue(name, text)
+report.glue_all(pretraining_data.bias_sweep_words(scale_sweep, jump))
 report.glue("jump", jump)
 
-# %% tags=["hide-input"] mystnb={"image": {"alt": "Dev cross-entropy per hidden word of every seed at each learning-rate multiple of the bias tables, one dot per seed, with the left bigram as a dashed line below all of them: at 1x the seeds sit together near 3.9 nats; at 30x most seeds have dropped by a few tenths of a nat, and at 100x some have; an orange bar marks each multiple's mean."}}
+# %% tags=["hide-input"] mystnb={"image": {"alt": "Dev cross-entropy per hidden word of every seed at each learning-rate multiple of the bias tables, one dot per seed, with the left bigram as a dashed line below all of them: at 1x the seeds sit together near 3.9 nats; at 30x most seeds have dropped by a few tenths of a nat, and at 100x some have; a short bar across each multiple's dots marks their mean."}}
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-for i, nats in enumerate(by_scale.values()):
-    ax.plot([i] * len(nats), nats, "o", alpha=0.6, color="C0")
-    ax.plot([i - 0.25, i + 0.25], [statistics.mean(nats)] * 2, color="C1", lw=2,
-            label=None if i else "mean over the seeds")  # fmt: skip
+plotting.seed_dots([f"{s:g}x" for s in by_scale], {"T5": list(by_scale.values())}, ax,
+                   ylabel="dev nats per hidden word",
+                   title="tiny recipe, 600 steps")  # fmt: skip
 ax.axhline(dev_bigram, color="grey", ls="--", lw=1, label="left bigram, add-one")
 ax.axhline(dev_tuned, color="k", ls=":", lw=1,
            label=f"left bigram, k = {bigram_k:g} (chosen on dev)")  # fmt: skip
-ax.set_xticks(range(len(by_scale)), [f"{s:g}x" for s in by_scale])
-ax.set(xlabel="learning-rate multiple of the bias tables",
-       ylabel="dev nats per hidden word",
-       title="one dot per seed (tiny recipe, 600 steps)")  # fmt: skip
+ax.set(xlabel="learning-rate multiple of the bias tables")
 ax.legend()
 plt.show()
 
@@ -738,8 +695,7 @@ assert tuned_nats < base["bigram_nats"] - 0.3  # the smoothing chosen on dev: fa
 report.glue("n_windows", f"{sum(len(s) for s, _ in held_out):,}")
 report.glue("live_acc", 100 * live_acc, "{:.1f}")
 report.glue("live_nats", live_nats, "{:.2f}")
-for name, text in pretraining_data.baseline_words(base).items():
-    report.glue(name, text)
+report.glue_all(pretraining_data.baseline_words(base))
 # below them: asserted in the cell above
 report.glue("live_vs_unigram", f"{base['unigram_nats'] - live_nats:.2f} nats below")
 report.glue("live_seeds", "one seed" if len(live) == 1 else f"{len(live)} seeds")
@@ -863,10 +819,8 @@ swapped = [(s.roll(1, 0), t) for s, t in held_out]  # row i gets row i-1's input
 truth, own, own_logp = t5.target_predictions(model, held_out, is_word)
 _, other, other_logp = t5.target_predictions(model, swapped, is_word)
 score = lambda pred, logp: ((pred == truth).float().mean().item(), -logp.mean().item())
-(ck_acc, ck_nats), (other_acc, other_nats) = (
-    score(own, own_logp),
-    score(other, other_logp),
-)
+ck_acc, ck_nats = score(own, own_logp)
+other_acc, other_nats = score(other, other_logp)
 held = card["heldout"]  # the trainer's columns, for the rows it measured
 on_card = [(held["accuracy"], held["nats"]), None, None,
            *pretraining_data.baseline_rows(held, top).values()]  # fmt: skip
@@ -1161,8 +1115,7 @@ print(f"from scratch (its own rate {scratch['chosen_lr']:g} and length "
       f"{report.mean_spread(scratch['test_at_chosen'])}")  # fmt: skip
 assert bench["checkpoint_sha256"] == card["sha256"]
 assert min(seeds_test) > bench["majority_test"] + 0.05  # every seed, by 5 points
-for name, text in text_to_text.intent_sweep_words(bench).items():
-    report.glue(name, text)
+report.glue_all(text_to_text.intent_sweep_words(bench))
 # what the text says: both arms' dev accuracy still rising at the last length tried
 # (which both chose), and every pre-trained seed above every seed from scratch
 arms = (bench["by_init"]["pretrained"], scratch)
@@ -1191,29 +1144,22 @@ assert min(seeds_test) > max(scratch["test_at_chosen"])
 #
 # How good is that? The other way to use a pre-trained encoder is chapter 5's and
 # chapter 12's: a new linear head on its output. Fitted on the frozen encoder's mean
-# vectors of the training queries (`text_to_text.encoder_features`, then
-# `probe.linear_probe`, a logistic regression), with one class per intent label seen in
-# training; and, as a control, the same head on an encoder of the same shape whose
-# weights were drawn anew and never trained:
+# vectors of the training queries (`text_to_text.head_accuracy`: its
+# `encoder_features`, then `probe.probe_accuracy`, a logistic regression), with one
+# class per intent label seen in training; and, as a control, the same head on an
+# encoder of the same shape whose weights were drawn anew and never trained:
 
 # %% tags=["nbval-ignore-output"]
 # (sources, intent labels) of each split
 train, test = ((intents[s][0], data.load_atis(s).intents) for s in ("train", "test"))
-classes = sorted(set(train[1]))  # one class per intent label seen in training
+n_classes = len(set(train[1]))  # one class per intent label seen in training
 torch.manual_seed(0)
 untrained = t5.T5(model.config).to(run.device)  # the same shape, weights drawn anew
-probe_accs = []
-for encoder in (model, untrained):
-    x_train = text_to_text.encoder_features(encoder, train[0])  # (N, d_model)
-    head = probe.linear_probe(x_train, [classes.index(c) for c in train[1]])
-    x_test = text_to_text.encoder_features(encoder, test[0])  # (N_test, d_model)
-    guess = [classes[i] for i in head(x_test).argmax(-1).tolist()]
-    probe_accs.append(statistics.mean(g == t for g, t in zip(guess, test[1])))
-probe_acc, untrained_acc = probe_accs
-n_head = sum(p.numel() for p in head.parameters())
+probe_acc, n_head = text_to_text.head_accuracy(model, train, test)
+untrained_acc, _ = text_to_text.head_accuracy(untrained, train, test)
 print(f"linear head on the checkpoint's frozen encoder: test {probe_acc:.3f}; "
       f"on an untrained one: {untrained_acc:.3f}")  # fmt: skip
-print(f"{len(classes)} classes, {n_head:,} weights per head; T5 writing the "
+print(f"{n_classes} classes, {n_head:,} weights per head; T5 writing the "
       f"intent: {report.mean_spread(seeds_test)} over the sweep's seeds; majority "
       f"{bench['majority_test']:.3f}")  # fmt: skip
 n_test = len(test[1])
@@ -1294,7 +1240,6 @@ print(f"attention scores, summed over SST-2: {score_ratio:.1f} x more with bytes
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.SINGLE)
-wp, by = lengths["SST-2 dev"]
 ax.scatter(wp, by, s=8, alpha=0.5, label="one SST-2 sentence")
 ax.plot([0, max(wp)], [0, ratio * max(wp)], color="k", ls=":",
         label=f"bytes = {ratio:.2f} × word pieces")  # fmt: skip
@@ -1479,6 +1424,9 @@ checks.check_noise_span_mask(noise_span_mask)
 # - `transformer_book.params`: `bert_params`, `t5_params`, `gpt_params` (each equal to
 #   the book's model and to Hugging Face's), `training_flops` ($6ND$) and
 #   `adam_memory_bytes`.
+# - `transformer_book.family_costs`: `memory_gib` and `memory_table` (weights, Adam's
+#   state and the KV cache side by side), `plot_shares` and `plot_memory` (sections 3
+#   and 4's figures).
 # - `transformer_book.t5`: `T5Config`, `T5` (encode, decode, the teacher-forced `loss`,
 #   greedy `generate` with chapter 7's decoder cache; its decoder is
 #   `decoder.Decoder`), `target_predictions` and `target_scores` (teacher-forced
@@ -1497,13 +1445,15 @@ checks.check_noise_span_mask(noise_span_mask)
 # - `transformer_book.text_to_text`: `intent_text`, `intent_pairs` (ATIS intents as
 #   words), `exact` and `accuracy` (teacher-forced exact match), `write` (greedy),
 #   `fine_tune`, `choose_length` (on dev), `dev_rising` and `intent_sweep_words` (the
-#   sweep read back).
+#   sweep read back), `head_accuracy` (a linear head on the frozen encoder, by
+#   `probe.probe_accuracy`).
 # - `benchmarks/t5_bias_lr_scale.py` and `benchmarks/ch10_intents.py`: the sweeps behind
 #   section 7's multiple and section 9's rate and seeds, their results committed.
 # - `transformer_book.span_corruption`: `noise_span_mask`, `span_corruption`,
 #   `merge_spans` (these three also imported by `t5`), and the training pairs:
 #   `corrupted_windows`, `SpanCorruptionBatches`; `left_neighbours`,
-#   `sentinels_in_order` and `span_lengths` to read the pairs and what a model writes.
+#   `sentinels_in_order` and `span_lengths` to read the pairs and what a model writes;
+#   `round_trips` and `drawn_spans` (many draws corrupted and merged back, counted).
 # - `transformer_book.byte_tokenizer.ByteTokenizer`: ByT5's byte vocabulary with sentinels.
 # - `attention.MultiHeadAttention(scale=...)`, passed through by `blocks.EncoderBlock`
 #   and `blocks.Encoder`: T5's unscaled attention.

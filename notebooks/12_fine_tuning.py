@@ -58,7 +58,6 @@ import copy
 import math
 import statistics
 import time
-from collections import Counter
 
 import matplotlib.pyplot as plt
 import torch
@@ -71,6 +70,7 @@ from transformer_book import (
     data,
     few_labels,
     finetune,
+    large_rate,
     metrics,
     minilm_weights,
     plotting,
@@ -80,7 +80,6 @@ from transformer_book import (
     runtime,
     tagging,
     training,
-    training_diagnostics,
 )
 from transformer_book.diagrams import fine_tuning as ft_diagrams
 
@@ -236,13 +235,10 @@ kind = few["probe"]["pooling"]  # chosen on the selection split by the sweep
 print("selection accuracy:", {k: round(a, 3) for k, a in
                               few["probe"]["selection_accuracy"].items()})  # fmt: skip
 if probe_here:  # the full profile: fit it again, score it on dev_live (all of dev)
-    x_train = probe.frozen_features(minilm, tok, train_texts, eval_len)[kind]
-    x_dev = probe.frozen_features(minilm, tok, dev_live[0], eval_len)[kind]
-    probe_head = probe.linear_probe(x_train, train_labels)
-    with torch.no_grad():
-        pred = probe_head(x_dev).argmax(-1).tolist()
+    x_train, x_dev = (probe.frozen_features(minilm, tok, texts, eval_len)[kind]
+                      for texts in (train_texts, dev_live[0]))  # fmt: skip
     probe_on = dev_live
-    probe_live = metrics.accuracy(probe_on[1], pred)
+    probe_live = probe.probe_accuracy(x_train, train_labels, x_dev, dev_live[1])[0]
 else:  # the quick profile: the sweep's fit, scored on every dev sentence
     probe_on, probe_live = (dev_texts, dev_labels), few["probe"]["dev_accuracy"]
 print(f"chosen: {kind}; dev accuracy on {len(probe_on[0])} sentences {probe_live:.3f}")
@@ -402,8 +398,7 @@ if "scratch" in live_arms:  # each seed's pre-trained run above its scratch run
 live_words = few_labels.live_words(
     live_acc, live_majority, live_seeds, live_steps, live_epochs, s["epochs"]
 )
-for name, text in live_words.items():
-    report.glue(name, text)
+report.glue_all(live_words)
 
 # %% [markdown]
 # ### The comparison
@@ -441,8 +436,7 @@ words = few_labels.comparison_words(few, heads)  # the verdicts the prose reads
 print("against the probe:", words["probe_verdict"])
 
 # %% tags=["hide-input"]
-for name, text in words.items():
-    report.glue(name, text)
+report.glue_all(words)
 report.glue("n_dev", s["n_dev"])
 assert (
     words["longer_verdict"].startswith("below") and "beyond" in words["longer_verdict"]
@@ -562,139 +556,66 @@ report.glue("sst_longer", (
 
 # %% tags=["nbval-ignore-output"]
 pre_lr = few["chosen"][f"pre-trained/{heads['pre-trained']}"]["lr"]
-atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
-intents = (  # (texts, intents) of 300 reference queries and of 200 test queries
-    ([" ".join(q) for q in atis_train.sentences[:300]], atis_train.intents[:300]),
-    ([" ".join(q) for q in atis_test.sentences[:200]], atis_test.intents[:200]),
-)
-(queries, ref_intents), (probes, probe_intents) = intents
-top_intent = Counter(ref_intents).most_common(1)[0][0]
-
-
-def measured(ft, pred, lr):
-    """What this section reads from one run of the pre-trained arm: its curves, its
-    dev predictions, its drift and its ATIS intent readings (1-NN, linear probe)."""
-    knn, lin = probe.embedding_accuracy(ft.model.encoder, tok, *intents)
-    return {"lr": lr, "steps": len(ft.losses), "losses": ft.losses,
-            "grad_norms": ft.grad_norms,
-            "dev_accuracy": metrics.accuracy(dev_live[1], pred),
-            "dev_top_share": Counter(pred).most_common(1)[0][1] / len(pred),
-            "drift": training_diagnostics.weight_drift(ft.model.encoder, minilm),
-            "intent_1nn": knn, "intent_probe": lin}  # fmt: skip
-
-
+intents = large_rate.intent_sets()  # (texts, intents): 300 reference, 200 test queries
 seed0 = live_seeds[0]
 if large_live:  # the full profile: run here, on every dev sentence
-    wild, wild_pred = fine_tune_arm("pre-trained", seed0, big_factor * pre_lr)
-    knn, lin = probe.embedding_accuracy(minilm, tok, *intents)
     scratch_lr = few["chosen"]["scratch/" + heads["scratch"]]["lr"]
-    large = {
-        "settings": {"seed": seed0, "factor": big_factor, "n_dev": len(dev_live[0])},
-        "before": {"intent_1nn": knn, "intent_probe": lin},
-        "runs": {
-            "chosen rate": measured(live["pre-trained", seed0],
-                                    live_pred["pre-trained", seed0], pre_lr),
-            "large rate": measured(wild, wild_pred, big_factor * pre_lr),
-            "scratch": {"lr": scratch_lr, **{k: getattr(live["scratch", seed0], k)
-                                             for k in ("losses", "grad_norms")}},
-        },
+    runs = {  # name: (run, its dev predictions, its peak rate)
+        "chosen rate": (live["pre-trained", seed0], live_pred["pre-trained", seed0],
+                        pre_lr),
+        "large rate": (*fine_tune_arm("pre-trained", seed0, big_factor * pre_lr),
+                       big_factor * pre_lr),
+        "scratch": (live["scratch", seed0], live_pred["scratch", seed0], scratch_lr),
     }  # fmt: skip
+    large = large_rate.measure(runs, dev_live[1], minilm, tok, intents, seed0,
+                               big_factor)  # fmt: skip
 else:  # the quick profile: the same runs, committed by benchmarks/ch12_large_rate.py
     large = benchmark.committed_result("ch12_large_rate.json")
-    ls = large["settings"]
-    assert ls["seed"] == seed0 and ls["factor"] == big_factor
-    assert all(ls[k] == s[k] for k in ("n_labels", "batch_size", "max_len", "eval_len"))
-    assert (ls["n_ref"], ls["n_probes"]) == (len(queries), len(probes))
-    assert large["top_intent"] == top_intent
-r_ok, r_big, before = (
-    large["runs"]["chosen rate"],
-    large["runs"]["large rate"],
-    large["before"],
-)
+    large_rate.check_result(large, s, seed0, big_factor, intents)  # the same recipe
+r_ok, r_big = large["runs"]["chosen rate"], large["runs"]["large rate"]
 assert math.isclose(r_ok["lr"], pre_lr)
 assert math.isclose(r_big["lr"], big_factor * pre_lr)
 assert r_big["steps"] == r_ok["steps"] == n_steps  # as many updates as the sweep's
-intent_majority = metrics.accuracy(probe_intents, [top_intent] * len(probes))
-print(f"majority intent ({top_intent}) of the {len(queries)} reference queries:",
-      f"{intent_majority:.3f} of {len(probes)} test queries")  # fmt: skip
-for rate, r in (("pre-trained", {"drift": 0.0, **before}), (f"lr {pre_lr:g}", r_ok),
-                (f"lr {big_factor * pre_lr:g}", r_big)):  # fmt: skip
-    print(f"{rate:>12}: weight drift {r['drift']:.3f}, ATIS intent 1-NN",
-          f"{r['intent_1nn']:.3f}, linear probe {r['intent_probe']:.3f}")  # fmt: skip
-print(f"dev accuracy at lr {big_factor * pre_lr:g}: {r_big['dev_accuracy']:.3f}",
-      f"({large['settings']['n_dev']} sentences)")  # fmt: skip
+print(large_rate.readings_table(large))  # drift and intent readings, by rate
 assert r_big["drift"] > r_ok["drift"]
-report.glue("large_where", (
-    "The runs are made here, on every dev sentence."
-    if large_live else
-    "The quick profile does not make these runs: it reads them from the committed "
-    "result of `benchmarks/ch12_large_rate.py`, which ran the code of this section "
-    "once (the full profile runs it here), and scores them on all "
-    f"{large['settings']['n_dev']} dev sentences."
-))  # fmt: skip
+report.glue("large_where", large_rate.where_words(large_live, large))
 
 # %% [markdown]
 # What did the large rate do? Two ways of failing are common. A loss that blows up and
 # stays far above $\ln 2$ (the loss of a classifier that always answers 50/50) is
 # **divergence**. A loss that comes back to about $\ln 2$ while the model gives
 # (nearly) the same answer to every sentence is a **collapse to a constant**: the
-# output stopped carrying information about the input. `few_labels.failure_kind`
+# output stopped carrying information about the input. `large_rate.failure_kind`
 # decides from the numbers: the loss of the last quarter of the updates, its peak, and the share of the
 # dev sentences given the most common answer:
 
 # %% tags=["nbval-ignore-output"]
 same = r_big["dev_top_share"]  # the most common answer's share of the dev sentences
-tails = {k: statistics.mean(r["losses"][-len(r["losses"]) // 4 :])
-         for k, r in (("chosen rate", r_ok), ("large rate", r_big))}  # fmt: skip
+values = large_rate.readings(large)  # intent readings, drift, tail losses (below)
+tails = {"chosen rate": values["tail_ok"], "large rate": values["tail_big"]}
 peak = max(r_big["losses"])
 print({k: round(v, 3) for k, v in tails.items()}, f"ln 2 = {math.log(2):.3f}")
 print(f"large rate: peak loss {peak:.2f}; most common answer on {same:.0%} of dev")
-verdict = few_labels.failure_kind(tails["large rate"], same)
+verdict = large_rate.failure_kind(tails["large rate"], same)
 print(verdict)
 assert tails["chosen rate"] < tails["large rate"]  # the same updates, less learned
 # the sweep ran this rate for the same updates too (seed select_seed, each head, all
 # of dev): a second look that does not rest on this page's one run
-sweep_big = {
-    h: next((r for r in few["selection_runs"][f"pre-trained/{h}"]
-             if math.isclose(r["lr"], big_factor * pre_lr)), None)
-    for h in ("cls", "mean")
-}  # fmt: skip
+sweep_big = large_rate.sweep_runs_at(few, big_factor * pre_lr)  # head -> run or None
 for h, r in sweep_big.items():
-    if r is not None:
-        print(f"sweep, {h} head at lr {r['lr']:g}, {r['steps']} updates: selection",
-              f"{r['selection_accuracy']:.3f}, dev {r['dev_accuracy']:.3f}",
-              f"(majority {majority_dev:.3f})")  # fmt: skip
-for glue_name, value in dict(
-    k0=before["intent_probe"], k_ok=r_ok["intent_probe"], k_big=r_big["intent_probe"],
-    k0_knn=before["intent_1nn"], intent_majority=intent_majority, d_ok=r_ok["drift"],
-    d_big=r_big["drift"], wild_acc=r_big["dev_accuracy"],
-    tail_big=tails["large rate"], tail_ok=tails["chosen rate"],
-).items():  # fmt: skip
-    report.glue(glue_name, value, "{:.3f}")
-readings = few_labels.forgetting_words(  # can the readings show forgetting?
+    print(f"{h} head:", large_rate.sweep_words(r, s["n_dev"], majority_dev))
+report.glue_all(values, "{:.3f}")
+before = large["before"]
+readings = large_rate.forgetting_words(  # can the readings show forgetting?
     before["intent_1nn"], before["intent_probe"],
     {"ok": r_ok["intent_probe"], "big": r_big["intent_probe"]},
-    intent_majority, len(probes),
+    large["intent_majority"], large["settings"]["n_probes"],
 )  # fmt: skip
-for glue_name, text in readings.items():
-    report.glue(glue_name, text)
-report.glue("n_ref", len(queries))
-report.glue("top_intent", top_intent.removeprefix("atis_"))
+report.glue_all({**readings, **large_rate.settings_words(large), "verdict": verdict})
 r = sweep_big[heads["pre-trained"]]
-report.glue("sweep_big", "the sweep did not run this rate" if r is None else (
-    f"the sweep's own run of this rate and head, with the same {r['steps']} "
-    f"updates (seed {r['seed']}), scored {r['dev_accuracy']:.3f} on all "
-    f"{s['n_dev']} dev sentences ({r['selection_accuracy']:.3f} on the selection "
-    f"split), against {majority_dev:.3f} for the majority"
-))  # fmt: skip
+report.glue("sweep_big", large_rate.sweep_words(r, s["n_dev"], majority_dev))
 report.glue("peak", peak, "{:.2f}")
 report.glue("same", same, "{:.0%}")
-report.glue("verdict", verdict)
-report.glue("big_factor", big_factor)
-report.glue("big_steps", r_big["steps"])
-report.glue("big_seed", large["settings"]["seed"])
-report.glue("n_big_dev", large["settings"]["n_dev"])
-report.glue("n_probes", len(probes))
 
 # %% [markdown]
 # The verdict: {glue:text}`verdict` (last quarter of the updates
@@ -711,30 +632,14 @@ report.glue("n_probes", len(probes))
 # ({glue:text}`top_intent`) scores {glue:text}`intent_majority`: the 1-NN reading is
 # {glue:text}`knn_floor`, so it cannot show forgetting. The linear probe on the same
 # embeddings scores {glue:text}`k0` (noise about ±{glue:text}`noise`, two standard
-# errors over the test queries; `few_labels.forgetting_words`):
+# errors over the test queries; `large_rate.forgetting_words`):
 # {glue:text}`probe_room`. After the chosen rate it
 # scores {glue:text}`k_ok` ({glue:text}`knn_ok`), after the large one
 # {glue:text}`k_big` ({glue:text}`knn_big`). One seed each. The curves of the two
 # rates, beside the scratch arm's run of the same seed at its own chosen rate:
 
 # %% tags=["hide-input"] mystnb={"image": {"alt": "Two panels over the updates of three runs: the pre-trained arm at its chosen rate, the scratch arm at its chosen rate, and the pre-trained arm at ten times its rate. Left: the training loss of each, with ln 2, the loss of a 50/50 guess, as a dotted line. Right: the gradient norm before clipping on a log axis, with the clipping threshold 1 as a dashed line."}}
-fig, axes = plt.subplots(1, 2, figsize=plotting.WIDE)
-r_scratch = large["runs"]["scratch"]
-curves = {
-    f"pre-trained, lr {pre_lr:g}": r_ok,
-    f"scratch, lr {r_scratch['lr']:g}": r_scratch,
-    f"pre-trained, lr {big_factor * pre_lr:g}": r_big,
-}
-for label, r in curves.items():
-    axes[0].plot(r["losses"], label=label)
-    axes[1].semilogy(r["grad_norms"], label=label)
-axes[0].axhline(math.log(2), color="grey", ls=":", lw=1, label="ln 2 (50/50)")
-axes[1].axhline(1.0, color="grey", ls="--", lw=1, label="clip at 1")
-axes[0].set(xlabel="update", ylabel="training loss", title="training loss")
-axes[1].set(xlabel="update", ylabel="gradient norm before clipping",
-            title="gradient norm")  # fmt: skip
-for ax in axes:
-    ax.legend(fontsize=8)
+large_rate.plot_runs(large)  # the chosen rate, the scratch arm, the large rate
 plt.show()
 
 # %% tags=["hide-input"]
@@ -752,6 +657,7 @@ clock["3.-4. tokens, spans"] = time.process_time()
 # first piece.
 
 # %%
+atis_train, atis_test = data.load_atis("train"), data.load_atis("test")
 tag_names = sorted({t for tags in atis_train.tags for t in tags})
 tag_ids = {t: i for i, t in enumerate(tag_names)}
 test_tags = atis_test.tags[:atis_test_queries]  # the quick profile: the first 300
@@ -808,8 +714,7 @@ slot_floor = run.pick(quick=0.7, full=0.9)
 assert slot_scores.f1 >= slot_floor
 assert slot_scores.f1 > probe_slots.f1 + 0.05  # fine-tuning beats its starting point
 report.glue("slot_floor", slot_floor, "{:.2f}")
-for name, f1 in (("slot_probe_f1", probe_slots.f1), ("slot_f1", slot_scores.f1)):
-    report.glue(name, f1, "{:.3f}")
+report.glue_all({"slot_probe_f1": probe_slots.f1, "slot_f1": slot_scores.f1}, "{:.3f}")
 report.glue("slot_gap", ch05_f1 - slot_scores.f1, "{:.2f}")
 report.glue("atis_steps", atis_steps)
 report.glue("ch05_f1", ch05_f1, "{:.3f}")
@@ -923,31 +828,7 @@ report.glue("qa_vs_lookup", (
 qs = qa_sweep["settings"]
 assert qs["batch_size"] == task_batch and qs["seed"] == 0  # this recipe, shorter
 assert run.profile == "full" or qa_lr == qa_sweep["chosen_lr"]
-qa_train_text = ("every training query" if train_queries is None
-                 else f"the first {train_queries:,} training queries")  # fmt: skip
-sweep_text = (
-    f"`benchmarks/ch12_qa_learning_rate.py` ran this recipe at each rate, shorter "
-    f"({qs['steps']} updates of {qs['batch_size']}, seed 0, on the questions of the "
-    f"first {qs['train_queries']:,} training queries), and scored it on the *dev* "
-    f"questions (those of the first {qs['dev_queries']} dev queries): F1 "
-    + "; ".join(f"{x['f1']:.3f} at {x['lr']:g}" for x in qa_sweep["scores"])
-)
-chosen = qa_lr == qa_sweep["chosen_lr"]  # not in the full profile: BERT's rate
-same_run = (qa_steps, train_queries) == (qs["steps"], qs["train_queries"])
-trains = f"{qa_steps} updates, on the questions of {qa_train_text}"
-report.glue("qa_lr_story", (
-    f"The peak rate {qa_lr:g} was chosen on the dev questions: {sweep_text}. This "
-    "page reads that committed result and trains " + (
-        f"the same run ({qa_steps} updates on the questions of {qa_train_text}, "
-        "seed 0, at the chosen rate); only the test questions are new to it."
-        if same_run else
-        f"{trains}, at the chosen rate; that the choice holds for this run is an "
-        "assumption this page does not test."
-    ) if chosen else
-    f"The peak rate {qa_lr:g} is BERT's usual fine-tuning rate, not chosen here: "
-    f"{sweep_text}, and chose {qa_sweep['chosen_lr']:g} for the quick profile's "
-    f"short run. This page trains {trains}, at {qa_lr:g}."
-))  # fmt: skip
+report.glue("qa_lr_story", qa.lr_sweep_words(qa_sweep, qa_lr, qa_steps, train_queries))
 
 # %% [markdown]
 # The reader's exact match is {glue:text}`qa_em` and its F1 {glue:text}`qa_f1`; the
@@ -1069,12 +950,7 @@ report.glue("chapter_cpu", chapter_cpu, "{:.0f}")
 report.glue("n_updates", sum(updates.values()))
 report.glue("updates_what", ", ".join(f"{n} {w}" for w, n in updates.items() if n))
 report.glue("sweep_cpu_minutes", few_labels.sweep_cpu_seconds(few) / 60, "{:.0f}")
-large_cpu = sum(r.get("cpu_seconds", 0) for r in large["runs"].values())
-report.glue("large_cpu", "" if large_live else (
-    f"; the too-large rate's runs, with the chosen rate's and the scratch arm's "
-    f"beside them, come from `benchmarks/ch12_large_rate.py` (about "
-    f"{large_cpu / 60:.0f} CPU-minutes, committed)"
-))  # fmt: skip
+report.glue("large_cpu", "" if large_live else large_rate.cpu_words(large))
 report.glue("probe_cut", "" if probe_here else (
     "; the linear probe is the sweep's fit, not fitted again"
 ))  # fmt: skip
@@ -1112,18 +988,23 @@ report.glue("probe_cut", "" if probe_here else (
 #   (`chosen_head`, `grid_edge`, `compare_heads`, `dev_accuracies`, `dev_table`,
 #   `sweep_cpu_seconds`) and its comparisons in words (`head_noise`,
 #   `one_run_against`, `comparison_words`, `live_words`, `pretraining_verdict`;
-#   `report.t_words` and `report.beside`); the too-large rate's `failure_kind` and
-#   `forgetting_words`.
-# - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head` and
-#   `linear_probe` (probes, and heads fitted before fine-tuning).
+#   `report.t_words` and `report.beside`).
+# - `transformer_book.large_rate`: the too-large rate's runs (`intent_sets`,
+#   `record_run`, `measure`, `check_result` against the committed result), their
+#   verdicts (`tail_loss`, `failure_kind`, `forgetting_words`), their readings
+#   (`readings`, `readings_table`, `settings_words`, `where_words`, `cpu_words`), the
+#   sweep's own runs at that rate (`sweep_runs_at`, `sweep_words`) and `plot_runs`.
+# - `transformer_book.probe`: `frozen_features`, `token_features`, `fit_head`,
+#   `linear_probe` and `probe_accuracy` (probes, and heads fitted before fine-tuning).
 # - `transformer_book.data`: `few_labels` (a few labelled texts and a selection split
 #   that shares no word run with them, `word_ngrams`).
 # - `transformer_book.tagging`: `encode_words`, `first_subword_labels`,
 #   `tagging_examples`.
 # - `transformer_book.qa`: `normalize_answer`, `exact_match`, `f1`, `squad_scores`
 #   (as the SQuAD v1.1 script), `best_span`, `qa_from_slots` with `slot_question` (an
-#   extractive QA set from slot-tagged queries), `qa_features`, `error_kinds` and
-#   `lookup_answers` (a baseline with no network).
+#   extractive QA set from slot-tagged queries), `qa_features`, `error_kinds`,
+#   `lookup_answers` (a baseline with no network) and `lr_sweep_words` (the rate's
+#   sweep in words).
 # - `transformer_book.training_diagnostics`: `GradNorms` (norms before clipping),
 #   `weight_drift`.
 # - `transformer_book.checks`: `check_best_span`, `check_first_subword_labels`.

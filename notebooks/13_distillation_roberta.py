@@ -71,6 +71,7 @@ from transformer_book import (
     data,
     diagrams,
     distill,
+    distill_readings,
     few_labels,
     finetune,
     masked_lm,
@@ -333,9 +334,9 @@ assert student0_acc < teacher_acc
 # we count how often the student's answer on the dev phrases is the teacher's.
 
 # %% tags=["remove-cell"]
-report.glue("n_labelled", len(train_x))
-report.glue("n_live", n_live)
-report.glue("live_steps", live_steps)
+report.glue_all(
+    {"n_labelled": len(train_x), "n_live": n_live, "live_steps": live_steps}
+)
 
 # %%
 transfer = sp.transfer[:n_live]
@@ -400,10 +401,11 @@ report.glue("agree_control", control, "{:.3f}")
 # teacher scores differently on the two. The experiment is run for two teachers: ours,
 # and a *probe*, a linear layer fitted on the frozen MiniLM's vectors of the student's
 # own {glue:text}`n_labelled` labelled phrases (`probe.fit_head`), a teacher that
-# knows little the labels do not. `distill.seed_tests` reads a setting's test
-# accuracy per seed, `report.compared` sets two arms against each other (the
-# difference of the means, the larger spread and chapter 4's verdict), and
-# `distill.comparison_words` words every comparison the prose below reads.
+# knows little the labels do not. `distill_readings.arm_tests` reads every arm's test
+# accuracy per seed at its chosen setting, `report.compared` sets two arms against
+# each other (the difference of the means, the larger spread and chapter 4's
+# verdict), and `distill_readings.comparison_words` words every comparison the prose
+# below reads.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -414,29 +416,16 @@ results = {
     "fine-tuned": benchmark.committed_result("ch13_distillation_tuned.json"),
     "probe": benchmark.committed_result("ch13_distillation.json"),
 }
-arm_test, matched_verdict = {}, {}
-for name, kd in results.items():
-    print(f"{name} teacher: test {kd['teacher']['test']:.3f}, dev "
-          f"{kd['teacher']['dev']:.3f}; seeds {kd['seeds']}")  # fmt: skip
-    for arm, what in arm_names.items():  # each at its setting of the best mean dev
-        arm_test[name, arm] = distill.seed_tests(kd, kd["chosen"][arm])
-        print(f"  {what:>27} | {kd['chosen'][arm]:>17} | test "
-              f"{report.mean_spread(arm_test[name, arm])}")  # fmt: skip
-    tried = [", ".join(distill.settings_tried(kd, a)) for a in arm_names]
-    print("  settings tried:", "; ".join(tried))
-    # the same number of updates for both: soft targets and labels, 300 each
-    m = {
-        a: distill.seed_tests(kd, distill.best_setting(kd, a, 300))
-        for a in ("hard", "soft")
-    }
-    matched_verdict[name] = compared(m["hard"], m["soft"])[2]
-    print(f"  at 300 updates each: soft targets {mean_sd(m['soft'])}, labels "
-          f"{mean_sd(m['hard'])}: {matched_verdict[name]}")  # fmt: skip
+# each arm at its setting of the best mean dev; soft targets against labels at 300
+# updates each: (teacher, arm) -> test accuracy per seed, teacher -> verdict
+arm_test, matched_verdict, lines = distill_readings.arm_tests(results, arm_names)
+print("\n".join(lines))
 kd = results["fine-tuned"]
 assert kd["student_layers"] == keep and kd["n_train"] == len(train_x)
 assert abs(kd["teacher"]["test"] - teacher_acc) < 0.01  # the same teacher
 assert all(len(v) >= 3 for v in arm_test.values())  # every arm on >= 3 seeds
-words = distill.comparison_words(results, keep, len(test_x))  # what the prose reads
+# what the prose reads, in words
+words = distill_readings.comparison_words(results, keep, len(test_x))
 # what the prose reads, asserted: the fine-tuned teacher's soft targets win, and not
 # by training longer (300 updates for both)
 assert (
@@ -444,31 +433,13 @@ assert (
 )
 
 # %% tags=["hide-input", "nbval-ignore-output"]
-for name, text in words.items():
-    report.glue(name, text)
+report.glue_all(words)
 report.glue("n_test", len(test_x))
 assert f"encoder.encoder.layers.{keep[-1]}." in card["stored"]  # copied, fine-tuned
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=plotting.WIDE)
-labels = []  # one per teacher, under its group of points
-for i, (name, r) in enumerate(results.items()):
-    for j, arm in enumerate(arm_names):
-        accs = arm_test[name, arm]
-        x = 3 * i + j + 0.06 * (torch.arange(len(accs)) - (len(accs) - 1) / 2)
-        ax.scatter(x, accs, color=f"C{j}", zorder=3,
-                   label=arm_names[arm] if i == 0 else None)  # fmt: skip
-    copy_test = r["copies"][str(keep)]["test"]
-    ax.scatter([3 * i + 1], [copy_test], marker="x", color="0.3", zorder=3,
-               label="the copy, before training" if i == 0 else None)  # fmt: skip
-    ax.hlines(r["teacher"]["test"], 3 * i - 0.4, 3 * i + 2.4, colors="0.3",
-              linestyles="--", label="its teacher" if i == 0 else None)  # fmt: skip
-    steps = "/".join(r["chosen"][a].partition("@")[2] or "60" for a in arm_names)
-    labels.append(f"{name} teacher\nupdates (labels/argmax/soft): {steps}")
-ax.set_xticks([1, 4], labels)
-ax.set(ylabel="SST-2 test accuracy", title="3-layer students, one point per seed "
-       f"(majority class {kd['majority_test']:.3f})")  # fmt: skip
-ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+distill_readings.students_figure(results, arm_test, arm_names, keep, ax)
 fig.tight_layout()
 plt.show()
 
@@ -717,8 +688,7 @@ assert pays["MiniLM"][2] == "higher for every seed"
 one_side = "every seed on one side, within the seeds' spread: no ranking"
 assert pays["sst-bert"][2] == one_side and pays["sst-bert"][0] > 0
 assert pays["MiniLM"][0] > 3 * pays["sst-bert"][0] and int(power["runs_needed"]) > 50
-for name, text in power.items():
-    report.glue(name, text)
+report.glue_all(power)
 report.glue("own_verdict", pays["sst-bert"][2])
 report.glue("own_pays", pays["sst-bert"][0], "{:+.3f}")
 report.glue("minilm_pays", pays["MiniLM"][0], "{:+.3f}")
@@ -889,8 +859,10 @@ assert cpu_s > 0
 #   T² · KL plus cross-entropy), `hidden_cosine_loss` (DistilBERT's third term),
 #   `every_other_layer` and `student_from_teacher` (a student from the teacher's
 #   layers), `distillation_objective`, the loss it passes into chapter 12's
-#   `finetune.fine_tune`, and `train_student`; `seed_tests`, `settings_tried`,
-#   `best_setting` and `comparison_words` (the committed comparison read back).
+#   `finetune.fine_tune`, and `train_student`.
+# - `transformer_book.distill_readings`: the committed comparison read back,
+#   `seed_tests`, `settings_tried`, `best_setting`, `arm_tests` (every arm's seeds
+#   and the verdict at 300 updates each), `comparison_words` and `students_figure`.
 # - `transformer_book.sst2_teacher`: `sst2_splits` (labelled, dev, test, transfer
 #   and teacher sets kept apart by word runs, the transfer set by `transfer_set`),
 #   `Teacher` and `train_teacher` (the recipe of the shipped checkpoint

@@ -61,7 +61,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
-import transformers
 
 from transformer_book import (
     baselines,
@@ -71,6 +70,7 @@ from transformer_book import (
     diagrams,
     gpt,
     gpt2_weights,
+    gpt_measurements,
     gpt_training,
     kv_cache,
     lm_data,
@@ -198,10 +198,8 @@ quick_recipe = gpt_training.RECIPES["book-quick"]
 print("book-quick differs from nanogpt-cpu in (nanogpt-cpu, book-quick):")
 for name, (old, new) in gpt_training.recipe_changes(nano, quick_recipe).items():
     print(f"  {name:14s} {old!s:>8} -> {new}")
-n_quick = params.count_params(
-    gpt.GPT(gpt_training.model_config(quick_recipe, len(chars)))
-)
-print(f"parameters of the book-quick model: {n_quick:,}")
+quick_model = gpt.GPT(gpt_training.model_config(quick_recipe, len(chars)))
+print(f"parameters of the book-quick model: {params.count_params(quick_model):,}")
 print("this run trains the recipe:", run.pick("book-quick", "book-full"))
 
 # %% [markdown]
@@ -278,16 +276,13 @@ assert val_loss <= target  # below nanoGPT's published 1.88 (quick)
 assert 0 < val_loss - final_train < 0.25  # fits its training text only a little better
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=plotting.SINGLE)
-w = min(50, len(result["history"]))  # steps per running mean
-smooth = torch.tensor(result["history"]).unfold(0, w, 1).mean(1)  # running mean of w
-ax.plot(range(w, len(result["history"]) + 1), smooth, label=f"training, mean of {w}")
-ax.axhline(val_loss, color="k", ls=":", label="validation, at the end")
-ax.axhline(1.88, color=plotting.PALETTE[3], ls="--", label="nanoGPT's 1.88")
-ax.axhline(bigram_nats, color=plotting.PALETTE[2], ls="-.", label="bigram, validation")
-ax.set(xlabel="step", ylabel="cross-entropy (nats per char.)", ylim=(1.0, 3.5))
-ax.set_title(f"{run.pick('book-quick', 'book-full')}: a GPT learns Shakespeare")
-ax.legend()
+references = {"validation, at the end": val_loss, "nanoGPT's 1.88": 1.88,
+              "bigram, validation": bigram_nats}  # fmt: skip
+ax = plotting.training_curve(result["history"], references, window=50,
+                             ylabel="cross-entropy (nats per char.)",
+                             title=f"{run.pick('book-quick', 'book-full')}: a GPT "
+                             "learns Shakespeare")  # fmt: skip
+ax.set_ylim(1.0, 3.5)
 plt.show()
 
 # %% [markdown]
@@ -306,51 +301,22 @@ plt.show()
 # kernel. `benchmarks/nanogpt_throughput.py` trains both models on the same
 # configuration, in the same process and with the same threads, taking turns, and
 # writes the medians; its result is committed in the repository (the script needs
-# nanoGPT's `model.py`, which this book does not ship), and
-# `benchmark.committed_result` reads it back:
+# nanoGPT's `model.py`, which this book does not ship): `benchmark.committed_result`
+# reads it back, and `gpt_measurements.throughput` reads its ratios:
 
 # %%
 bench = benchmark.committed_result("nanogpt_throughput.json")
-machine, date = bench["machine"], bench["date"][:10]
-threads = f"{bench['threads']} thread" + ("s" if bench["threads"] != 1 else "")
-print(f"measured {date}, torch {bench['torch']}, {threads}")
-print(f"on {machine['cpu']}, {machine['cores']} cores")
+print(gpt_measurements.measured_on(bench))  # when, torch, threads; the processor
 same = bench["parameters"] == n_toy
 print(f"same number of parameters as nanoGPT's configuration above: {same}")
 
 # %% tags=["nbval-ignore-output"]
-for name in ("gpt.GPT", "nanoGPT"):
-    print(f"{name:8s} {bench['tokens_per_s'][name]:8,.0f} tokens/s, "
-          f"{bench['tokens_per_cpu_s'][name]:8,.0f} tokens per CPU s")  # fmt: skip
-print(f"ratio gpt.GPT / nanoGPT: {bench['ratio']:.2f} (wall), "
-      f"{bench['ratio_cpu']:.2f} (CPU)")  # fmt: skip
-if run.device.type == "cpu":  # the benchmark's units: tokens per CPU second
-    live, unit = tokens / result["train_cpu_seconds"], "tokens per CPU s"
-else:  # on a GPU, CPU time says little: wall time, and the device named
-    live, unit = tokens / result["train_wall_seconds"], f"tokens/s on {run.device}"
-print(f"this notebook's run above ({config.d_model} wide, batches of "
-      f"{config.batch_size}, {config.threads or 'all'} thread(s)): "
-      f"{live:,.0f} {unit}")  # fmt: skip
-report.glue("ratio", bench["ratio"], "{:.2f}")
-report.glue("ratio_cpu", bench["ratio_cpu"], "{:.2f}")
+# tokens per second of each model, their ratio, tensors and operations, ratio per round
+lines, words = gpt_measurements.throughput(bench)  # words: for the prose below
+print("\n".join(lines))
+print(gpt_measurements.live_throughput(result, config, run.device))  # the same units
 assert min(bench["ratio"], bench["ratio_cpu"]) > 0.9  # about equal speed, or faster
-loop = bench["per_tensor_loop"]  # the same step, AdamW a loop over the tensors
-rounds = {  # gpt.GPT over nanoGPT, round by round
-    kind: [a / b for a, b in zip(r["wall"]["gpt.GPT"], r["wall"]["nanoGPT"])]
-    for kind, r in (("multi-tensor", bench["repeats"]), ("loop", loop["repeats"]))
-}
-ops, tensors = bench["operations_per_step"], bench["parameter_tensors"]
-print(f"parameter tensors {tensors}; operations per step {ops['gpt.GPT']['foreach']:,}"
-      f" against {ops['nanoGPT']['foreach']:,}")  # fmt: skip
-for kind, r in rounds.items():
-    print(f"AdamW {kind:12s}: ratio per round {min(r):.2f} to {max(r):.2f}")
-    report.glue(f"rounds_{kind[:4]}", f"{min(r):.2f} to {max(r):.2f}")
-report.glue("extra_ops", ops["gpt.GPT"]["foreach"] - ops["nanoGPT"]["foreach"], "{:,}")
-report.glue("our_tensors", tensors["gpt.GPT"])
-report.glue("their_tensors", tensors["nanoGPT"])
-report.glue("loop_ratio", loop["ratio"], "{:.2f}")
-verdict = report.compare_seeds(rounds["loop"], rounds["multi-tensor"], pairs=True)
-report.glue("loop_verdict", verdict.replace("seed", "round"))
+report.glue_all(words)  # the ratios, rounds, tensors and the loop's verdict
 
 # %% [markdown]
 # On the committed measurement, `gpt.GPT` processes {glue:text}`ratio` times as many
@@ -391,29 +357,23 @@ report.glue("loop_verdict", verdict.replace("seed", "round"))
 # text only, and the recipe was chosen by looking at the same validation loss it
 # reports. The book's loss in the table below is therefore a little optimistic; an
 # unbiased number would need a third split, touched once at the end.
-# `gpt_training.ablation_rows` reads the committed runs into one row per variant, and
-# `gpt_training.ablation_table` prints them.
+# `gpt_measurements.ablation_rows` reads the committed runs into one row per variant,
+# `gpt_measurements.ablation_table` prints them, and `gpt_measurements.ladder_steps`
+# compares each rung with the one before.
 
 # %%
 ablation = benchmark.committed_result("shakespeare_ablation.json")
-rows = gpt_training.ablation_rows(ablation)  # one row per variant, its seeds' runs
-for name, r in rows.items():
-    n = len(r["losses"])
-    print(f"{name:14s} {n} seed{'s' * (n > 1)}: {r['what']}")
-print(f"{ablation['threads']} thread per run, on {ablation['machine']['cpu']}")
-print(ablation.get("note", ""))
+rows = gpt_measurements.ablation_rows(ablation)  # one row per variant, its seeds' runs
+print("\n".join(gpt_measurements.ablation_notes(ablation, rows)))  # and the file's note
 
 # %% tags=["nbval-ignore-output"]
-print("\n".join(gpt_training.ablation_table(rows)))
+print("\n".join(gpt_measurements.ablation_table(rows)))
 print(f"{'bigram':14s}{0:6d}{'-':>7s}  {bigram_nats:.3f} (counts, no training)")
 ladder = ["nanogpt-short", "schedule", "width", "relu", "book-quick"]
-steps_said = {}
+steps_said = gpt_measurements.ladder_steps(rows, ladder)  # rung -> its change, in words
 for before, after in zip(ladder, ladder[1:]):
-    old, new = rows[before]["losses"], rows[after]["losses"]
-    gap = statistics.mean(new) - statistics.mean(old)
-    steps_said[after] = f"{gap:+.3f} nats, {report.compare_seeds(old, new)}"
     print(f"{before:>13s} -> {after:10s} {steps_said[after]}")
-    report.glue(f"step_{after.replace('-', '_')}", steps_said[after])
+report.glue_all({f"step_{k.replace('-', '_')}": v for k, v in steps_said.items()})
 book = rows["book-quick"]
 assert len(book["losses"]) >= 3 and max(book["losses"]) <= 1.88  # every seed on file
 nano_row = rows["nanogpt"]
@@ -452,30 +412,23 @@ report.glue("nano_seeds", len(nano_row["losses"]))
 # Then the CPU column, which the note printed above says was recorded while other jobs
 # shared the machine. How noisy is it? The file answers twice: the seeds of one recipe,
 # and nanoGPT's model, the same in the `nanogpt` and `nanogpt-short` rows, whose cost
-# per step should not depend on how many steps it takes (`gpt_training.clock_noise`
+# per step should not depend on how many steps it takes (`gpt_measurements.clock_noise`
 # reads both).
 
 # %% tags=["nbval-ignore-output"]
-clock = gpt_training.clock_noise(rows)  # the seeds' spread, nanoGPT's drift per step
+clock = gpt_measurements.clock_noise(rows)  # seeds' spread, nanoGPT's drift per step
+print("\n".join(gpt_measurements.clock_lines(clock, rows)))  # and characters read
 ms_per_step, noise = clock["ms_per_step"], clock["noise"]  # CPU ms per step, medians
-print(f"seeds of one recipe differ in CPU time by up to {clock['seed_spread']:.0%}")
-print("CPU ms per step: " + ", ".join(f"{n} {v:.0f}" for n, v in ms_per_step.items()))
-print(f"nanoGPT's model: {clock['step_drift']:+.0%} per step in its 800-step runs")
-time_share = book["cpu"] / nano_row["cpu"]  # medians over the seeds on file
-steps_share = book["steps"] / nano_row["steps"]
-print(f"book-quick trains in {time_share:.0%} of the CPU time of nanoGPT's recipe "
-      f"(its steps alone: {steps_share:.0%})")  # fmt: skip
-for name in ("nanogpt", "book-quick"):
-    print(f"{name}: {rows[name]['steps'] * rows[name]['batch'] * 64:,} characters read")
+# book-quick's share of nanoGPT's CPU time (medians of the seeds on file), of its steps
+time_share, steps_share = clock["time_share"], clock["steps_share"]
 cpus = [rows[n]["cpu"] for n in ladder]
 assert noise > 0.2  # more than the note's "about 20 %"
 assert max(cpus) / min(cpus) - 1 < noise  # no rung's cost stands out of the noise
 assert abs(ms_per_step["book-quick"] / ms_per_step["nanogpt-short"] - 1) < 0.05
 assert ms_per_step["book-quick"] > ms_per_step["nanogpt"]  # so 40 % underestimates
 assert time_share * (1 + noise) < 1  # a saving larger than the noise
-for key in ("seed_spread", "step_drift", "noise"):
-    report.glue(key, f"{clock[key]:.0%}")
-report.glue("steps_share", f"{steps_share:.0%}")
+shares = {key: clock[key] for key in ("seed_spread", "step_drift", "noise")}
+report.glue_all(shares | {"steps_share": steps_share}, "{:.0%}")
 for key, value in ms_per_step.items():
     report.glue(f"ms_{key.replace('-', '_')}", value, "{:.0f}")
 report.glue("time_share", f"about {round(time_share, 1):.0%}")
@@ -500,10 +453,11 @@ report.glue("time_share", f"about {round(time_share, 1):.0%}")
 # And this page's own run of section 3, next to the table:
 
 # %% tags=["nbval-ignore-output"]
-same_as_table = gpt_training.reruns_ablation(config, ablation, run.device.type == "cpu")
-# the quick edition on a CPU reruns a row of the table; any other run does not
-assert same_as_table == (run.device.type == "cpu" and recipe == quick_recipe)
-live_clock = gpt_training.live_clock(
+# the quick edition on a CPU reruns a row of the table
+on_cpu = run.device.type == "cpu"
+same_as_table = gpt_measurements.reruns_ablation(config, ablation, on_cpu)
+assert same_as_table == (on_cpu and recipe == quick_recipe)  # any other run does not
+live_clock = gpt_measurements.live_clock(
     result, config, ablation, run.pick("book-quick", "book-full"), run.device
 )
 print(live_clock)
@@ -535,8 +489,7 @@ report.glue("live_clock", live_clock)
 # %%
 model.eval()
 prompt = torch.tensor([chars.encode(list("ROMEO:\nI will"))], device=run.device)
-with torch.no_grad():
-    z = model(prompt)[0, -1].float().cpu()  # (V,): logits of the next character
+z = sampling.next_logits(model, prompt)[0]  # (V,): logits of the next character
 settings = {
     "model, τ = 1": z,
     "τ = 0.5": sampling.apply_temperature(z, 0.5),
@@ -554,15 +507,8 @@ print("top-k keeps", int((dists["top-k, k = 3"] > 0).sum()), "characters")
 print("top-p keeps the fewest most likely characters with mass ≥ 0.9:", smallest)
 
 # %% tags=["hide-input"]
-shown = dists["model, τ = 1"].topk(10).indices  # the model's 10 most likely characters
-labels = [repr(chars.itos[i])[1:-1].replace(" ", "␣") for i in shown.tolist()]
-fig, axes = plt.subplots(1, 5, figsize=(10.0, 3.2), sharey=True, layout="constrained")
-for ax, (name, p) in zip(axes, dists.items()):
-    ax.bar(range(10), p[shown].numpy(), color=plotting.PALETTE[0])
-    ax.set_xticks(range(10), labels, fontsize=8)
-    ax.set_title(f"{name}\n{int((p > 0).sum())} of {len(p)} kept", fontsize=9)
-    ax.set_xlabel("next character")
-axes[0].set_ylabel("probability")
+# the model's 10 most likely characters, and what each setting keeps of them
+fig = plotting.kept_distributions(dists, chars.itos, top=10, xlabel="next character")
 fig.suptitle("What each decoding rule leaves of one next-character distribution")
 plt.show()
 
@@ -583,11 +529,8 @@ letter = torch.tensor([c.isalpha() for c in chars.itos])  # (V,)
 space = chars.encode([" "])[0]
 # (200, 33) each: the character read, the one that came
 where = sampling.certainty_by_kind(zv, xv[:, 31:], yv[:, 31:], letter, space, p=0.9)
+print("\n".join(sampling.certainty_lines(where)))  # per kind: p, quartiles, nucleus
 for kind, w in where.items():
-    print(
-        f"{kind:13s} {w['n']:5,} positions: most likely p = {w['top']:.2f} "
-        f"(quartiles {w['q1']:.2f}-{w['q3']:.2f}), top-p keeps {w['kept']:4.1f}"
-    )
     report.glue(f"top_{kind.split()[0]}", w["top"], "{:.2f}")
     report.glue(f"kept_{kind.split()[0]}", w["kept"], "{:.0f}")
 contexts = {"end of a word": "ROMEO:\nI will",
@@ -596,8 +539,7 @@ contexts = {"end of a word": "ROMEO:\nI will",
 n_nucleus = {}
 for kind, context in contexts.items():
     ctx = torch.tensor([chars.encode(list(context))], device=run.device)
-    with torch.no_grad():
-        zc = model(ctx)[0, -1].float().cpu()  # (V,)
+    zc = sampling.next_logits(model, ctx)[0]  # (V,)
     n_nucleus[kind] = int(sampling.nucleus_size(zc, 0.9))
     top, best = zc.softmax(-1).max(-1)
     said = f"{top:.2f} on {chars.itos[int(best)]!r}, top-p keeps {n_nucleus[kind]}"
@@ -632,7 +574,8 @@ assert n_nucleus["after a space"] > max(n_nucleus["inside a word"],
 # on how many words a setting writes. Greedy decoding is deterministic: from one prompt
 # it writes one text however often it runs, so it is scored once. For scale, the same
 # share on pieces of 300 characters of held-out Shakespeare. `sampling.continuations`
-# samples; `metrics.known_word_share` and `metrics.distinct_ngram_share` measure.
+# samples; `metrics.known_word_share` and `metrics.mean_distinct_share` (the mean of
+# `metrics.distinct_ngram_share` over the samples) measure.
 
 # %% tags=["nbval-ignore-output"]
 known = set(text[: len(train_ids)].split())
@@ -642,18 +585,17 @@ decode_settings = {"greedy": dict(temperature=0.0), "τ = 0.5": dict(temperature
 val_text = "".join(chars.decode(val_ids.tolist()))
 every = len(val_text) // samples_per_setting  # pieces spread over the split
 pieces = [val_text[i : i + 300] for i in range(0, samples_per_setting * every, every)]
-reference = statistics.mean(map(metrics.distinct_ngram_share, pieces))  # 4 characters
+reference = metrics.mean_distinct_share(pieces)  # strings of 4 characters, per piece
 print(f"held-out text : distinct 4-character strings {reference:5.1%} per piece")
 # greedy: one text, see above; the others: samples_per_setting each, (B, 300) ids
 new_ids = sampling.continuations(
     model, prompt, 300, samples_per_setting, decode_settings
 )
 texts = {n: ["".join(chars.decode(r.tolist())) for r in b] for n, b in new_ids.items()}
-share, variety = {}, {}  # setting -> share of real words, of distinct strings
-for name, new in texts.items():
-    share[name] = metrics.known_word_share(new, known)
-    # per sample, then averaged
-    variety[name] = statistics.mean(map(metrics.distinct_ngram_share, new))
+# setting -> share of real words; of distinct strings, per sample, then averaged
+share = {name: metrics.known_word_share(new, known) for name, new in texts.items()}
+variety = {name: metrics.mean_distinct_share(new) for name, new in texts.items()}
+for name in texts:
     print(f"{name:14s}: words found in the training text {share[name]:5.1%}, "
           f"distinct 4-character strings {variety[name]:5.1%}")  # fmt: skip
 greedy_text, sample_text = texts["greedy"][0], texts["τ = 1"][0]
@@ -698,20 +640,15 @@ assert len(sample_text) == 300 and set(sample_text) <= set(chars.itos)
 # GPT-2 stores its linear layers transposed (`Conv1D`) and its query, key and value
 # projections side by side in one matrix; the loader cuts them apart. What this section
 # checks is GPT-2's *layout*, not OpenAI's trained weights: a small `GPT2LMHeadModel`
-# with random weights is built from a configuration (no download), copied, and both
-# models must give the same logits. Trained weights are numbers in the same layout, so
+# with random weights is built from a configuration (`gpt2_weights.random_hf_gpt2`, no
+# download), copied, and both models must give the same logits. Trained weights are numbers in the same layout, so
 # the loader treats them alike, but this chapter neither downloads nor runs them.
 
 # %%
-hf_config = transformers.GPT2Config(vocab_size=101, n_positions=32, n_embd=64,
-                                    n_layer=2, n_head=4, bos_token_id=0,
-                                    eos_token_id=0)  # fmt: skip
-torch.manual_seed(0)
-hf_gpt2 = transformers.GPT2LMHeadModel(hf_config).eval()
-gpt2_shape = gpt2_weights.gpt2_config(vocab_size=101, max_len=32, d_model=64,
-                                      n_layers=2, n_heads=4)  # fmt: skip
-ours = gpt.GPT(gpt2_shape).eval()
-gpt2_weights.load_hf_gpt2(ours, hf_gpt2)
+sizes = dict(vocab_size=101, max_len=32, d_model=64, n_layers=2, n_heads=4)
+hf_gpt2 = gpt2_weights.random_hf_gpt2(**sizes, seed=0)  # a GPT2LMHeadModel, no download
+ours = gpt.GPT(gpt2_weights.gpt2_config(**sizes)).eval()
+gpt2_weights.load_hf_gpt2(ours, hf_gpt2)  # GPT-2's layout into ours
 ids_check = torch.randint(0, 101, (3, 32), generator=torch.Generator().manual_seed(1))
 with torch.no_grad():
     gap = (ours(ids_check) - hf_gpt2(ids_check).logits).abs().max().item()
@@ -953,6 +890,12 @@ checks.check_training_days(training_days)
 #   recipes (`gpt_training.RECIPES`) and `gpt_training.run`.
 # - `benchmarks/nanogpt_throughput.py` and `benchmarks/shakespeare_ablation.py`, whose
 #   committed results sections 4 and 5 show.
-# - `benchmark.committed_result`, which reads those committed results back, and
-#   `report.compare_seeds`, which words the ablation's comparisons.
+# - `benchmark.committed_result`, which reads those committed results back;
+#   `gpt_measurements`, which reads them into rows, tables and words (`throughput`,
+#   `ablation_rows`, `ablation_table`, `ladder_steps`, `clock_noise`, `live_clock`);
+#   and `report.compare_seeds`, which words the ablation's comparisons.
+# - `plotting.training_curve` (a run's loss beside its baselines) and
+#   `plotting.kept_distributions` (what each decoding rule leaves);
+#   `sampling.next_logits`, `sampling.certainty_lines`, `metrics.mean_distinct_share`
+#   and `gpt2_weights.random_hf_gpt2` (a GPT-2 with random weights, no download).
 # - `diagrams.gpt` (next-token prediction, data parallelism) and `checks.gpt`.

@@ -116,22 +116,6 @@ def heldout_batches(
     return train_ids, val, len(chars)
 
 
-def baseline_losses(
-    train_ids: torch.Tensor, val: list[tuple[torch.Tensor, torch.Tensor]], vocab: int
-) -> dict[str, float]:
-    """The unigram's and the bigram's held-out loss (nats per character) on exactly the
-    characters the model is scored on: every target of ``val``, the bigram reading the
-    character before it."""
-    left = torch.cat([x.flatten() for x, _ in val])
-    targets = torch.cat([y.flatten() for _, y in val])
-    uni = baselines.unigram_log_probs(train_ids, vocab)
-    bi = baselines.bigram_log_probs(train_ids, vocab)
-    return {
-        "unigram": baselines.unigram_loss(uni, targets),
-        "bigram": baselines.bigram_loss(bi, left, targets),
-    }
-
-
 def data_card(config: gpt_training.TrainConfig, val: list) -> dict:
     """What the card says about the data and its split."""
     spec = data_files.DATASETS["tinyshakespeare"].file("input.txt")
@@ -285,7 +269,7 @@ def train_one(name: str, root: Path = checkpoints.SHIPPED) -> dict:
         "losses": [round(x, 4) for x in result["history"]],
         "final_train_loss": result["history"][-1],
         "heldout_loss_fp32": result["val_loss"],
-        "baselines": baseline_losses(train_ids, val, vocab),
+        "baselines": baselines.window_losses(train_ids, val, vocab),
     }
     model_config = gpt_training.model_config(config, vocab)
     checkpoints.save(model, model_config, root / name, card)

@@ -83,6 +83,22 @@ def test_choose_bigram_k_picks_the_lowest_dev_loss():
         baselines.choose_bigram_k(train, 50, dev[:-1], dev[1:], ks=())
 
 
+def test_window_losses_score_every_target_of_the_windows():
+    stream = torch.tensor([0, 1, 2, 3] * 100)
+    x, y = stream[:-1].view(3, 133), stream[1:].view(3, 133)  # targets: shifted by one
+    got = baselines.window_losses(stream, [(x[:2], y[:2]), (x[2:], y[2:])], 4)
+    uni = baselines.unigram_loss(baselines.unigram_log_probs(stream, 4), stream[1:])
+    bi = baselines.bigram_loss(
+        baselines.bigram_log_probs(stream, 4), stream[:-1], stream[1:]
+    )
+    assert got == pytest.approx({"unigram": uni, "bigram": bi})
+    assert got["bigram"] < got["unigram"]
+    with pytest.raises(ValueError, match="batches must hold at least one"):
+        baselines.window_losses(stream, [], 4)
+    with pytest.raises(ValueError, match="batches must pair inputs and targets"):
+        baselines.window_losses(stream, [(x, y[:, :-1])], 4)
+
+
 def test_majority():
     assert baselines.majority_class(["a", "b", "b"]) == "b"
     assert baselines.majority_accuracy(["a", "b", "b"], ["b", "a", "b", "b"]) == 0.75

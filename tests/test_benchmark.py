@@ -177,3 +177,23 @@ def test_provenance_names_the_command_torch_and_machine():
     assert record["command"] == "python benchmarks/x.py --seeds 0"
     assert record["torch"] == torch.__version__ and record["machine"]["cores"] >= 1
     assert len(record["date"]) == 10  # YYYY-MM-DD
+
+
+def test_growth_exponents_and_cost_table_read_time_and_peak():
+    cost = {  # (name, T) -> (seconds, peak bytes)
+        ("a", 4): (1.0, 2**20),
+        ("a", 8): (4.0, 2 * 2**20),
+        ("b", 4): (2.0, 2**20),
+        ("b", 8): (2.0, 2**20),
+    }
+    growth = benchmark.growth_exponents(cost, 4, 8)
+    assert growth == {"a": (2.0, 1.0), "b": (0.0, 0.0)}
+    with pytest.raises(ValueError, match="n1 and n2 must be two different sizes"):
+        benchmark.growth_exponents(cost, 4, 16)
+    time_lines = benchmark.cost_table(cost, [4, 8], "time")
+    assert time_lines[0].endswith("(time, ms)")
+    assert time_lines[1].split()[2] == "1000.00"
+    peak_lines = benchmark.cost_table(cost, [4, 8], "peak", "cpu")
+    assert peak_lines[0].endswith("(peak, MiB, cpu)") and "2.00" in peak_lines[2]
+    with pytest.raises(ValueError, match="which must be 'time' or 'peak'"):
+        benchmark.cost_table(cost, [4], "bytes")

@@ -147,3 +147,35 @@ def test_first_layer_gradients_match_the_chapters_old_inline_code():
     assert got.shape == (3, 2 * 8 * 32)
     torch.testing.assert_close(got, ref, rtol=0, atol=0)
     assert got[0].mean() < got[-1].mean()  # default init: the bottom gets less
+
+
+def test_train_arms_keys_every_arm_at_every_depth_and_rejects_unknown_inits():
+    teacher, train_x, dev_x, test_x = deep_stacks.teacher_task(4, 3, batch=4, n_eval=8)
+    task = dict(seeds=range(2), teacher=teacher, train_x=train_x,
+                eval_x=(dev_x, test_x))  # fmt: skip
+    arms = [("plain", "default"), ("residual", "default")]
+    lrs = [1e-3, 1e-2, 1e-1]
+    test_loss, best_lr, tried = deep_stacks.train_arms([1, 2], arms, {"default": None},
+                                                       lrs, **task)  # fmt: skip
+    assert list(test_loss) == [(d, a) for d in (1, 2) for a in arms]
+    for key, loss in test_loss.items():
+        best, runs = deep_stacks.walk_the_grid(key[0], key[1][0], None, lrs, **task)
+        assert best_lr[key] == lrs[best] and tried[key] == sorted(runs)
+        torch.testing.assert_close(loss, runs[best][1])
+    with pytest.raises(ValueError, match="missing \\['He'\\]"):
+        deep_stacks.train_arms([1], [("plain", "He")], {"default": None}, lrs, **task)
+
+
+def test_input_share_and_residual_growth_match_the_stacks_they_build():
+    torch.manual_seed(3)
+    share = deep_stacks.input_share(3, 4, range(2), n=16)
+    torch.manual_seed(3)
+    x = torch.randn(16, 4, dtype=torch.float64)
+    W = deep_stacks.make_stacks(3, 4, None, range(2), torch.float64)
+    y = deep_stacks.stack_forward(x, W, "plain").detach()
+    assert share == ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
+    # α = 0: the branches add nothing, the stream keeps its second moment
+    assert deep_stacks.residual_growth(4, 8, None, 0.0, range(2)) == pytest.approx(1)
+    assert deep_stacks.residual_growth(4, 8, None, 1.0, range(2)) > 1
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        deep_stacks.residual_growth(4, 8, None, -1.0, range(2))

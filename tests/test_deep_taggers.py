@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from transformer_book import blocks, deep_taggers
+from transformer_book import blocks, classifiers, deep_taggers
 from transformer_book.classifiers import ClassifierConfig, WordTagger
 
 
@@ -81,6 +81,17 @@ def test_tagging_task_prior_is_the_add_one_unigram_loss():
     scored = ["O", "O", "B-to", "O"]  # the dev tokens with a tag seen in training
     expected = -sum(math.log(p[t]) for t in scored) / len(scored)
     assert task.prior_loss() == pytest.approx(expected)
+
+
+def test_tagging_task_dev_loss_is_the_mean_token_loss_or_inf_after_divergence():
+    task = deep_taggers.tagging_task(*_splits())
+    model = deep_taggers.deep_tagger(len(task.words), len(task.tags), 1, True,
+                                     d_model=8, n_heads=2, d_ff=16)  # fmt: skip
+    expected = classifiers.mean_token_loss(model, task.dev_batches())
+    assert task.dev_loss(model) == pytest.approx(expected)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))  # as after a diverged run
+    assert task.dev_loss(model) == math.inf
 
 
 def test_tagging_task_rejects_bad_splits():
@@ -209,3 +220,36 @@ def test_head_collapse_measures_what_the_head_reads_and_how_it_tags():
     assert cos != cos_head  # pre-norm: the final norm centres the tokens
     shares = [deep_taggers.head_collapse(model, ids, keep, t)[2] for t in range(5)]
     assert sum(shares) == pytest.approx(1.0)  # every real token gets one tag
+
+
+def test_stream_table_reads_each_profile_after_the_chosen_blocks():
+    rms = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 5.0]])  # (seeds, blocks)
+    cos = torch.tensor([[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
+    lines = deep_taggers.stream_table({"pre-norm": (rms, cos)}, at=(1, 3))
+    assert lines[0].startswith("after blocks 1, 3:") and len(lines) == 3
+    assert lines[1] == "pre-norm RMS: 1.00 ± 0.00 (1.00–1.00); 4.00 ± 1.41 (3.00–5.00)"
+    assert lines[2].startswith("pre-norm cosine: 0.10 ± 0.00")
+    with pytest.raises(ValueError, match=r"at must count blocks 1\.\.3, got \(1, 4\)"):
+        deep_taggers.stream_table({"pre-norm": (rms, cos)}, at=(1, 4))
+
+
+def test_grid_table_prints_every_setting_and_what_was_not_trained():
+    final = {("post", 0.03, 0): [1.0, 1.2], ("pre", 0.03, 0): [0.5, 0.7]}
+    lines = deep_taggers.grid_table(final, [(0.03, 0), (0.03, 9)], prior=1.1)
+    assert len(lines) == 3 and "0.600 ± 0.141  0† 0=" in lines[1]
+    assert lines[2].count("not trained") == 2
+
+
+def test_collapse_words_read_the_cosines_and_shares_of_both_placements():
+    after = {"post": [(0.99, 0.987, 1.0), (0.98, 0.996, 0.97)],
+             "pre": [(0.5, 0.2, 0.3), (0.7, 0.4, 0.3)]}  # fmt: skip
+    said = deep_taggers.collapse_words(after, truth=0.634)
+    assert said["cos_post_after"] == "0.98"  # rounded down
+    assert said["cos_pre_after"] == "0.30 ± 0.14 (0.20–0.40)"
+    assert said["cos_pre_stream"].startswith("0.60 ±")
+    assert said["share_post"] == "at least 97% of the real tokens"
+    assert said["share_truth"] == "63%"
+    every = {**after, "post": [(0.99, 0.99, 1.0)]}
+    assert deep_taggers.collapse_words(every, 0.6)["share_post"] == "every real token"
+    with pytest.raises(ValueError, match="after must map 'post' and 'pre'"):
+        deep_taggers.collapse_words({"post": after["post"]}, 0.6)

@@ -1,5 +1,5 @@
 """transformer_book.extrapolation: the tasks' targets, the Tagger's schemes, the
-training recipe and the rules that read accuracies over seeds."""
+training recipe, the causal prefix and the new RoPE angles."""
 
 import pytest
 import torch
@@ -90,18 +90,6 @@ def test_far_attention_of_uniform_attention_is_the_uniform_share():
         extrapolation.far_attention(model, ids, 16)
 
 
-def test_spread_verdict_and_ranking_follow_the_chapter_rules():
-    assert extrapolation.spread([0.5, 0.7]) == pytest.approx((0.6, 0.5, 0.7))
-    assert extrapolation.spread([0.5, None]) is None
-    assert extrapolation.verdict([0.9, 0.95], [0.9, 0.9]) == "keeps it"
-    assert extrapolation.verdict([0.9, 0.95], [0.5, 0.6]) == "loses it"
-    assert extrapolation.verdict([0.9, 0.95], [0.9, 0.6]) == "mixed"
-    assert extrapolation.verdict([0.7, 0.95], [0.9, 0.9]) == "not learned"
-    assert extrapolation.verdict([0.9, 0.95], [None, None]) == "cannot run"
-    with pytest.raises(ValueError, match="short and long must pair seeds: 2 != 1"):
-        extrapolation.verdict([0.9, 0.9], [0.9])
-
-
 def test_accuracy_counts_only_the_positions_from_start_on():
     model = lambda ids: torch.nn.functional.one_hot(ids, 16).float()  # echoes the ids
     ids = torch.tensor([[1, 2, 3, 4]])
@@ -117,20 +105,6 @@ def test_measure_copy_reports_every_scheme_at_both_lengths():
     assert set(measured) == set(extrapolation.SCHEMES)
     assert measured["learned"][1] is None  # no rows past train_len
     assert all(0 <= a <= 1 for a, _ in measured.values())
-
-
-def test_every_verdict_has_its_rule_in_words():
-    verdicts = {
-        extrapolation.verdict(s, lg)
-        for s, lg in [
-            ([0.9], [0.9]),
-            ([0.9], [0.1]),
-            ([0.9, 0.9], [0.9, 0.1]),
-            ([0.1], [0.1]),
-            ([0.9], [None]),
-        ]
-    }
-    assert verdicts == set(extrapolation.RULES)
 
 
 def test_best_constant_is_the_share_of_the_most_frequent_answer():
@@ -168,26 +142,21 @@ def test_train_schemes_is_the_chapters_loop_over_seeds_and_runs():
     assert len(models["ALiBi, 2 layers", 0].encoder.layers) == 2  # kw overrides
 
 
-def test_by_mean_resolved_beyond_and_pairs_in_words():
-    per_seed = {
-        "b": [0.50, 0.52, 0.51, 0.53, 0.50],
-        "a": [0.90, 0.91, 0.92, 0.90, 0.93],
-        "c": [0.48, 0.53, 0.49, 0.52, 0.47],  # about b
-        "d": [0.30, 0.31, 0.29, 0.32, 0.30],
-    }
-    assert extrapolation.by_mean(per_seed) == ["a", "b", "c", "d"]
-    # b ≈ c (their seeds cross) breaks the chain a > b ≈ c > d: the pairs across it,
-    # a-c, a-d and b-d, are left open, and the paired test resolves each of them
-    assert extrapolation.resolved_beyond(per_seed) == [
-        ("a", "c"),
-        ("a", "d"),
-        ("b", "d"),
-    ]
-    per_seed["c"] = [0.45, 0.47, 0.46, 0.48, 0.45]  # now b > c: the chain resolves all
-    assert extrapolation.resolved_beyond(per_seed) == []
-    assert extrapolation.pairs_in_words([]) == "no further pair"
-    assert extrapolation.pairs_in_words([("b", "d")]) == "b > d"
-    assert (
-        extrapolation.pairs_in_words([("a", "b"), ("b", "d"), ("a", "d")])
-        == "a > b, b > d and a > d"
-    )
+def test_same_prefix_holds_for_a_causal_tagger_and_not_for_a_length_dependent_one():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 16, (2, 12))
+    model = extrapolation.Tagger("sinusoidal", train_len=8, width=8, n_heads=2)
+    assert extrapolation.same_prefix(model, ids, 8)
+    # a model that divides by the length: its first positions change with T
+    assert not extrapolation.same_prefix(lambda x: model(x) / x.shape[1], ids, 8)
+    with pytest.raises(ValueError, match="n must be in 1 … T = 12, got 13"):
+        extrapolation.same_prefix(model, ids, 13)
+
+
+def test_new_angle_gaps_are_zero_for_full_turns_and_large_for_slow_pairs():
+    theta = torch.tensor([2 * torch.pi, 0.1], dtype=torch.float64)
+    gaps = extrapolation.new_angle_gaps(theta, 4, 8)
+    assert gaps[0] == pytest.approx(0, abs=1e-9)  # every angle is 0 again
+    assert gaps[1] == pytest.approx(0.4)  # distance 7 is 0.4 rad past distance 3
+    with pytest.raises(ValueError, match="need 0 < train_len < test_len"):
+        extrapolation.new_angle_gaps(theta, 8, 8)

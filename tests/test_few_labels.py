@@ -2,8 +2,6 @@
 sits in the grid, the dev table, the CPU it cost) and its comparisons in words, on a
 small hand-made sweep whose answers are known."""
 
-import math
-
 import pytest
 
 from transformer_book import few_labels, report
@@ -157,30 +155,6 @@ def test_pretraining_verdict_ranks_only_what_the_test_passes():
     )
     overlap = few_labels.pretraining_verdict([0.5, 0.6, 0.7], [0.55, 0.65, 0.45])
     assert overlap.startswith("no clear gain from pre-training (+0.050; the seeds")
-
-
-def test_failure_kind_tells_divergence_from_collapse():
-    ln2 = math.log(2)
-    assert few_labels.failure_kind(3.0, 0.6).startswith("divergence")
-    assert few_labels.failure_kind(float("nan"), 0.6).startswith("divergence")
-    assert few_labels.failure_kind(ln2, 0.99).startswith("a collapse to a constant")
-    assert few_labels.failure_kind(0.3, 0.99).endswith("came down, to a worse model")
-    assert few_labels.failure_kind(ln2, 0.6).endswith("still vary with the sentence")
-
-
-def test_forgetting_words_compare_with_the_noise():
-    # probe before 0.8 on 100 queries: noise 2 * sqrt(0.8 * 0.2 / 100) = 0.08
-    words = few_labels.forgetting_words(
-        0.45, 0.80, {"ok": 0.78, "big": 0.60}, majority=0.40, n_probes=100
-    )
-    assert words["noise"] == "0.080"
-    assert words["knn_floor"] == "no better than always answering it"  # 0.45 < 0.48
-    assert words["probe_room"].startswith("it stands above the majority")
-    assert words["knn_ok"] == "within the noise of the score before"
-    assert words["knn_big"] == "below the score before by more than the noise"
-    flat = few_labels.forgetting_words(0.6, 0.45, {}, majority=0.40, n_probes=100)
-    assert flat["knn_floor"] == "above it by more than the noise"
-    assert flat["probe_room"].startswith("it does not stand above the majority")
 
 
 def test_dev_accuracies_and_power_words():

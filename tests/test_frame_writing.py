@@ -2,6 +2,7 @@
 pairs, the training run, the cache timings, the future probe, the verdicts and the
 no-mask table), each against the chapter's old inline code."""
 
+import pytest
 import torch
 
 from test_seq2seq import _options, _seed  # noqa: F401  (the same sizes and seed)
@@ -123,3 +124,61 @@ def test_fit_verdicts_and_the_no_mask_table():
     assert [(m["seed"], n["seed"], m["causal"], n["causal"]) for m, n in pairs] == [
         (s, s, True, False) for s in (0, 1, 2)
     ]
+
+
+def test_fit_table_and_future_probe_text_print_the_chapters_tables():
+    text = frame_writing.fit_table({"train": (0.9, 0.1, 0.8), "dev": (0.7, 0.3, 0.6)})
+    head, train, dev = text.split("\n")
+    assert "greedy exact match" in head and head.endswith("all argmax")
+    assert train == f"{'train':22}{0.9:>20.3f}{0.1:>22.3f}{0.8:>12.3f}"
+    with pytest.raises(ValueError, match="rows must hold"):
+        frame_writing.fit_table({"train": (0.9, 0.1)})
+    row = dict(seen=0.1, hidden=0.2, exact_match=0.3, eos_share=0.4)
+    table = {"masked": {**row, "written": [["a"] * 13]},
+             "no mask": {**row, "written": [["b", "c"]]}}  # fmt: skip
+    lines = frame_writing.future_probe_text(table, ["x", "y"]).split("\n")
+    assert lines[1] == f"{'masked':<18}{0.1:>22.3f}{0.2:>8.3f}{0.3:>13.3f}{0.4:>15.3f}"
+    assert lines[3:] == ["", "x y", "  masked: " + " ".join("a" * 12) + " ...",
+                         "  no mask: b c"]  # fmt: skip
+    with pytest.raises(ValueError, match="n_tokens must be >= 1"):
+        frame_writing.future_probe_text(table, ["x"], 0)
+
+
+def test_wrong_frames_counts_the_kinds_beside_the_tagger():
+    from transformer_book.frames import Frame
+
+    query = ["flights", "from", "boston"]
+    gold = Frame("atis_flight", (("fromloc.city_name", "boston"),))
+    unseen = Frame("atis_new", ())  # an intent no training frame holds
+    golds = [gold, gold, gold, unseen, gold]
+    preds = [gold, Frame("atis_airfare", gold.slots), Frame("atis_flight"),
+             Frame("atis_flight"), Frame("atis_flight")]  # fmt: skip
+    tags = [gold, gold, Frame("atis_flight"), Frame("atis_flight"), gold]
+    writable = [True, True, True, False, False]
+    found = frame_writing.wrong_frames(
+        golds, preds, tags, [query] * 5, writable, [gold]
+    )
+    assert found.indices == {
+        "wrong": [1, 2, 3, 4],
+        "oov": [3, 4],
+        "unseen_name": [3],
+        "tagger_right": [1, 4],
+        "rest": [2],
+        "rest_tag_wrong": [2],
+    }
+    assert found.text.startswith("4 wrong frames of 5; of these,")
+    assert "       1 of which an intent or a slot name unseen in training" in found.text
+    assert found.text.endswith("the tagger's frame is wrong too for 1 of the 1")
+    with pytest.raises(ValueError, match="tag_pred holds 1 frames for 5 gold"):
+        frame_writing.wrong_frames(golds, preds, tags[:1], [query] * 5, writable, [])
+
+
+def test_cache_speedups_read_the_rounds():
+    by_round, text = frame_writing.cache_speedups({False: [4.0, 6.0], True: [1.0, 2.0]})
+    assert by_round == [4.0, 3.0]
+    assert text == (
+        "median seconds without the cache 5.000, with it 1.500\n"
+        "speed-up, round by round: 4.0, 3.0"
+    )
+    with pytest.raises(ValueError, match="as many rounds"):
+        frame_writing.cache_speedups({False: [1.0], True: []})

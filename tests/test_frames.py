@@ -115,6 +115,26 @@ def test_frame_scores_gather_every_score():
         frames.frame_scores([GOLD], [])
 
 
+def test_mean_scores_and_the_scores_table_over_seeds():
+    scores = {0: {"exact match": 0.5, "intent acc": 0.8},
+              1: {"exact match": 0.7, "intent acc": 0.9}}  # fmt: skip
+    assert frames.mean_scores(scores) == pytest.approx(
+        {"exact match": 0.6, "intent acc": 0.85}
+    )
+    table = frames.scores_table(
+        {"model": scores, "one seed": {0: scores[0]}}, "test", {"majority": 0.25}
+    )
+    head, two, one, majority = table.split("\n")
+    assert head == f"{'test':<26}{'exact match':>14}{'intent acc':>14}"
+    assert two == f"{'model':<26}{'0.600 ± 0.141':>14}{'0.850 ± 0.071':>14}"
+    assert one == f"{'one seed':<26}{'0.500':>14}{'0.800':>14}"
+    assert majority == f"{'majority':<26}{'':>14}{'0.250':>14}"
+    with pytest.raises(ValueError, match="at least one seed"):
+        frames.mean_scores({})
+    with pytest.raises(ValueError, match="rows must name at least one"):
+        frames.scores_table({}, "test")
+
+
 @pytest.mark.parametrize(
     "pred, kinds",
     [

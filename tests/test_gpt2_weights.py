@@ -90,3 +90,16 @@ def test_equals_hugging_face_gpt2_with_and_without_cache():
     torch.testing.assert_close(
         ours(ids[:, 16:], cache=cache), ref_step, atol=1e-5, rtol=0
     )
+
+
+def test_random_hf_gpt2_is_seeded_and_loads_into_gpt():
+    a = gpt2_weights.random_hf_gpt2(23, 40, 32, 2, 4, seed=3)
+    b = hf_gpt2(seed=3)  # the same sizes, dropout set off: the same weights
+    torch.testing.assert_close(a.transformer.wte.weight, b.transformer.wte.weight)
+    assert not a.training
+    ours = gpt2_weights.load_hf_gpt2(GPT(gpt2_weights.gpt2_config(23, 40, 32, 2, 4)), a)
+    ids = ids_of(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(ours.eval()(ids), a(ids).logits, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="sizes must be positive"):
+        gpt2_weights.random_hf_gpt2(23, 40, 32, 0, 4)

@@ -101,31 +101,6 @@ def test_tf32_is_set_for_the_run_and_restored_after():
         assert torch.backends.cuda.matmul.allow_tf32 == before[0]
 
 
-ABLATION = {
-    "threads": 1,
-    "variants": {
-        name: {
-            "what": f"the {name} rung",
-            "config": {**vars(recipe), "steps": steps, "seed": 0, "threads": 0},
-            "runs": [
-                {
-                    "seed": s,
-                    "val_loss": loss + 0.01 * s,
-                    "train_cpu_seconds": cpu * (1 + 0.1 * s),
-                }
-                for s in range(seeds)
-            ],
-        }
-        for name, recipe, steps, seeds, loss, cpu in [
-            ("nanogpt", gpt_training.RECIPES["nanogpt-cpu"], 2000, 3, 1.90, 200.0),
-            ("nanogpt-short", gpt_training.RECIPES["nanogpt-cpu"], 800, 3, 2.10, 100.0),
-            ("book-quick", gpt_training.RECIPES["book-quick"], 800, 3, 1.80, 90.0),
-            ("untied", gpt_training.RECIPES["book-quick"], 800, 1, 1.81, 91.0),
-        ]
-    },
-}
-
-
 def test_recipe_changes_lists_only_the_differing_settings():
     nano, quick = (
         gpt_training.RECIPES["nanogpt-cpu"],
@@ -137,43 +112,3 @@ def test_recipe_changes_lists_only_the_differing_settings():
         "rope",
     )
     assert "n_layers" not in changes and gpt_training.recipe_changes(nano, nano) == {}
-
-
-def test_ablation_rows_table_and_clock_noise():
-    rows = gpt_training.ablation_rows(ABLATION)
-    assert rows["nanogpt"]["losses"] == pytest.approx([1.90, 1.91, 1.92])
-    assert rows["nanogpt"]["cpu"] == pytest.approx(220.0)  # the median of 200, 220, 240
-    assert rows["book-quick"]["batch"] == 32 and rows["untied"]["steps"] == 800
-    table = gpt_training.ablation_table(rows)
-    assert len(table) == 1 + len(rows) and "(one seed)" in table[-1]
-    assert "1.910 ± 0.010 (1.900–1.920)" in table[1]
-    clock = gpt_training.clock_noise(rows)
-    assert clock["ms_per_step"]["nanogpt"] == pytest.approx(110.0)  # 220 s / 2000
-    assert clock["seed_spread"] == pytest.approx(0.2)  # 1.2 / 1.0 - 1
-    assert clock["step_drift"] == pytest.approx(137.5 / 110 - 1)  # 110 s / 800
-    assert clock["noise"] == max(clock["seed_spread"], clock["step_drift"])
-
-
-def test_reruns_ablation_and_live_clock():
-    quick = replace(gpt_training.RECIPES["book-quick"], threads=1, seed=1)
-    cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    assert gpt_training.reruns_ablation(quick, ABLATION, on_cpu=True)
-    assert not gpt_training.reruns_ablation(quick, ABLATION, on_cpu=False)
-    assert not gpt_training.reruns_ablation(replace(quick, threads=2), ABLATION, True)
-    assert not gpt_training.reruns_ablation(replace(quick, lr=1e-3), ABLATION, True)
-    result = {"train_cpu_seconds": 99.0, "val_loss": 1.8}
-    said = gpt_training.live_clock(result, quick, ABLATION, "book-quick", cpu)
-    assert "seed 1" in said and "1.00 times" in said and "45%" in said  # 99/99, 99/220
-    assert "the file's 1.810" in said
-    said = gpt_training.live_clock(result, quick, ABLATION, "book-quick", gpu)
-    assert "say nothing" in said
-    measured_on = {**ABLATION, "machine": {"cpu": "Chip A"}}
-    said = gpt_training.live_clock(
-        result, quick, measured_on, "book-quick", cpu, cpu_name="Chip A"
-    )
-    assert "1.00 times" in said  # the table's processor: CPU seconds compare
-    said = gpt_training.live_clock(
-        result, quick, measured_on, "book-quick", cpu, cpu_name="Chip B"
-    )
-    assert "another processor (Chip B; the table's: Chip A)" in said
-    assert "times the table's" not in said and "the file's 1.810" in said

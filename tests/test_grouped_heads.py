@@ -70,3 +70,20 @@ def test_gqa_from_gqa_pools_further():
 def test_n_kv_heads_must_divide_the_heads_being_converted():
     with pytest.raises(ValueError, match=r"n_kv_heads \(3\) must divide the 4"):
         grouped_heads.gqa_from_mha(MultiHeadAttention(64, 8, n_kv_heads=4), 3)
+
+
+def test_permute_heads_keeps_the_output_and_reorders_the_maps():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3).eval()
+    x = rand(2, 5, 12)
+    out, w = mha(x, need_weights=True)
+    assert grouped_heads.permute_heads(mha, [2, 0, 1]) is mha  # in place
+    out_p, w_p = mha(x, need_weights=True)
+    torch.testing.assert_close(out_p, out)
+    torch.testing.assert_close(w_p, w[:, [2, 0, 1]])
+    with pytest.raises(ValueError, match="order"):
+        grouped_heads.permute_heads(mha, [0, 0, 1])
+    with pytest.raises(ValueError, match="mha"):
+        grouped_heads.permute_heads(
+            MultiHeadAttention(12, 4, n_kv_heads=2), [0, 1, 2, 3]
+        )

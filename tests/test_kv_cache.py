@@ -371,3 +371,76 @@ def test_cached_step_seconds_starts_from_n_cached_positions():
     s = kv_cache.cached_step_seconds(m, batch=4, n_cached=16, repeats=3)
     assert s >= 0 and m.read == [1] * 4  # one warm-up, three timed calls
     assert m.cache_lengths == [17, 18, 19, 20]
+
+
+def _speed_result():
+    def spread(median):
+        return {"min": median - 0.1, "median": median, "max": median + 0.1}
+
+    wall = {"cached": spread(0.5), "uncached": spread(3.5)}
+    return {
+        "seconds": {m: {"wall": s, "cpu": s} for m, s in wall.items()},
+        "speedup": {"wall": spread(7.0)},
+        "rounds": {"speedup": {"wall": [6.9, 7.0, 7.1]}},
+        "step_seconds": {"cached": [0.002] * 4, "uncached": [0.01, 0.02, 0.03, 0.04]},
+        "reference": {
+            "transformers": "4.0",
+            "seconds": {m: {"wall": s} for m, s in wall.items()},
+            "speedup": spread(4.0),
+        },
+        "floor": {
+            "seconds": {"wall": spread(0.25)},
+            "ceiling": spread(14.0),
+            "cached_over_floor": spread(2.0),
+        },
+        "load_average": {"before": [0.5, 0.4, 0.3], "after": [1.0, 0.5, 0.3]},
+    }
+
+
+def test_speed_benchmark_summary_reads_the_medians_by_name():
+    found = kv_cache.speed_benchmark_summary(_speed_result())
+    v = found.values
+    assert v["bench_speedup"] == 7.0 and (v["bench_min"], v["bench_max"]) == (6.9, 7.1)
+    assert v["floor_share"] == 0.5 and v["ceiling"] == 14.0 and v["bench_load"] == 0.5
+    assert v["last_plain_ms"] == pytest.approx(40.0)
+    assert v["all_cached_s"] == pytest.approx(0.008)
+    assert set(found.formats) == set(v)
+    assert found.formats["floor_share"].format(v["floor_share"]) == "50%"
+    assert "speed-up over 3 rounds: median 7.0x" in found.text
+    assert "transformers 4.0 GPT-2" in found.text
+    with pytest.raises(ValueError, match="result lacks"):
+        kv_cache.speed_benchmark_summary({"seconds": {}})
+
+
+def test_speed_benchmark_summary_reads_the_committed_result():
+    from transformer_book import benchmark
+
+    found = kv_cache.speed_benchmark_summary(
+        benchmark.committed_result("kv_cache_speed.json")
+    )
+    assert found.values["bench_min"] <= found.values["bench_speedup"]
+    assert found.text.count("\n") == 6  # seven lines
+
+
+def test_weights_rate_reading_says_what_the_rate_means():
+    assert "came from a cache" in kv_cache.weights_rate_reading(12.0, 10.0)
+    most = kv_cache.weights_rate_reading(9.0, 10.0)
+    assert "fill 90% of the step" in most and "most of what" in most
+    part = kv_cache.weights_rate_reading(5.0, 10.0)
+    assert "fill 50%" in part and "per-operation costs" in part
+    with pytest.raises(ValueError, match="read_rate must be a positive rate"):
+        kv_cache.weights_rate_reading(1.0, 0.0)
+
+
+def test_filled_cache_reads_the_ids_once_into_every_layer():
+    from transformer_book import gpt
+
+    torch.manual_seed(0)
+    model = gpt.GPT(gpt.GPTConfig(11, 16, 8, 2, 2, n_kv_heads=1)).eval()
+    ids = torch.randint(0, 11, (3, 5))
+    cache = kv_cache.filled_cache(model, ids, max_len=8)
+    assert len(cache) == 2 and all(layer.seq_len == 5 for layer in cache)
+    assert cache[0].keys.shape == (3, 1, 5, 4) and cache[0].capacity == 8
+    assert kv_cache.cache_nbytes(cache) == kv_cache_bytes(2, 1, 4, 5, 3, 4)
+    with pytest.raises(ValueError, match=r"ids must be \(B, T\)"):
+        kv_cache.filled_cache(model, ids[0])

@@ -285,3 +285,9 @@ def test_distinct_ngram_share_and_known_word_share():
     assert metrics.distinct_ngram_share("abcabc", n=3) == 3 / 4
     known = {"to", "be"}
     assert metrics.known_word_share(["to be or", "not to be"], known) == 4 / 6
+
+
+def test_mean_distinct_share_averages_each_text_on_its_own():
+    assert metrics.mean_distinct_share(["abcdef", "abababab"]) == (1.0 + 2 / 5) / 2
+    with pytest.raises(ValueError, match="texts must hold at least one text"):
+        metrics.mean_distinct_share([])

@@ -102,3 +102,28 @@ def test_train_copy_learns_the_near_token_within_the_window():
     assert neighbours.copy_accuracy(again, test) == neighbours.copy_accuracy(
         model, test
     )
+
+
+def test_gradient_by_distance_reverses_input_gradient_and_reads_the_far_edge():
+    back, edge = neighbours.gradient_by_distance(3, depths=(1, 2), seeds=(0,), T=12)
+    g = neighbours.input_gradient([3, 3], T=12, seed=0)
+    torch.testing.assert_close(back[2, 0], g.flip(0))
+    assert int((back[2, 0] > 0).sum()) == 2 * (3 - 1) + 1  # the receptive field
+    assert edge[2] == [pytest.approx((g[-5] / g[-1]).item())]  # 4 back, against 0
+    with pytest.raises(ValueError, match="within T=12"):
+        neighbours.gradient_by_distance(5, depths=(3,), seeds=(0,), T=12)
+
+
+def test_seed_table_reads_each_runs_best_heads_and_offset_lines_each_head():
+    w = torch.zeros(1, 2, neighbours.LENGTH, neighbours.LENGTH)  # (B, H, T, T)
+    i = torch.arange(neighbours.LENGTH)
+    w[0, 1, i, (i - 1) % neighbours.LENGTH] = 1.0  # head 1 looks back
+    w[0, 0, i, (i + 1) % neighbours.LENGTH] = 0.75  # head 0 looks ahead
+    best, heads, lines = neighbours.seed_table([(None, [2.0, 0.1], [1.0, 0.5], w)])
+    torch.testing.assert_close(best, torch.tensor([[1.0, 0.5, 1.0, 0.75]]))
+    assert heads == [(1, 0)] and len(lines) == 2 and lines[1].endswith("| 1, 0")
+    assert neighbours.offset_lines(w, [-1]) == ["weight on i-1, per head: [0. 1.]"]
+    with pytest.raises(ValueError, match="runs"):
+        neighbours.seed_table([])
+    with pytest.raises(ValueError, match="w must"):
+        neighbours.offset_lines(w[0], [1])

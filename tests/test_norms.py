@@ -438,3 +438,12 @@ def test_ratio_words_read_the_middle_half_of_the_rounds():
     assert straddles["words"].startswith("about as long as LayerNorm")
     with pytest.raises(ValueError, match="at least two rounds, got 1"):
         ratio_words([0.9])
+
+
+def test_time_table_prints_the_medians_and_the_ratio_per_pair():
+    times = {"plain": ([1e-3, 2e-3, 3e-3], [0.5e-3, 1e-3, 1.5e-3])}
+    from transformer_book.norms import time_table
+
+    header, row = time_table(times, "cpu")
+    assert header.split() == ["cpu", "LayerNorm", "RMSNorm", "ratio", "middle", "half"]
+    assert row.split() == ["plain", "2.00", "ms", "1.00", "ms", "0.50", "0.50–0.50"]

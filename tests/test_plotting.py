@@ -129,3 +129,27 @@ def test_pretraining_curves_draw_trailing_means_beside_baselines():
     assert list(x) == list(range(10, 41)) and y[0] == pytest.approx(sum(mlm[:10]) / 10)
     assert left.lines[1].get_ydata()[0] == 5.0  # the unigram baseline
     assert right.lines[1].get_ydata()[0] == pytest.approx(0.6931, abs=1e-4)  # ln 2
+
+
+def test_training_curve_draws_the_running_mean_and_one_line_per_reference():
+    ax = plotting.training_curve([3.0, 2.0, 1.0, 1.0], {"held out": 1.5, "bigram": 2.5})
+    (curve, *refs) = ax.get_lines()
+    assert curve.get_label() == "training, mean of 4" and len(curve.get_xdata()) == 1
+    assert [r.get_label() for r in refs] == ["held out", "bigram"]
+    assert refs[0].get_ydata()[0] == 1.5 and refs[0].get_linestyle() == ":"
+    with pytest.raises(ValueError, match="history must hold"):
+        plotting.training_curve([])
+    with pytest.raises(ValueError, match="lines takes at most 3"):
+        plotting.training_curve([1.0], {str(i): 1.0 for i in range(4)})
+    plt.close("all")
+
+
+def test_kept_distributions_draws_a_panel_per_distribution():
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    fig = plotting.kept_distributions({"a": p, "b": p}, ["x", " ", "y", "z"], top=3)
+    axes = fig.get_axes()
+    assert len(axes) == 2 and axes[0].get_title() == "a\n3 of 4 kept"
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["x", "␣", "y"]
+    with pytest.raises(ValueError, match="dists must hold distributions over the 2"):
+        plotting.kept_distributions({"a": p}, ["x", "y"])
+    plt.close("all")

@@ -62,6 +62,21 @@ def test_read_by_every_keeps_the_words_every_seed_agrees_on():
     assert pooling.read_by_every(per_seed, k=1) == (["a"], ["c"])
 
 
+def test_kind_shares_read_one_table_over_the_seeds():
+    matched = {"O": 1, "city": 2, "slot": 3}
+    seeds = [({"O": 1.2, "city": 0.5, "slot": 0.9}, {}, matched),
+             ({"O": 1.1, "city": 0.6, "slot": 1.0}, {}, matched),
+             ({"O": 1.0, "city": 0.4, "slot": 0.8}, {}, matched)]  # fmt: skip
+    per_kind, texts, cities = pooling.kind_shares(seeds, 0)
+    assert per_kind == {"O": [1.2, 1.1, 1.0], "city": [0.5, 0.6, 0.4],
+                        "slot": [0.9, 1.0, 0.8]}  # fmt: skip
+    assert texts["O"] == "1.10 (1.00–1.20)"
+    assert cities == report.compare_seeds([0.9, 1.0, 0.8], [0.5, 0.6, 0.4], pairs=True)
+    assert pooling.kind_shares(seeds, 2)[0]["slot"] == [3, 3, 3]
+    with pytest.raises(ValueError, match="table must be 0 or 2"):
+        pooling.kind_shares(seeds, 1)
+
+
 def test_verdicts_follow_the_seeds():
     cls, mean = [0.90, 0.91, 0.92], [0.85, 0.86, 0.87]  # 5 points apart on every seed
     assert pooling.pooling_verdict(cls, mean).startswith("[CLS] pooling is ahead")

@@ -517,3 +517,14 @@ def test_unseen_prediction_grades_none_or_some_and_names_the_mistake(capsys):
         checks.check_unseen_prediction({**RIGHT_COUNTS, (512, 2048): 4})
     with pytest.raises(checks.ExerciseError, match="one count per"):
         checks.check_unseen_prediction({(32, 64): 5})
+
+
+def test_causal_buckets_are_the_buckets_the_distances_into_the_past_reach():
+    reach = positions.causal_buckets(0, 31, max_distance=32, num_buckets=16)
+    assert reach == list(range(16))  # training at 32 tokens reaches every bucket
+    assert positions.causal_buckets(32, 63, 32, 16) == [15]  # all in the last one
+    rel = -torch.arange(32, 64)
+    ref = positions.t5_relative_position_bucket(rel, False, 16, 128).unique().tolist()
+    assert positions.causal_buckets(32, 63, 128, 16) == ref
+    with pytest.raises(ValueError, match="need 0 <= first <= last"):
+        positions.causal_buckets(5, 4)

@@ -98,3 +98,13 @@ def test_embedding_accuracy_reads_labels_by_nearest_and_by_probe(tok, encoder):
     assert torch.equal(state, torch.random.get_rng_state())  # caller's state untouched
     with pytest.raises(ValueError, match="2 held-out texts for 1 labels"):
         probe.embedding_accuracy(encoder, tok, ref, (ref[0][:2], ["city"]))
+
+
+def test_probe_accuracy_fits_on_train_and_scores_on_test():
+    x = torch.tensor([[0.0, 1.0], [0.1, 0.9], [1.0, 0.0], [0.9, 0.1]])
+    acc, head = probe.probe_accuracy(x, [0, 0, 1, 1], x[[0, 2]], [0, 1])
+    assert acc == 1.0 and head.out_features == 2
+    assert probe.probe_accuracy(x, [0, 0, 1, 1], x[[0, 2]], [1, 0])[0] == 0.0
+    assert probe.probe_accuracy(x, [0, 0, 1, 1], x[[0]], [-1])[0] == 0.0  # unseen
+    with pytest.raises(ValueError, match="x_test must be"):
+        probe.probe_accuracy(x, [0, 0, 1, 1], x[[0, 2]], [0])

@@ -217,3 +217,24 @@ def test_lookup_answers_reads_the_most_frequent_training_answer_in_the_context()
     # "new york" (2 times) beats "york" (once); nothing known in "to paris"
     assert qa.lookup_answers(train, test) == ["new york", "monday", ""]
     assert qa.lookup_answers(train, test, max_words=1) == ["york", "monday", ""]
+
+
+def test_lr_sweep_words_say_whether_the_rate_and_the_run_are_the_sweeps():
+    sweep = {
+        "settings": {"steps": 40, "batch_size": 16, "train_queries": 1000,
+                     "dev_queries": 200},
+        "scores": [{"lr": 1e-4, "f1": 0.5}, {"lr": 3e-4, "f1": 0.6}],
+        "chosen_lr": 3e-4,
+    }  # fmt: skip
+    same = qa.lr_sweep_words(sweep, 3e-4, 40, 1000)
+    assert same.startswith("The peak rate 0.0003 was chosen on the dev questions")
+    assert "F1 0.500 at 0.0001; 0.600 at 0.0003." in same
+    assert same.endswith("only the test questions are new to it.")
+    longer = qa.lr_sweep_words(sweep, 3e-4, 80, None)
+    assert "80 updates, on the questions of every training query" in longer
+    assert longer.endswith("an assumption this page does not test.")
+    other = qa.lr_sweep_words(sweep, 5e-5, 2000, None)
+    assert other.startswith("The peak rate 5e-05 is BERT's usual fine-tuning rate")
+    assert "chose 0.0003 for the quick profile's short run" in other
+    with pytest.raises(ValueError, match="steps"):
+        qa.lr_sweep_words(sweep, 3e-4, 0, None)

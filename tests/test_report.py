@@ -39,6 +39,18 @@ def test_glue_formats_outside_ipython():
     assert report.glue("n", 12) == "12"
 
 
+def test_glue_all_formats_every_value_in_order():
+    texts = report.glue_all({"a": 0.123, "b": 2.0}, "{:.1f}")
+    assert texts == {"a": "0.1", "b": "2.0"} and list(texts) == ["a", "b"]
+    assert report.glue_all({"n": 12, "s": "x"}) == {"n": "12", "s": "x"}
+    mixed = report.glue_all({"a": 0.5, "n": 3}, {"a": "{:.0%}"})
+    assert mixed == {"a": "50%", "n": "3"}
+    with pytest.raises(ValueError, match="values must be a dict"):
+        report.glue_all([("a", 1)])
+    with pytest.raises(ValueError, match="identifiers"):
+        report.glue_all({"not a name": 1})
+
+
 def test_bad_name_is_named():
     with pytest.raises(ValueError, match="glue names must be identifiers.*'slot f1'"):
         report.glue("slot f1", 1.0)

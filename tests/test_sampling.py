@@ -130,6 +130,16 @@ def test_nucleus_size_counts_what_top_p_keeps():
     assert sampling.nucleus_size(z, 0.9).tolist() == [3, 1]
 
 
+def test_next_logits_is_the_last_position_without_gradients():
+    model = torch.nn.Sequential(torch.nn.Embedding(7, 5), torch.nn.Linear(5, 7))
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])  # (B, T)
+    z = sampling.next_logits(model, ids)  # (B, V)
+    assert z.shape == (2, 7) and not z.requires_grad and z.dtype == torch.float32
+    torch.testing.assert_close(z, model(ids)[:, -1].detach())
+    with pytest.raises(ValueError, match=r"ids must be \(B, T\).*\(3,\)"):
+        sampling.next_logits(model, torch.tensor([1, 2, 3]))
+
+
 def test_certainty_by_kind_averages_each_kind_of_position():
     # vocabulary: 0 = "a", 1 = "b", 2 = " "; x read, y came next
     is_letter = torch.tensor([True, True, False])
@@ -159,6 +169,14 @@ class _Echo(torch.nn.Module):
                 new = torch.randint(0, 5, (len(ids), 1), generator=generator)
             ids = torch.cat([ids, new], 1)
         return ids
+
+
+def test_certainty_lines_print_each_kind():
+    where = {"after a space": dict(n=1200, top=0.31, q1=0.2, q3=0.4, kept=12.25)}
+    assert sampling.certainty_lines(where) == [
+        "after a space 1,200 positions: most likely p = 0.31 (quartiles 0.20-0.40), "
+        "top-p keeps 12.2"
+    ]
 
 
 def test_continuations_seed_every_setting_and_keep_one_greedy_text():

@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book import checkpoints, data_files, gpt_training, lm_data, train
+from transformer_book import (
+    baselines,
+    checkpoints,
+    data_files,
+    gpt_training,
+    lm_data,
+    train,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_checkpoints.py"
 _spec = importlib.util.spec_from_file_location("train_checkpoints", SCRIPT)
@@ -137,7 +144,7 @@ def test_heldout_loss_recomputed_from_the_weights(shipped):
 def test_baselines_recomputed(shipped):
     name, model, card, config = shipped
     train_ids, val, vocab = recipes.heldout_batches(config)
-    got = recipes.baseline_losses(train_ids, val, vocab)
+    got = baselines.window_losses(train_ids, val, vocab)
     assert got == pytest.approx(card["baselines"], abs=BASELINE_TOL)
 
 

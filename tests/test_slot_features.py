@@ -2,9 +2,10 @@
 encoding, batches, training and predictions), the lookup baseline and the cool-down
 verdict, each against the chapters' old inline code."""
 
+import pytest
 import torch
 
-from transformer_book import batching, classifiers, slot_features, training
+from transformer_book import batching, classifiers, frames, slot_features, training
 from transformer_book.classifiers import (
     ClassifierConfig,
     SentenceClassifier,
@@ -92,6 +93,9 @@ def test_slot_intent_features_train_and_predict_as_the_chapters_did():
     assert sorted(scores) == [2, 4, 5, 6]
     said = atis.intents_for(clf, train.sentences)
     assert len(said) == 4 and set(said) <= set(train.intents)
+    # the frames of chapter 07: the tagger's slots, the classifier's intent
+    got = atis.frames_for(model, clf, train.sentences)
+    assert got == list(map(frames.frame_from_tags, train.sentences, names, said))
 
 
 def test_lookup_tagger_is_the_chapters_table():
@@ -109,6 +113,17 @@ def test_lookup_tagger_is_the_chapters_table():
     gold = [["O", "B-toloc.city_name", "B-toloc.city_name"]]
     errors = lookup.errors_by_kind(sentences, gold, lookup(sentences))
     assert errors == {"several training tags": 1, "unseen in train": 1}
+    wrong, n_kind, text = lookup.errors_table(
+        sentences, gold, {"lookup": lookup(sentences), "gold": gold}
+    )
+    assert wrong == {"lookup": errors, "gold": {}}
+    assert n_kind == {"one tag": 1, "several training tags": 1, "unseen in train": 1}
+    head, kinds, first, second = text.split("\n")
+    assert head.startswith("wrongly tagged test words") and head.endswith("one tag")
+    assert kinds == f"{'(test words of the kind)':<26}" + f"{1:>23}" * 3
+    assert first == f"{'lookup':<26}{1:>23}{1:>23}{0:>23}"
+    with pytest.raises(ValueError, match="preds must name at least one tagger"):
+        lookup.errors_table(sentences, gold, {})
 
 
 def test_cooldown_verdict_credits_the_tail_only_beyond_the_jitter():

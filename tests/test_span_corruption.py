@@ -209,3 +209,21 @@ def test_span_lengths_are_the_runs_of_the_mask():
     mask = span_corruption.noise_span_mask(512, 0.15, 3.0, gen)
     lengths = span_corruption.span_lengths(mask)
     assert sum(lengths) == 77 and len(lengths) == 26  # the counts are fixed
+
+
+def test_round_trips_come_back_exactly_with_fixed_sizes():
+    gen = torch.Generator().manual_seed(0)
+    exact, sizes = span_corruption.round_trips([10, 512, 10], range(1000, 1100), gen)
+    assert exact and set(sizes) == {10, 512}
+    assert sizes[512] == {(512 - 77 + 26, 77 + 26)}  # 77 noise tokens in 26 spans
+    again = span_corruption.round_trips([10, 512, 10], range(1000, 1100),
+                                        torch.Generator().manual_seed(0))  # fmt: skip
+    assert again == (exact, sizes)
+
+
+def test_drawn_spans_count_every_span_and_the_last_token():
+    spans, last = span_corruption.drawn_spans(512, 5, torch.Generator().manual_seed(0))
+    assert len(spans) == 5 * 26 and sum(spans) == 5 * 77
+    assert last == 5  # kept run first, noise run last: the last token is always hidden
+    with pytest.raises(ValueError, match="n_draws"):
+        span_corruption.drawn_spans(512, 0, torch.Generator())

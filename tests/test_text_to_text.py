@@ -142,3 +142,14 @@ def test_intent_sweep_words_quote_the_sweep_as_the_chapter_did():
         "bench_intent_margin": "19.0",  # the worst seed, 0.89, over 0.70
         "scratch_acc": "84.0 ± 1.0 (83.0–85.0)",
     }
+
+
+def test_head_accuracy_fits_one_class_per_training_label(model):
+    train = ([[2, 3, EOS], [4, 5, EOS], [2, 3, 3, EOS], [4, 5, 5, EOS]],
+             ["a", "b", "a", "b"])  # fmt: skip
+    acc, n_weights = text_to_text.head_accuracy(model, train, train)
+    assert acc == 1.0 and n_weights == 2 * 32 + 2  # two classes over d_model = 32
+    unseen = (train[0][:2], ["c", "c"])  # a label the head cannot output
+    assert text_to_text.head_accuracy(model, train, unseen)[0] == 0.0
+    with pytest.raises(ValueError, match="pair sources with labels"):
+        text_to_text.head_accuracy(model, train, (train[0], ["a"]))

@@ -82,3 +82,9 @@ def test_quarter_means_average_the_first_and_the_last_quarter_of_the_layers():
     assert first.tolist() == [1.0] and last.tolist() == [9.0]  # 5 // 4 = 1 layer each
     with pytest.raises(ValueError, match=r"L >= 4 layers, got \(2, 3\)"):
         training_diagnostics.quarter_means(torch.ones(2, 3))
+
+
+def test_quarter_table_gives_the_means_their_ratio_and_its_range():
+    low, high = torch.tensor([1.0, 2.0]), torch.tensor([2.0, 2.0])  # (seeds,) each
+    lines = training_diagnostics.quarter_table({(False, 12): (low, high)})
+    assert lines[1] == "post-norm, 12: 1.500, 2.000, 1.33 (1.00–2.00)"

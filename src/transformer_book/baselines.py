@@ -31,6 +31,7 @@ __all__ = [
     "bigram_log_probs",
     "unigram_loss",
     "bigram_loss",
+    "window_losses",
     "choose_bigram_k",
     "majority_class",
     "majority_accuracy",
@@ -130,6 +131,35 @@ def bigram_loss(
             f"left and targets must be non-empty and alike, got {v.numel()} and {w.numel()}"
         )
     return -log_probs[v, w].double().mean().item()
+
+
+def window_losses(
+    train_ids: Tensor,
+    batches: Iterable[tuple[Tensor, Tensor]],
+    vocab_size: int,
+) -> dict[str, float]:
+    """The unigram's and the add-one bigram's loss (nats per token), both fitted on
+    ``train_ids``, on exactly the targets a language model is scored on: every target
+    of ``batches`` (``(inputs, targets)`` windows, the targets the inputs shifted by
+    one, as ``lm_data.sequential_windows`` cuts them), the bigram reading the input
+    token at the same position, the one before the target.
+
+    Shapes: train_ids (N,); each batch's inputs and targets (B, T) -> {"unigram": float,
+    "bigram": float}.
+    """
+    batches = list(batches)
+    if not batches:
+        raise ValueError("batches must hold at least one (inputs, targets) batch")
+    if any(x.shape != y.shape for x, y in batches):
+        raise ValueError("batches must pair inputs and targets of the same shape")
+    left = torch.cat([x.flatten() for x, _ in batches])  # the token before each target
+    targets = torch.cat([y.flatten() for _, y in batches])
+    uni = unigram_log_probs(train_ids, vocab_size)  # (V,)
+    bi = bigram_log_probs(train_ids, vocab_size)  # (V, V)
+    return {
+        "unigram": unigram_loss(uni, targets),
+        "bigram": bigram_loss(bi, left, targets),
+    }
 
 
 BIGRAM_KS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)

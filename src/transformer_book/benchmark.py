@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -34,6 +35,8 @@ from torch.profiler import ProfilerActivity, profile
 __all__ = [
     "median_time",
     "time_and_peak",
+    "growth_exponents",
+    "cost_table",
     "memory_device",
     "allocated_bytes",
     "peak_bytes",
@@ -126,6 +129,50 @@ def time_and_peak(
                 peak = peak_bytes(lambda fn=fn, there=there: fn(*there), on)
                 cost[name, key] = (seconds, peak)
     return cost
+
+
+def growth_exponents(
+    cost: Mapping[tuple[str, Any], tuple[float, int]], n1: float, n2: float
+) -> dict[str, tuple[float, float]]:
+    """How each function's seconds and peak bytes in ``cost`` (as :func:`time_and_peak`
+    returns it) grew from size ``n1`` to ``n2``, as the exponents x of n^x:
+    name -> (x of the time, x of the peak)."""
+    names = list(dict.fromkeys(name for name, _ in cost))
+    missing = [(n, k) for n in names for k in (n1, n2) if (n, k) not in cost]
+    if missing or n1 == n2 or min(n1, n2) <= 0:
+        raise ValueError(
+            f"n1 and n2 must be two different sizes measured for every function, "
+            f"got {n1} and {n2} (missing: {missing})"
+        )
+    per_doubling = math.log2(n2 / n1)
+    return {
+        name: tuple(
+            math.log2(cost[name, n2][i] / cost[name, n1][i]) / per_doubling
+            for i in (0, 1)
+        )
+        for name in names
+    }
+
+
+def cost_table(
+    cost: Mapping[tuple[str, Any], tuple[float, int]],
+    keys: Sequence[Any],
+    which: str = "peak",
+    where: str = "",
+) -> list[str]:
+    """Lines of :func:`time_and_peak`'s ``cost``: one row per key (a length, say), one
+    column per function, in milliseconds (``which="time"``) or MiB of peak memory
+    (``which="peak"``); ``where`` (the device measured on) goes into the header."""
+    if which not in ("time", "peak"):
+        raise ValueError(f"which must be 'time' or 'peak', got {which!r}")
+    i, scale, unit = (0, 1e3, "ms") if which == "time" else (1, 2**-20, "MiB")
+    names = list(dict.fromkeys(name for name, _ in cost))
+    header = " | ".join(f"{n:>17s}" for n in names)
+    lines = [f"{'T':>6s} | {header}   ({which}, {unit}{', ' + where if where else ''})"]
+    for key in keys:
+        row = " | ".join(f"{cost[n, key][i] * scale:17.2f}" for n in names)
+        lines.append(f"{key!s:>6s} | {row}")
+    return lines
 
 
 def memory_device(device: torch.device | str) -> torch.device:

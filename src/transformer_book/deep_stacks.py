@@ -14,7 +14,10 @@ the second moment, forward and backward; :func:`gradients` measures what reaches
 first layer and the input at initialisation; :func:`train_stacks` trains each stack
 with a linear read-out on a regression task and reports dev and test losses,
 :func:`walk_the_grid` chooses its learning rate on dev, and
-:func:`first_layer_gradients` shows what Adam's first step does with the gradient.
+:func:`first_layer_gradients` shows what Adam's first step does with the gradient;
+:func:`train_arms` trains every arm at every depth, :func:`input_share` measures how
+little a plain stack's output depends on its input, and :func:`residual_growth` how a
+residual stack with scaled branches grows its stream.
 
 Floor 3: it builds its stacks from ``blocks.FeedForward``.
 """
@@ -39,6 +42,9 @@ __all__ = [
     "train_stacks",
     "walk_the_grid",
     "first_layer_gradients",
+    "train_arms",
+    "input_share",
+    "residual_growth",
 ]
 
 ARCHS = ("plain", "residual", "residual + LayerNorm")
@@ -262,3 +268,61 @@ def first_layer_gradients(
     loss = (head(stack_forward(x, W, arch)) - teacher(x)).pow(2)
     loss.mean(dim=(1, 2)).sum().backward()  # one loss per seed, summed
     return W[0].grad.abs().transpose(0, 1).flatten(1)  # W[0] holds every layer's W1
+
+
+def train_arms(
+    depths: Sequence[int],
+    arms: Sequence[tuple[str, str]],
+    inits: dict[str, Init],
+    lrs: Sequence[float],
+    **task,
+) -> tuple[dict, dict, dict]:
+    """Every arm ``(arch, init name)`` at every depth, its rate chosen on dev by
+    :func:`walk_the_grid` (``task`` as there). Returns, keyed by ``(depth, arm)``:
+    the test losses at the chosen rate (S,) on the CPU, the chosen rate, and the
+    sorted indices of the rates the walk trained."""
+    missing = {init for _, init in arms} - set(inits)
+    if missing:
+        raise ValueError(f"inits must name every arm's init, missing {sorted(missing)}")
+    test_loss, best_lr, tried = {}, {}, {}
+    for depth in depths:
+        for arm in arms:
+            best, runs = walk_the_grid(depth, arm[0], inits[arm[1]], lrs, **task)
+            best_lr[depth, arm], test_loss[depth, arm] = lrs[best], runs[best][1].cpu()
+            tried[depth, arm] = sorted(runs)
+    return test_loss, best_lr, tried
+
+
+def input_share(depth: int, d: int, seeds: Sequence[int], n: int = 256) -> float:
+    """How much a plain, default-initialised float64 stack's output varies between
+    ``n`` random inputs (drawn first, from the global generator), relative to its size:
+    the largest range over the inputs of any output feature, divided by the largest
+    output. Shapes: inputs (n, d) -> outputs (S, n, d) -> a float."""
+    x = torch.randn(n, d, dtype=torch.float64)
+    W = make_stacks(depth, d, None, seeds, torch.float64)
+    with torch.no_grad():
+        y = stack_forward(x, W, "plain")  # (S, n, d)
+    return ((y.amax(1) - y.amin(1)).amax() / y.abs().amax()).item()
+
+
+def residual_growth(
+    depth: int,
+    d: int,
+    init: Init,
+    alpha: float,
+    seeds: Sequence[int],
+    device: torch.device | str = "cpu",
+    n: int = 256,
+) -> float:
+    """How much a residual float64 stack whose branches are scaled by ``alpha``,
+    ``x <- x + alpha F(x)``, multiplies the second moment of ``n`` random tokens per
+    seed (drawn after the stacks). Shapes: x (S, n, d) -> y (S, n, d) -> a float."""
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    W = make_stacks(depth, d, init, seeds, torch.float64, device)
+    with torch.no_grad():
+        W[2].mul_(alpha)  # α·F(x): scale the last layer of every branch, W2 ...
+        W[3].mul_(alpha)  # ... and b2
+        x = torch.randn(len(seeds), n, d, dtype=torch.float64, device=device)
+        y = stack_forward(x, W, "residual")  # (S, n, d)
+    return (y.pow(2).mean() / x.pow(2).mean()).item()

@@ -8,10 +8,11 @@ hands out training batches, dev batches, a fixed probe batch and the baseline ev
 loss is read against (the tag frequencies alone, :mod:`transformer_book.baselines`).
 The functions after it read the chapter's runs: a setting's losses over seeds
 (:func:`seed_summary`, :func:`learned`, :func:`seed_verdict`), the tokens a trained
-stack hands its head (:func:`head_collapse`), and the verdicts the prose quotes, in
-words that read true either way (:func:`separation_words`, :func:`spread_change`,
-:func:`grid_words`, :func:`depth_words`; the depth comparison's test is
-``report.fisher_one_sided``).
+stack hands its head (:func:`head_collapse`, :func:`collapse_words`), the tables the chapter prints
+(:func:`stream_table`, :func:`grid_table`), and the verdicts
+the prose quotes, in words that read true either way (:func:`separation_words`,
+:func:`spread_change`, :func:`grid_words`, :func:`depth_words`; the depth
+comparison's test is ``report.fisher_one_sided``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from . import baselines, batching, blocks, report
-from .classifiers import ClassifierConfig, WordTagger
+from .classifiers import ClassifierConfig, WordTagger, mean_token_loss
 from .data import SlotIntentSplit
 from .tagging import IGNORE
 from .vocab import Vocab
@@ -38,6 +39,9 @@ __all__ = [
     "learned",
     "seed_verdict",
     "head_collapse",
+    "collapse_words",
+    "stream_table",
+    "grid_table",
     "separation_words",
     "spread_change",
     "grid_words",
@@ -119,6 +123,13 @@ class TaggingTask:
         return batching.PaddedBatches(
             self.dev_ids, self.dev_lengths, self.dev_tags, batch_size, shuffle=False
         )
+
+    def dev_loss(self, model: nn.Module) -> float:
+        """``model``'s mean dev loss per scored token (every scored dev token counts
+        once, :func:`transformer_book.classifiers.mean_token_loss`); ``inf`` when
+        training diverged and the loss is not a number."""
+        loss = mean_token_loss(model, self.dev_batches())
+        return loss if math.isfinite(loss) else math.inf
 
     def probe(self, n: int = 64) -> tuple[Tensor, Tensor]:
         """The first ``n`` training queries, cut to the longest of them: one fixed
@@ -217,6 +228,64 @@ def head_collapse(
     with torch.no_grad():
         share = (model(ids).argmax(-1)[keep] == tag).float().mean().item()
     return cos, cos_head, share
+
+
+def collapse_words(
+    after: dict[str, Sequence[tuple[float, float, float]]], truth: float
+) -> dict[str, str]:
+    """The collapse readings in the words the prose quotes. ``after`` maps "post" and
+    "pre" to :func:`head_collapse` of each seed's tagger; ``truth`` is the share of the
+    real tokens whose true tag is the one counted. ``cos_post_after``: the smallest
+    post-norm cosine at the head, rounded down to 2 decimals; ``cos_pre_after`` and
+    ``cos_pre_stream``: pre-norm's cosines at the head and after the last block, "mean
+    ± std (min–max)"; ``share_post``: the smallest post-norm share of that tag;
+    ``share_truth``."""
+    if set(after) != {"post", "pre"} or not all(after.values()):
+        raise ValueError(f"after must map 'post' and 'pre' to runs, got {list(after)}")
+    share_post = min(s for _, _, s in after["post"])
+    post_floor = math.floor(100 * min(h for _, h, _ in after["post"])) / 100
+    at_head, in_stream = ([r[i] for r in after["pre"]] for i in (1, 0))
+    return {
+        "cos_post_after": f"{post_floor:.2f}",
+        "cos_pre_after": report.mean_spread(at_head, "{:.2f}"),
+        "cos_pre_stream": report.mean_spread(in_stream, "{:.2f}"),
+        "share_post": "every real token"
+        if share_post == 1
+        else f"at least {math.floor(100 * share_post)}% of the real tokens",
+        "share_truth": f"{truth:.0%}",
+    }
+
+
+def stream_table(
+    profiles: dict[str, tuple[Tensor, Tensor]], at: Sequence[int] = (1, 6, 12, 24)
+) -> list[str]:
+    """Lines of the residual stream's size and likeness after blocks ``at`` (counted
+    from 1): per stack name, its RMS and its mean cosine, each "mean ± std (min–max)"
+    over the initialisations. Shapes: each of a profile's two values (S, L)."""
+    lines = [f"after blocks {', '.join(map(str, at))}: mean ± std (min–max) over seeds"]
+    for name, stats in profiles.items():
+        for what, v in zip(("RMS", "cosine"), stats):  # v: (S, L)
+            if max(at) > v.shape[1] or min(at) < 1:
+                raise ValueError(f"at must count blocks 1..{v.shape[1]}, got {at}")
+            row = [report.mean_spread(v[:, i - 1].tolist(), "{:.2f}") for i in at]
+            lines.append(f"{name} {what}: " + "; ".join(row))
+    return lines
+
+
+def grid_table(
+    final: dict[tuple[str, float, int], Sequence[float]],
+    settings: Sequence[tuple[float, int]],
+    prior: float,
+) -> list[str]:
+    """Lines of the training grid: per (learning rate, warm-up steps) of ``settings``,
+    post-norm's and pre-norm's final losses over seeds (:func:`seed_summary`), or "not
+    trained" where ``final`` has no such run."""
+    lines = [f"{'lr':>8} {'warm-up':>8} {'post-norm':>26} {'pre-norm':>26}"]
+    for lr, w in settings:
+        runs = [final.get((p, lr, w)) for p in ("post", "pre")]  # None: not trained
+        cells = [seed_summary(v, prior) if v else "not trained" for v in runs]
+        lines.append(f"{lr:>8g} {w:>8} {cells[0]:>26} {cells[1]:>26}")
+    return lines
 
 
 def _depths(Ls: Sequence[int]) -> str:

@@ -15,10 +15,9 @@ Training is :func:`finetune.fine_tune`, the book's one fine-tuning recipe: this 
 passes its loss into it (:func:`distillation_objective`).
 
 Chapter 13's comparison of students, read back from the committed result of
-``benchmarks/ch13_distillation.py`` (:func:`seed_tests`, :func:`best_setting`,
-:func:`comparison_words`), lives here too. Its data and teacher (the SST-2 splits,
-the transfer set, the fine-tuned all-MiniLM-L6-v2) are
-:mod:`transformer_book.sst2_teacher`.
+``benchmarks/ch13_distillation.py``, is :mod:`transformer_book.distill_readings`; its
+data and teacher (the SST-2 splits, the transfer set, the fine-tuned
+all-MiniLM-L6-v2) are :mod:`transformer_book.sst2_teacher`.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from collections.abc import Callable, Sequence
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import finetune, report
+from . import finetune
 from .bert import BertConfig, BertModel
 from .tokenizer import WordPiece
 
@@ -40,10 +39,6 @@ __all__ = [
     "student_from_teacher",
     "distillation_objective",
     "train_student",
-    "seed_tests",
-    "settings_tried",
-    "best_setting",
-    "comparison_words",
 ]
 
 
@@ -208,151 +203,3 @@ def train_student(
     )
     finetune.fine_tune(student, batches, steps, lr, loss_fn, seed=seed)
     return student
-
-
-# Chapter 13's comparison, read back from benchmarks/ch13_distillation.py's committed
-# result: ``runs`` (one per setting and seed, with its ``config``, ``dev`` and ``test``
-# accuracy), ``mean_dev`` (setting -> mean dev accuracy over the seeds), ``chosen``
-# (arm -> its setting of the best mean dev accuracy), ``teacher``, ``copies`` (a copy
-# of the teacher's layers, before training -> its dev and test accuracy). A setting
-# is named ``arm:lr[:T][@updates]``.
-
-
-def seed_tests(result: dict, config: str) -> list[float]:
-    """The test accuracy of every seed's run of the setting ``config``."""
-    return [r["test"] for r in result["runs"] if r["config"] == config]
-
-
-def settings_tried(result: dict, arm: str) -> list[str]:
-    """The settings of ``arm`` the benchmark ran, sorted by name."""
-    return sorted(k for k in result["mean_dev"] if k.split(":")[0] == arm)
-
-
-def best_setting(result: dict, arm: str, updates: int) -> str:
-    """``arm``'s setting of the best mean dev accuracy among those trained for
-    ``updates`` updates (named ``...@updates``)."""
-    tried = [k for k in settings_tried(result, arm) if k.endswith(f"@{updates}")]
-    return max(tried, key=result["mean_dev"].get)
-
-
-def _argmax_reading(verdict: str) -> str:
-    if verdict.endswith("no ranking"):
-        return (
-            "Three seeds do not tell the soft targets from the teacher's argmax on the "
-            "same texts: how much of the gain is the probabilities, beyond the answers "
-            "themselves, this experiment does not resolve"
-        )
-    if verdict == "higher for every seed":
-        return (
-            "The probabilities add to the answers: on the same texts, the soft targets "
-            "teach more than the teacher's argmax does"
-        )
-    return "Here the teacher's argmax teaches more than its probabilities on the same texts"
-
-
-def _probe_reading(chosen: str, matched: str) -> str:
-    no_ranking = [v.endswith("no ranking") for v in (chosen, matched)]
-    if all(no_ranking):
-        return (
-            "Neither at the chosen settings nor at 300 updates each does the test rank "
-            "its soft targets against the labels: a teacher that knows little more than "
-            "the student can learn from the labels themselves passes on nothing three "
-            "seeds can see (a gain of a point or two could hide in spreads this size). "
-            "Distillation compresses a teacher's knowledge; it does not create any"
-        )
-    if "higher for every seed" in (chosen, matched):
-        return (
-            "Even this teacher passes something on: its soft targets beat the labels at "
-            "one of the two comparisons, though by less than the fine-tuned teacher's"
-        )
-    if matched == "lower for every seed" and no_ranking[0]:
-        return (
-            "At the chosen settings the test does not rank its soft targets against the "
-            "labels, and at 300 updates each they do worse, on every seed and by the "
-            "t-test: imitating a teacher that knows little more than the labels costs "
-            "the student part of what the labels themselves teach. Distillation "
-            "compresses a teacher's knowledge; it does not create any"
-        )
-    return "Its soft targets do worse than the labels here"
-
-
-def comparison_words(
-    results: dict[str, dict], keep: Sequence[int], n_test: int
-) -> dict[str, str]:
-    """What chapter 13's prose reads from the committed comparison of its two teachers
-    (``results``: ``"fine-tuned"`` and ``"probe"`` -> a result), each as glue text,
-    named with the teacher's prefix ``ft_`` or ``pr_``: every arm's test accuracy at
-    its chosen setting (``<prefix><arm>``, :func:`report.mean_sd`) and at 300 updates
-    (``<prefix>hard300``, ``<prefix>soft300``), the soft targets and the teacher's
-    argmax against the labels (``<prefix><arm>_diff``, ``_sd``, ``_verdict``:
-    :func:`report.compared`, unpaired), the teachers' test accuracies; for the fine-tuned
-    teacher the soft targets against its argmax, paired by seed (``soft_vs_argmax``,
-    ``_sd``, ``_verdict``, ``argmax_reading``) and the gain in test sentences of
-    ``n_test`` (``gain_sentences``); for the probe teacher the comparison at 300
-    updates (``pr_matched_diff``, ``_sd``, ``_verdict``, ``pr_reading``); and the
-    copies before training (``tr_best_copy`` of the best dev accuracy, the copy of
-    layers ``keep``, the top three layers)."""
-    words: dict[str, str] = {}
-    short = {"fine-tuned": "ft", "probe": "pr"}
-    for name, kd in results.items():
-        pre = short[name]
-        tests = {
-            a: seed_tests(kd, kd["chosen"][a]) for a in ("hard", "teacher_hard", "soft")
-        }
-        for arm, accs in tests.items():
-            words[f"{pre}_{arm}"] = report.mean_sd(accs)
-        for arm in ("soft", "teacher_hard"):  # other texts than the labels: unpaired
-            d, s, verdict = report.compared(tests["hard"], tests[arm])
-            words.update(
-                {
-                    f"{pre}_{arm}_diff": f"{d:+.3f}",
-                    f"{pre}_{arm}_sd": f"{s:.3f}",
-                    f"{pre}_{arm}_verdict": verdict,
-                }
-            )
-        words[f"{pre}_teacher"] = f"{kd['teacher']['test']:.3f}"
-        at_300 = {a: seed_tests(kd, best_setting(kd, a, 300)) for a in ("hard", "soft")}
-        for arm, accs in at_300.items():
-            words[f"{pre}_{arm}300"] = report.mean_sd(accs)
-        if name == "fine-tuned":
-            words["gain_sentences"] = (
-                f"{report.compared(tests['hard'], tests['soft'])[0] * n_test:.0f}"
-            )
-            # the same copy reads the same phrases in the same order and the same
-            # dropout for one seed: the seed pairs soft targets and argmax
-            d, s, verdict = report.compared(
-                tests["teacher_hard"], tests["soft"], pairs=True
-            )
-            words.update(
-                {
-                    "soft_vs_argmax": f"{d:+.3f}",
-                    "soft_vs_argmax_sd": f"{s:.3f}",
-                    "soft_vs_argmax_verdict": verdict,
-                    "argmax_reading": _argmax_reading(verdict),
-                }
-            )
-        else:
-            d, s, verdict = report.compared(at_300["hard"], at_300["soft"])
-            words.update(
-                {
-                    "pr_matched_diff": f"{d:+.3f}",
-                    "pr_matched_sd": f"{s:.3f}",
-                    "pr_matched_verdict": verdict,
-                    "pr_reading": _probe_reading(words["pr_soft_verdict"], verdict),
-                }
-            )
-    kd = results["fine-tuned"]
-    copy_dev = {k: v["dev"] for k, v in kd["copies"].items()}
-    best_copy = max(copy_dev, key=copy_dev.get)
-    words.update(
-        {
-            "tr_n": f"{kd['n_transfer']:,}",
-            "tr_best_copy": best_copy,
-            "tr_best_copy_dev": f"{copy_dev[best_copy]:.3f}",
-            "tr_keep_dev": f"{copy_dev[str(list(keep))]:.3f}",
-            "tr_keep_test": f"{kd['copies'][str(list(keep))]['test']:.3f}",
-            "tr_top_copy": f"{kd['copies']['[3, 4, 5]']['test']:.3f}",
-            "tr_n_dev": str(kd["n_dev"]),
-        }
-    )
-    return words

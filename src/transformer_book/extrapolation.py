@@ -13,22 +13,22 @@ position); :func:`train_and_test` trains it with :func:`transformer_book.trainin
 and measures its accuracy at every test length; at a length longer than the training
 one it counts only the positions a training sequence never had (with a causal mask, the
 first ``train_len`` positions of a longer sequence compute what a training-length
-sequence computes). :func:`spread` and :func:`verdict` turn accuracies over seeds into the chapter's
-statements (the ranking of schemes over paired seeds is :func:`report.ranking`;
-:func:`by_mean` orders them, :func:`resolved_beyond` finds the pairs the same paired
-test resolves beyond neighbours, :func:`pairs_in_words` says them). Positions
-with no answer yet hold :data:`IGNORE`; the loss and the accuracy skip them.
+sequence computes; :func:`same_prefix` checks it). What the accuracies over seeds
+support is read by :mod:`transformer_book.extrapolation_verdicts`. Positions with no
+answer yet hold :data:`IGNORE`; the loss and the accuracy skip them.
 
 Floor 4 (a recipe): it builds its model from ``blocks`` and ``positions``.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_book import blocks, masks, positions, report, training
+from transformer_book import blocks, masks, positions, training
 
 __all__ = [
     "IGNORE",
@@ -44,12 +44,8 @@ __all__ = [
     "train_schemes",
     "measure_copy",
     "far_attention",
-    "spread",
-    "RULES",
-    "verdict",
-    "by_mean",
-    "resolved_beyond",
-    "pairs_in_words",
+    "same_prefix",
+    "new_angle_gaps",
 ]
 
 IGNORE = -100  # the target of a position with no answer (cross_entropy's ignore_index)
@@ -323,67 +319,31 @@ def far_attention(model: Tagger, ids: Tensor, distance: int) -> float:
     return (w * far).sum(dim=-1)[..., distance:].mean().item()
 
 
-def spread(values: list[float | None]) -> tuple[float, float, float] | None:
-    """(mean, min, max) over seeds, or None where a model could not run."""
-    if not values:
-        raise ValueError("values must hold at least one accuracy, got an empty list")
-    if any(v is None for v in values):
-        return None
-    return sum(values) / len(values), min(values), max(values)
+@torch.no_grad()
+def same_prefix(model: nn.Module, ids: Tensor, n: int, atol: float = 1e-5) -> bool:
+    """Whether the model computes, on the first ``n`` positions of ``ids``, what it
+    computes on those ``n`` tokens alone (to ``atol``): true for every causal
+    :class:`Tagger` whose scheme does not depend on the length. Shapes: ids (B, T)."""
+    if not 0 < n <= ids.shape[1]:
+        raise ValueError(f"n must be in 1 … T = {ids.shape[1]}, got {n}")
+    whole, prefix = model(ids), model(ids[:, :n])  # (B, T, vocab), (B, n, vocab)
+    return torch.allclose(whole[:, :n], prefix, atol=atol)
 
 
-# what each verdict of :func:`verdict` says, in words for the prose (lengths 32 and 64;
-# the accuracy "at length 64" is the one on its new positions 32-63)
-RULES = {
-    "keeps it": "every seed keeps at least 90 % of its accuracy on positions 32–63",
-    "loses it": "no seed keeps 90 % of its accuracy on positions 32–63",
-    "mixed": "some seeds keep 90 % of their accuracy on positions 32–63, some do not",
-    "not learned": "a seed stays below 0.8 already at length 32, so the rule does "
-    "not count the task as learned",
-    "cannot run": "the model cannot run at length 64",
-}
-
-
-def verdict(short: list[float], long: list[float | None], learned: float = 0.8) -> str:
-    """The rule of chapter 4 for accuracies per seed at the training length (``short``)
-    and at the longer one (``long``): "not learned" when a seed stays below
-    ``learned``; else "cannot run", "keeps it" (every seed keeps 90 %), "loses it"
-    (none does) or "mixed"."""
-    if len(short) != len(long):
-        raise ValueError(f"short and long must pair seeds: {len(short)} != {len(long)}")
-    if min(short) < learned:
-        return "not learned"
-    if any(b is None for b in long):
-        return "cannot run"
-    kept = [b >= 0.9 * a for a, b in zip(short, long)]
-    return "keeps it" if all(kept) else "loses it" if not any(kept) else "mixed"
-
-
-def by_mean(per_seed: dict[str, list[float]]) -> list[str]:
-    """The names of ``per_seed`` (one accuracy per seed each) by falling mean, as
-    :func:`report.ranking` orders them."""
-    return sorted(per_seed, key=lambda name: -spread(per_seed[name])[0])
-
-
-def resolved_beyond(per_seed: dict[str, list[float]]) -> list[tuple[str, str]]:
-    """The pairs that are not neighbours in the ranking by mean, with a "≈" between
-    them, that the same paired test (:func:`report.ahead`) resolves: what a chain of
-    "≈" leaves open (the ranking's own ">"s chain the others). Every list pairs the
-    same seeds. Returns (higher, lower) pairs, in the ranking's order."""
-    order = by_mean(per_seed)
-    ahead = lambda a, b: report.ahead(per_seed[a], per_seed[b])  # noqa: E731
-    links = [ahead(hi, lo) for hi, lo in zip(order, order[1:])]  # ">" or "≈"
-    return [
-        (order[i], order[j])
-        for i in range(len(order))
-        for j in range(i + 2, len(order))
-        if not all(links[i:j]) and ahead(order[i], order[j])
-    ]
-
-
-def pairs_in_words(pairs: list[tuple[str, str]]) -> str:
-    """Pairs in words: "a > b, c > d and e > f"; "no further pair" for none."""
-    text = [f"{a} > {b}" for a, b in pairs]
-    if len(text) > 1:
-        return ", ".join(text[:-1]) + " and " + text[-1]
-    return text[0] if text else "no further pair"
+def new_angle_gaps(theta: Tensor, train_len: int, test_len: int) -> list[float]:
+    """For every RoPE pair turning by ``theta[i]`` per position: how far (radians,
+    around the circle) the angle of a distance ``train_len`` … ``test_len - 1`` lies
+    at most from the nearest angle of a distance 0 … ``train_len - 1``. Shapes: theta
+    (pairs,) -> a list of ``pairs`` floats."""
+    if not 0 < train_len < test_len:
+        raise ValueError(
+            f"need 0 < train_len < test_len, got {train_len} and {test_len}"
+        )
+    seen = torch.arange(0, train_len).double()
+    new = torch.arange(train_len, test_len).double()
+    gaps = []
+    for th in theta.tolist():
+        diff = (new[:, None] - seen[None, :]) * th  # (new, seen): new minus seen angle
+        around = torch.remainder(diff + math.pi, 2 * math.pi) - math.pi  # (-pi, pi]
+        gaps.append(around.abs().min(dim=1).values.max().item())
+    return gaps

@@ -2,8 +2,8 @@
 (``benchmarks/ch12_few_labels.py``, also read by chapter 13): which head and rate each
 arm chose on the selection split, where that rate sits in the grid, the dev table, and
 the comparisons between arms put in words that claim no more than the seeds show
-(:func:`report.compare_seeds`); and the too-large rate's verdicts (divergence or a
-collapse to a constant, what the encoder still knows).
+(:func:`report.compare_seeds`). The too-large rate's runs and verdicts are
+:mod:`large_rate`'s.
 
 A sweep result is the dict the benchmark writes: ``selection_runs[key]`` (one run per
 peak rate, seed ``select_seed``), ``chosen[key]["lr"]``, ``final_runs[key]`` (one run
@@ -32,8 +32,6 @@ __all__ = [
     "live_words",
     "pretraining_verdict",
     "power_words",
-    "failure_kind",
-    "forgetting_words",
 ]
 
 HEADS = ("cls", "mean")
@@ -311,58 +309,3 @@ def power_words(
         "own_sd": f"{sd:.3f}",
         "runs_needed": f"{2 * (sd / delta) ** 2 * (1.96 + 0.84) ** 2:.0f}",
     }
-
-
-def failure_kind(tail: float, top_share: float) -> str:
-    """How a two-class fine-tuning run failed, from ``tail``, the mean loss of its last
-    quarter of updates (against ln 2, the loss of a 50/50 guess), and ``top_share``,
-    the share of the dev sentences given the most common answer: divergence, a
-    collapse to a constant, or neither."""
-    if not math.isfinite(tail) or tail > 2 * math.log(2):
-        return "divergence: the loss blew up and stayed above twice ln 2"
-    if top_share > 0.95 and tail > math.log(2) - 0.1:
-        return (
-            "a collapse to a constant: the loss went back to about ln 2 and the model "
-            "gives the same answer to almost every sentence"
-        )
-    if tail < math.log(2) - 0.1:
-        return "neither divergence nor a collapse: the loss came down, to a worse model"
-    return (
-        "neither divergence nor a collapse: the loss stays near ln 2, but the answers "
-        "still vary with the sentence"
-    )
-
-
-def forgetting_words(
-    knn_before: float,
-    probe_before: float,
-    probe_after: dict[str, float],
-    majority: float,
-    n_probes: int,
-) -> dict[str, str]:
-    """What the ATIS intent readings can show about forgetting, as glue text: ``noise``
-    (two standard errors of the probe's accuracy before fine-tuning over ``n_probes``
-    test queries), ``knn_floor`` (the 1-NN reading against the majority intent's
-    accuracy ``majority``), ``probe_room`` (the probe's), and for each name of
-    ``probe_after`` (the probe's accuracy after a run) ``knn_<name>``: within the noise
-    of the score before, or beyond it."""
-    noise = 2 * (probe_before * (1 - probe_before) / n_probes) ** 0.5
-    words = {
-        "noise": f"{noise:.3f}",
-        "knn_floor": "no better than always answering it"
-        if knn_before <= majority + noise
-        else "above it by more than the noise",
-        "probe_room": "it stands above the majority by more than the noise, so a loss "
-        f"of more than about {noise:.2f} would show; a smaller one would not"
-        if probe_before > majority + noise
-        else "it does not stand above the majority by more than the noise either, so "
-        "neither reading can show forgetting",
-    }
-    for name, k in probe_after.items():
-        if k < probe_before - noise:
-            words[f"knn_{name}"] = "below the score before by more than the noise"
-        elif k > probe_before + noise:
-            words[f"knn_{name}"] = "above the score before by more than the noise"
-        else:
-            words[f"knn_{name}"] = "within the noise of the score before"
-    return words

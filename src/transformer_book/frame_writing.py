@@ -4,10 +4,13 @@ encoder-decoder (:class:`transformer_book.seq2seq.Seq2Seq`).
 :func:`frame_vocab` and :func:`frame_pairs` build the one vocabulary of queries and
 frames and the (source, target) id pairs; :func:`train_run` is one training run, scored
 on dev along the way; :func:`cache_timings` times greedy decoding with and without the
-cache, round by round; :func:`future_probe` measures what a model trained with or
-without the causal mask does with the future hidden, and :func:`no_mask_table` sums up
-the committed benchmark of it over seeds (``benchmarks/ch07_no_mask.py``) in words;
-:func:`fit_verdicts` reads a model's fit to its own training queries against dev.
+cache, round by round, and :func:`cache_speedups` reads those times; :func:`future_probe`
+measures what a model trained with or without the causal mask does with the future
+hidden (:func:`future_probe_text` prints it), and :func:`no_mask_table` sums up the
+committed benchmark of it over seeds (``benchmarks/ch07_no_mask.py``) in words;
+:func:`fit_verdicts` reads a model's fit to its own training queries against dev, and
+:func:`fit_table` prints it; :func:`wrong_frames` sorts a generator's wrong frames
+beside a tagger's.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import dataclasses
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 
 from .benchmark import median_time
-from .frames import Frame, exact_match, parse_frame
+from .frames import Frame, exact_match, parse_frame, sort_mistakes
 from .report import mean_spread
 from .runtime import seed_everything
 from .seq2seq import (
@@ -39,8 +43,13 @@ __all__ = [
     "frame_pairs",
     "train_run",
     "cache_timings",
+    "cache_speedups",
     "future_probe",
     "fit_verdicts",
+    "fit_table",
+    "future_probe_text",
+    "WrongFrames",
+    "wrong_frames",
     "NO_MASK_MEASURES",
     "no_mask_table",
 ]
@@ -137,6 +146,21 @@ def cache_timings(
     return seconds, out[True] == out[False]
 
 
+def cache_speedups(seconds: dict[bool, list[float]]) -> tuple[list[float], str]:
+    """:func:`cache_timings`'s seconds ({use_cache: seconds per round}) read back: the
+    speed-up of each round (uncached / cached seconds) and a text with the median
+    seconds of each arm and the speed-ups, round by round."""
+    if not seconds.get(True) or len(seconds[True]) != len(seconds.get(False, [])):
+        raise ValueError("seconds must hold as many rounds (>= 1) for both arms")
+    by_round = [u / c for u, c in zip(seconds[False], seconds[True])]
+    text = (
+        f"median seconds without the cache {statistics.median(seconds[False]):.3f}, "
+        f"with it {statistics.median(seconds[True]):.3f}\n"
+        "speed-up, round by round: " + ", ".join(f"{r:.1f}" for r in by_round)
+    )
+    return by_round, text
+
+
 def future_probe(
     model: Seq2Seq,
     vocab: Vocab,
@@ -210,3 +234,106 @@ def no_mask_table(
         for key, label in NO_MASK_MEASURES.items()
     }
     return table, list(zip(*by_arm))
+
+
+def fit_table(rows: dict[str, tuple[float, float, float]]) -> str:
+    """A text table of fit: per row name (e.g. "train (500 queries)"), the greedy exact
+    match, the teacher-forced nats per token and the share of targets whose every
+    token is the argmax (:func:`seq2seq.teacher_forced_scores`), three decimals."""
+    if any(len(row) != 3 for row in rows.values()):
+        raise ValueError("rows must hold (exact match, nats, all argmax) per name")
+    head = ("greedy exact match", "teacher-forced: nats", "all argmax")
+    lines = [f"{'':22}{head[0]:>20}{head[1]:>22}{head[2]:>12}"]
+    for name, (em, nats, tf) in rows.items():
+        lines.append(f"{name:22}{em:>20.3f}{nats:>22.3f}{tf:>12.3f}")
+    return "\n".join(lines)
+
+
+def future_probe_text(
+    table: dict[str, dict[str, object]], sentence: Sequence[str], n_tokens: int = 12
+) -> str:
+    """:func:`future_probe`'s measurements, one row per arm ({arm: its result}), then
+    ``sentence`` (the first probed query) and the first ``n_tokens`` tokens each arm
+    wrote for it."""
+    if n_tokens < 1:
+        raise ValueError(f"n_tokens must be >= 1, got {n_tokens}")
+    lines = [
+        f"{'':18}{'dev nats: future seen':>22}{'hidden':>8}{'exact match':>13}"
+        f"{'<eos> written':>15}"
+    ]
+    for arm, r in table.items():
+        lines.append(
+            f"{arm:<18}{r['seen']:>22.3f}{r['hidden']:>8.3f}"
+            f"{r['exact_match']:>13.3f}{r['eos_share']:>15.3f}"
+        )
+    lines.append("\n" + " ".join(sentence))
+    for arm, r in table.items():
+        tokens = r["written"][0]
+        more = " ..." if len(tokens) > n_tokens else ""
+        lines.append(f"  {arm}: {' '.join(tokens[:n_tokens])}{more}")
+    return "\n".join(lines)
+
+
+class WrongFrames(NamedTuple):
+    """What :func:`wrong_frames` found: the indices of each group, and a text."""
+
+    indices: dict[str, list[int]]
+    text: str
+
+
+def wrong_frames(
+    gold: Sequence[Frame],
+    pred: Sequence[Frame],
+    tag_pred: Sequence[Frame],
+    sentences: Sequence[Sequence[str]],
+    writable: Sequence[bool],
+    train_frames: Sequence[Frame],
+) -> WrongFrames:
+    """A generator's wrong frames (``pred`` against ``gold``), sorted by
+    :func:`frames.sort_mistakes`, beside a tagger's frames of the same queries
+    (``tag_pred``). ``indices``: ``"wrong"``; ``"oov"``, the gold frames holding a token
+    outside the vocabulary (``writable`` False), and of those ``"unseen_name"``, with an
+    intent or a slot name that no frame of ``train_frames`` holds; ``"tagger_right"``,
+    the wrong frames the tagger gets right; ``"rest"``, the wrong frames with the right
+    intent and only query words, and ``"rest_tag_wrong"``, those the tagger gets wrong
+    too. ``text``: the counts, kind by kind."""
+    kinds, rest, slot_kinds = sort_mistakes(gold, pred, sentences, writable)
+    if len(tag_pred) != len(gold):
+        raise ValueError(f"tag_pred holds {len(tag_pred)} frames for {len(gold)} gold")
+    wrong = [n for n, (g, p) in enumerate(zip(gold, pred)) if not g.same_as(p)]
+    oov = kinds["hold a token outside the vocabulary"]  # every unwritable frame
+    intents = {f.intent for f in train_frames}
+    names = {name for f in train_frames for name, _ in f.slots}
+    unseen = [
+        n
+        for n in oov
+        if gold[n].intent not in intents
+        or any(m not in names for m, _ in gold[n].slots)
+    ]
+    ns = {
+        "wrong": wrong,
+        "oov": oov,
+        "unseen_name": unseen,
+        "tagger_right": [n for n in wrong if gold[n].same_as(tag_pred[n])],
+        "rest": rest,
+        "rest_tag_wrong": [n for n in rest if not gold[n].same_as(tag_pred[n])],
+    }
+    lines = [f"{len(wrong)} wrong frames of {len(gold)}; of these,"]
+    for kind, found in kinds.items():
+        lines.append(f"  {len(found):>4} {kind}")
+        if found is oov:
+            lines.append(
+                f"  {len(unseen):>8} of which an intent or a slot name unseen in "
+                f"training\n  {len(oov) - len(unseen):>8} of which only value words"
+            )
+    lines += [
+        f"the tagger gets {len(ns['tagger_right'])} of the {len(wrong)} right",
+        f"the other {len(rest)}, with the right intent and only query words, differ "
+        "in their slots:",
+    ]
+    lines += [f"  {len(found):>4} {kind}" for kind, found in slot_kinds.items()]
+    lines.append(
+        f"the tagger's frame is wrong too for {len(ns['rest_tag_wrong'])} of the "
+        f"{len(rest)}"
+    )
+    return WrongFrames(ns, "\n".join(lines))

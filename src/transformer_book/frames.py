@@ -24,7 +24,8 @@ Scores compare frames, not tag sequences, so a tagger and a generator are scored
 - slot precision, recall and F1: over all queries, a predicted (slot name, value) pair is
   correct when the gold frame of the same query holds it (micro-averaged, like conlleval;
   unlike span F1 the word positions do not count, only the names and the words);
-- intent accuracy (:func:`frame_scores` gives all of them at once).
+- intent accuracy (:func:`frame_scores` gives all of them at once; :func:`mean_scores`
+  averages them over seeds, :func:`scores_table` prints them beside each other).
 
 :func:`mistakes` says how a wrong frame differs from the gold one (the intent, a word
 that is not in the query, a slot left out or added, a wrong value), and
@@ -33,8 +34,9 @@ that is not in the query, a slot left out or added, a wrong value), and
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from .metrics import SpanScores, accuracy, bio_spans
@@ -47,6 +49,8 @@ __all__ = [
     "exact_match",
     "slot_scores",
     "frame_scores",
+    "mean_scores",
+    "scores_table",
     "MISTAKES",
     "mistakes",
 ]
@@ -177,6 +181,41 @@ def frame_scores(gold: Sequence[Frame], pred: Sequence[Frame]) -> dict[str, floa
         "slot F1": slots.f1,
         "intent acc": accuracy([g.intent for g in gold], [p.intent for p in pred]),
     }
+
+
+def mean_scores(scores: dict[Hashable, dict[str, float]]) -> dict[str, float]:
+    """The mean over the seeds of every score: ``{seed: frame_scores(...)}`` ->
+    ``{score name: mean}``, in :func:`frame_scores`'s order."""
+    if not scores:
+        raise ValueError("scores must hold the scores of at least one seed, got none")
+    runs = list(scores.values())
+    return {k: statistics.mean(run[k] for run in runs) for k in runs[0]}
+
+
+def scores_table(
+    rows: dict[str, dict[Hashable, dict[str, float]]],
+    title: str,
+    intent_only: dict[str, float] | None = None,
+) -> str:
+    """A text table of scores over seeds: per row name (``{name: {seed:
+    frame_scores(...)}}``), every score's mean ± standard deviation over the seeds (the
+    mean alone for one seed), three decimals; then ``intent_only`` rows ({name:
+    intent accuracy}, e.g. a baseline's) in the last column."""
+    if not rows:
+        raise ValueError("rows must name at least one model's scores, got none")
+
+    def summary(scores: dict, key: str) -> str:
+        values = [s[key] for s in scores.values()]
+        spread = f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else ""
+        return f"{statistics.mean(values):.3f}{spread}"
+
+    keys = list(next(iter(next(iter(rows.values())).values())))
+    lines = [f"{title:<26}" + "".join(f"{k:>14}" for k in keys)]
+    for name, scores in rows.items():
+        lines.append(f"{name:<26}" + "".join(f"{summary(scores, k):>14}" for k in keys))
+    for name, acc in (intent_only or {}).items():
+        lines.append(f"{name:<26}{'':>{14 * (len(keys) - 1)}}{acc:>14.3f}")
+    return "\n".join(lines)
 
 
 MISTAKES = (

@@ -5,9 +5,9 @@ GPT-2 is :class:`~transformer_book.gpt.GPT` with one choice per option: learned
 positions, pre-norm LayerNorm, GELU in its tanh approximation, biases everywhere and
 the output head tied to the token embedding (:func:`gpt2_config`; Radford et al.,
 2019). :func:`load_hf_gpt2` copies a ``GPT2LMHeadModel``'s weights into a model built
-that way, undoing the layout of its ``Conv1D`` layers; chapter 14 checks that the two
-give the same logits, and ``tests/test_gpt2_weights.py`` does so with and without the
-KV cache.
+that way, undoing the layout of its ``Conv1D`` layers; chapter 14 checks on a
+:func:`random_hf_gpt2` (no download) that the two give the same logits, and
+``tests/test_gpt2_weights.py`` does so with and without the KV cache.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import nn
 
 from .gpt import GPT, GPTConfig
 
-__all__ = ["gpt2_config", "load_hf_gpt2"]
+__all__ = ["gpt2_config", "load_hf_gpt2", "random_hf_gpt2"]
 
 
 def gpt2_config(
@@ -124,3 +124,25 @@ def load_hf_gpt2(model: GPT, hf_model: nn.Module) -> GPT:
     model.blocks.final_norm.weight.copy_(sd["transformer.ln_f.weight"])
     model.blocks.final_norm.bias.copy_(sd["transformer.ln_f.bias"])
     return model
+
+
+def random_hf_gpt2(
+    vocab_size: int, max_len: int, d_model: int, n_layers: int, n_heads: int,
+    seed: int = 0,
+) -> nn.Module:  # fmt: skip
+    """A Hugging Face ``GPT2LMHeadModel`` of these sizes with random weights drawn
+    after ``torch.manual_seed(seed)``: built from a ``GPT2Config`` (nothing is
+    downloaded), in eval mode, its token 0 as the start and end of text. Pair it with
+    ``GPT(gpt2_config(...))`` of the same sizes and :func:`load_hf_gpt2`."""
+    import transformers  # only this check needs it
+
+    if min(vocab_size, max_len, d_model, n_layers, n_heads) < 1:
+        raise ValueError(
+            "sizes must be positive, got "
+            f"{(vocab_size, max_len, d_model, n_layers, n_heads)}"
+        )
+    config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=max_len,
+                                     n_embd=d_model, n_layer=n_layers, n_head=n_heads,
+                                     bos_token_id=0, eos_token_id=0)  # fmt: skip
+    torch.manual_seed(seed)
+    return transformers.GPT2LMHeadModel(config).eval()

@@ -14,8 +14,8 @@ batch (``batch_size`` is per process), and lets rank 0 log and write. ``precisio
 ``compile`` and ``tf32`` switch on the GPU path (:func:`tf32_matmuls`).
 
 ``python -m transformer_book.train gpt`` (:mod:`transformer_book.train`) is its
-command line. :func:`ablation_rows`, :func:`ablation_table`, :func:`clock_noise` and
-:func:`live_clock` read the committed ablation of the chapter's recipes back.
+command line; :mod:`transformer_book.gpt_measurements` reads the committed measurements
+of the chapter's recipes back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from . import benchmark, data, distributed, gpt, lm_data, runtime, training
+from . import data, distributed, gpt, lm_data, runtime, training
 
 __all__ = [
     "TrainConfig",
@@ -41,11 +40,6 @@ __all__ = [
     "run",
     "tf32_matmuls",
     "recipe_changes",
-    "ablation_rows",
-    "ablation_table",
-    "clock_noise",
-    "reruns_ablation",
-    "live_clock",
 ]
 
 log = logging.getLogger(__name__)
@@ -250,123 +244,3 @@ def recipe_changes(old: TrainConfig, new: TrainConfig) -> dict[str, tuple]:
         for f in dataclasses.fields(old)
         if getattr(old, f.name) != getattr(new, f.name)
     }
-
-
-def ablation_rows(ablation: dict) -> dict[str, dict]:
-    """The runs of a committed ``shakespeare_ablation.json``, one row per variant.
-
-    Each row: ``what`` (the change), ``losses`` and ``cpus`` (validation loss and
-    training CPU seconds, one per seed), ``cpu`` (their median), and the variant's
-    ``steps``, ``lr`` and ``batch``.
-    """
-    rows = {}
-    for name, entry in ablation["variants"].items():
-        cpus = [r["train_cpu_seconds"] for r in entry["runs"]]
-        rows[name] = dict(
-            what=entry["what"],
-            losses=[r["val_loss"] for r in entry["runs"]],
-            cpus=cpus,
-            cpu=statistics.median(cpus),
-            steps=entry["config"]["steps"],
-            lr=entry["config"]["lr"],
-            batch=entry["config"]["batch_size"],
-        )
-    return rows
-
-
-def ablation_table(rows: dict[str, dict]) -> list[str]:
-    """The lines of the ablation's table: a header, then per row of
-    :func:`ablation_rows` its steps, peak rate, loss mean ± standard deviation
-    (min–max) over the seeds (``(one seed)`` for one), and median CPU seconds."""
-    lines = [
-        f"{'recipe':14s}{'steps':>6s}{'lr':>7s}  val. loss mean ± std (min–max)  CPU s"
-    ]
-    for name, r in rows.items():
-        losses = r["losses"]
-        spread = "(one seed)"
-        if len(losses) > 1:
-            sd = statistics.stdev(losses)
-            spread = f"± {sd:.3f} ({min(losses):.3f}–{max(losses):.3f})"
-        lines.append(
-            f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  "
-            f"{statistics.mean(losses):.3f} {spread:21s} {r['cpu']:5.0f}"
-        )
-    return lines
-
-
-def clock_noise(rows: dict[str, dict]) -> dict:
-    """How noisy the ablation's CPU seconds are, read from the file twice.
-
-    ``ms_per_step``: median CPU ms per step of ``nanogpt``, ``nanogpt-short`` and
-    ``book-quick``; ``seed_spread``: the largest max/min - 1 of one recipe's seeds;
-    ``step_drift``: how much more a step of nanoGPT's model cost in its 800-step rows
-    than in its 2,000-step ones (the same model); ``noise``: the larger of the two.
-    """
-    ms = {
-        n: 1e3 * rows[n]["cpu"] / rows[n]["steps"]
-        for n in ("nanogpt", "nanogpt-short", "book-quick")
-    }
-    seed_spread = max(
-        max(r["cpus"]) / min(r["cpus"]) - 1 for r in rows.values() if len(r["cpus"]) > 1
-    )
-    step_drift = ms["nanogpt-short"] / ms["nanogpt"] - 1
-    return dict(
-        ms_per_step=ms,
-        seed_spread=seed_spread,
-        step_drift=step_drift,
-        noise=max(seed_spread, step_drift),
-    )
-
-
-def reruns_ablation(config: TrainConfig, ablation: dict, on_cpu: bool,
-                    variant: str = "book-quick") -> bool:  # fmt: skip
-    """Whether a run of ``config`` (on a CPU when ``on_cpu``) repeats a row of the
-    committed ablation: the variant's settings (seed, logging, device and threads
-    apart) and the ablation's thread count."""
-    ignored = ("seed", "log_every", "device", "threads")
-    setting = {
-        k: v
-        for k, v in ablation["variants"][variant]["config"].items()
-        if k not in ignored
-    }
-    return (
-        on_cpu
-        and config.threads == ablation["threads"]
-        and all(getattr(config, k) == v for k, v in setting.items())
-    )
-
-
-def live_clock(result: dict, config: TrainConfig, ablation: dict, name: str,
-               device: torch.device, variant: str = "book-quick",
-               cpu_name: str | None = None) -> str:  # fmt: skip
-    """A sentence that sets a chapter's run (``result`` of :func:`run` for ``config``,
-    recipe ``name``, on ``device``) beside the committed ablation: when it repeats the
-    ``variant``'s row (:func:`reruns_ablation`) on the processor the table was measured
-    on (``cpu_name``, None: this machine's, :func:`benchmark.machine`), its CPU seconds
-    against the row's median and nanoGPT's, and its loss against the file's for the
-    same seed; on another processor, the loss only (CPU seconds of two processors do
-    not compare); otherwise that the table's CPU seconds say nothing about it."""
-    if not reruns_ablation(config, ablation, device.type == "cpu", variant):
-        return (f"This page trained `{name}` on {device}, not in the table's setting, "
-                "so the table's CPU seconds say nothing about its run.")  # fmt: skip
-    rows = ablation_rows(ablation)
-    on_file = {r["seed"]: r for r in ablation["variants"][variant]["runs"]}
-    cpu = result["train_cpu_seconds"]
-    losses = (
-        f"its loss is {result['val_loss']:.3f}, the file's "
-        f"{on_file[config.seed]['val_loss']:.3f} for that seed."
-    )
-    here = benchmark.machine()["cpu"] if cpu_name is None else cpu_name
-    there = ablation.get("machine", {}).get("cpu")
-    if there is not None and here != there:
-        return (
-            f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
-            f"thread as well, but on another processor ({here}; the table's: {there}), "
-            f"so its {cpu:.0f} CPU s do not compare with the table's; " + losses
-        )
-    return (
-        f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
-        f"thread as well, at another time. It took {cpu:.0f} CPU s, "
-        f"{cpu / rows[variant]['cpu']:.2f} times the table's median for `{variant}` and "
-        f"{cpu / rows['nanogpt']['cpu']:.0%} of nanoGPT's recipe on file; " + losses
-    )

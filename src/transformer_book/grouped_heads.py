@@ -7,6 +7,10 @@ checkpoint before a short re-training; :func:`mha_from_gqa` tiles a GQA's key/va
 heads, one copy for every query head, and so shows that GQA is MHA with the key/value
 heads of a group tied together. Both build a new
 :class:`transformer_book.attention.MultiHeadAttention` and leave their input unchanged.
+
+:func:`permute_heads` reorders a trained MHA's heads in place: the layer computes the
+same function, its attention maps in the new order (chapter 02: heads are
+interchangeable).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from torch import Tensor
 
 from .attention import MultiHeadAttention
 
-__all__ = ["gqa_from_mha", "mha_from_gqa"]
+__all__ = ["gqa_from_mha", "mha_from_gqa", "permute_heads"]
 
 
 def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tensor:
@@ -92,3 +96,26 @@ def mha_from_gqa(gqa: MultiHeadAttention) -> MultiHeadAttention:
             fresh.bias.copy_(b.reshape(-1))  # (H·Dh,)
     new.train(gqa.training)
     return new
+
+
+@torch.no_grad()
+def permute_heads(mha: MultiHeadAttention, order: list[int]) -> MultiHeadAttention:
+    """Reorder the heads of ``mha`` in place, head ``order[h]`` becoming head h, and
+    return it: the blocks of rows of ``q_proj``, ``k_proj``, ``v_proj`` (whose weight
+    stores Aᵀ, head h = outputs h·Dh … (h+1)·Dh - 1) with their biases, and the
+    matching blocks of columns of ``o_proj.weight``. The output is unchanged; the
+    weights (B, H, Tq, Tk) come out as ``weights[:, order]``."""
+    if mha.n_kv_heads != mha.n_heads:
+        raise ValueError(f"mha must have one key/value head per head, got "
+                         f"{mha.n_kv_heads} for {mha.n_heads}")  # fmt: skip
+    if sorted(order) != list(range(mha.n_heads)):
+        raise ValueError(f"order must list the heads 0..{mha.n_heads - 1} once each, "
+                         f"got {order}")  # fmt: skip
+    Dh = mha.head_dim
+    rows = torch.cat([torch.arange(h * Dh, (h + 1) * Dh) for h in order])  # (d_model,)
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+        proj.weight.copy_(proj.weight[rows])  # (d_model, d_model), rows = outputs
+        if proj.bias is not None:
+            proj.bias.copy_(proj.bias[rows])
+    mha.o_proj.weight.copy_(mha.o_proj.weight[:, rows])  # columns = head outputs
+    return mha

@@ -18,6 +18,7 @@ Reading a tagger's mistakes: :func:`tag_confusions` counts (gold, predicted) pai
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Container, Hashable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ __all__ = [
     "role_added",
     "slot_roles",
     "distinct_ngram_share",
+    "mean_distinct_share",
     "known_word_share",
 ]
 
@@ -242,6 +244,14 @@ def distinct_ngram_share(text: str, n: int = 4) -> float:
     characters in ``text``: 1 when none repeats, low for a text that loops (chapter 14)."""
     grams = [text[i : i + n] for i in range(len(text) - n + 1)]
     return len(set(grams)) / len(grams)
+
+
+def mean_distinct_share(texts: Sequence[str], n: int = 4) -> float:
+    """:func:`distinct_ngram_share` of each text, averaged over the texts: how much
+    samples repeat themselves, each sample judged on its own (chapter 14)."""
+    if not texts:
+        raise ValueError("texts must hold at least one text, got none")
+    return statistics.mean(distinct_ngram_share(t, n) for t in texts)
 
 
 def known_word_share(texts: Sequence[str], known: Container[str]) -> float:

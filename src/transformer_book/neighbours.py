@@ -7,11 +7,12 @@ vector is a one-hot token concatenated with a one-hot position (:func:`one_hot_i
 :class:`NeighbourModel` is one :class:`transformer_book.attention.MultiHeadAttention`
 layer with one linear read-out per target; :func:`train_neighbours` trains it with
 :func:`transformer_book.training.train` and :func:`weight_at` measures where each
-head looks.
+head looks (:func:`seed_table` over seeds, :func:`offset_lines` over offsets).
 
 Chapter 08 asks the same of a stack of layers whose attention is windowed or global:
 :func:`input_gradient` measures which input positions a
-:class:`transformer_book.blocks.WindowedStack` lets reach an output, :func:`copy_batch`
+:class:`transformer_book.blocks.WindowedStack` lets reach an output
+(:func:`gradient_by_distance`: by distance, over depths and seeds), :func:`copy_batch`
 names the token ``offset`` places *back* (no wrapping), one target per offset, and
 :func:`train_copy` trains a :class:`CopyModel` (embedding, a ``WindowedStack``, one
 read-out per target) on it.
@@ -38,7 +39,10 @@ __all__ = [
     "loss_fn",
     "train_neighbours",
     "weight_at",
+    "seed_table",
+    "offset_lines",
     "input_gradient",
+    "gradient_by_distance",
     "IGNORE",
     "copy_batch",
     "CopyModel",
@@ -127,6 +131,43 @@ def weight_at(w: Tensor, offset: int) -> Tensor:
     return w[:, :, i, (i + offset) % T].mean(dim=(0, 2))
 
 
+def seed_table(
+    runs: Sequence[tuple[NeighbourModel, list[float], list[float], Tensor]],
+) -> tuple[Tensor, list[tuple[int, int]], list[str]]:
+    """Read :func:`train_neighbours`' runs back, one per seed (for the default task,
+    the token before and after): per seed the held-out accuracy of the two targets,
+    the head that puts the most weight on i-1 and on i+1, and that weight.
+
+    Returns ``best`` (seeds, 4): accuracy before, accuracy after, weight on i-1, weight
+    on i+1; ``heads``: (head of i-1, head of i+1) per seed; and the table's lines."""
+    if not runs:
+        raise ValueError("runs must hold at least one run of train_neighbours")
+    lines = ["seed | loss: first -> last | accuracy prev, next | weight on i-1, i+1 "
+             "| heads"]  # fmt: skip
+    best, heads = [], []
+    for seed, (_, history, acc, w) in enumerate(runs):
+        prev_w, next_w = weight_at(w, -1), weight_at(w, +1)  # (H,) each
+        h_prev, h_next = prev_w.argmax().item(), next_w.argmax().item()
+        best.append((acc[0], acc[1], prev_w[h_prev].item(), next_w[h_next].item()))
+        heads.append((h_prev, h_next))
+        lines.append(
+            f"{seed:4d} | {history[0]:6.2f} -> {history[-1]:6.3f} | {acc[0]:8.1%} "
+            f"{acc[1]:7.1%} | {best[-1][2]:12.2f} {best[-1][3]:5.2f} | {h_prev}, {h_next}"
+        )
+    return torch.tensor(best), heads, lines
+
+
+def offset_lines(w: Tensor, offsets: Sequence[int]) -> list[str]:
+    """One line per offset: each head's :func:`weight_at` that offset, to 2 decimals.
+    Shapes: w (B, H, T, T)."""
+    if w.dim() != 4:
+        raise ValueError(f"w must have shape (B, H, T, T), got {tuple(w.shape)}")
+    return [
+        f"weight on i{offset:+d}, per head: {weight_at(w, offset).numpy().round(2)}"
+        for offset in offsets
+    ]
+
+
 def input_gradient(
     windows: Sequence[int | None],
     T: int = 48,
@@ -144,6 +185,29 @@ def input_gradient(
     x = torch.randn(1, T, d_model, dtype=torch.float64, requires_grad=True)
     stack(x)[0, -1].sum().backward()
     return x.grad[0].norm(dim=-1)  # (T,)
+
+
+def gradient_by_distance(
+    window: int, depths: Sequence[int], seeds: Sequence[int], T: int = 48
+) -> tuple[dict[tuple[int, int], Tensor], dict[int, list[float]]]:
+    """:func:`input_gradient` of stacks of L windowed layers (``window`` keys each),
+    for every L of ``depths`` and seed of ``seeds``, read by distance back from the
+    last output: ``(L, seed) -> g`` with ``g[d]`` the gradient reaching input
+    ``T - 1 - d``; and per L, the far edge's share of each seed, ``g[L (w - 1)] /
+    g[0]`` (the field's farthest input against the output's own). Shapes: each g (T,).
+    """
+    if window < 2 or max(depths) * (window - 1) >= T:
+        raise ValueError(
+            f"window must be >= 2 and every field L(w-1)+1 within T={T}, got "
+            f"window={window}, depths={list(depths)}"
+        )
+    back, edge = {}, {}
+    for L in depths:
+        for seed in seeds:
+            g = input_gradient([window] * L, T, seed).flip(0)  # g[d]: d positions back
+            back[L, seed] = g
+            edge.setdefault(L, []).append((g[L * (window - 1)] / g[0]).item())
+    return back, edge
 
 
 IGNORE = -100  # the target of a position with nothing ``offset`` places back

@@ -17,8 +17,8 @@ there is no β,
 
 which is cheaper and, in practice, trains as well (T5, Llama and Mistral use it).
 Whether it is faster depends on the kernels: :func:`time_pairs` times forward plus
-backward of (LayerNorm, RMSNorm) pairs in rounds, and :func:`ratio_words` reads the
-ratio round by round (chapter 06).
+backward of (LayerNorm, RMSNorm) pairs in rounds, :func:`ratio_words` reads the
+ratio round by round, and :func:`time_table` prints both (chapter 06).
 """
 
 from __future__ import annotations
@@ -32,7 +32,15 @@ from torch import Tensor, nn
 
 from . import benchmark
 
-__all__ = ["NORMS", "LayerNorm", "RMSNorm", "make_norm", "time_pairs", "ratio_words"]
+__all__ = [
+    "NORMS",
+    "LayerNorm",
+    "RMSNorm",
+    "make_norm",
+    "time_pairs",
+    "ratio_words",
+    "time_table",
+]
 
 NORMS = ("layer", "rms")
 
@@ -189,3 +197,20 @@ def ratio_words(ratios: Sequence[float]) -> dict[str, str]:
         words = "about as long as LayerNorm: the middle half of the rounds straddles 1"
     median = statistics.median(ratios)
     return {"ratio": f"{median:.2f}", "middle": f"{q1:.2f}–{q3:.2f}", "words": words}
+
+
+def time_table(
+    times: dict[str, tuple[list[float], list[float]]], label: str = ""
+) -> list[str]:
+    """Lines of :func:`time_pairs`' ``times``: per pair, the median milliseconds of
+    LayerNorm and of RMSNorm, and their ratio round by round (:func:`ratio_words`'
+    median and middle half); ``label`` (the device) heads the names' column."""
+    lines = [
+        f"{label:>15} {'LayerNorm':>10} {'RMSNorm':>10} {'ratio':>6} {'middle half':>12}"
+    ]
+    for name, (ln, rms) in times.items():
+        said = ratio_words([b / a for a, b in zip(ln, rms)])  # RMSNorm / LayerNorm
+        ln_ms, rms_ms = 1e3 * statistics.median(ln), 1e3 * statistics.median(rms)
+        lines.append(f"{name:>15} {ln_ms:>7.2f} ms {rms_ms:>7.2f} ms "
+                     f"{said['ratio']:>6} {said['middle']:>12}")  # fmt: skip
+    return lines

@@ -26,11 +26,13 @@ __all__ = [
     "book_style",
     "curves",
     "heatmap",
+    "kept_distributions",
     "pretraining_curves",
     "seed_bands",
     "seed_dots",
     "spread_bars",
     "trailing_mean",
+    "training_curve",
     "use_book_style",
 ]
 
@@ -315,4 +317,61 @@ def pretraining_curves(
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+REFERENCE_STYLES = (("k", ":"), (PALETTE[3], "--"), (PALETTE[2], "-."))  # color, line
+
+
+def training_curve(
+    history: Sequence[float],
+    lines: Mapping[str, float] | None = None,
+    ax: plt.Axes | None = None,
+    *,
+    window: int = 50,
+    ylabel: str = "loss",
+    title: str = "",
+) -> plt.Axes:
+    """A training run's loss per step as its running mean of ``window`` steps
+    (:func:`trailing_mean`; the whole run if shorter), with one horizontal reference
+    line per entry of ``lines`` (label -> value: a held-out loss, baselines), drawn in
+    :data:`REFERENCE_STYLES` order (black dotted first). Shapes: history (n,)."""
+    if len(history) == 0:
+        raise ValueError("history must hold at least one step's loss, got none")
+    lines = lines or {}
+    if len(lines) > len(REFERENCE_STYLES):
+        raise ValueError(f"lines takes at most {len(REFERENCE_STYLES)} references, "
+                         f"got {len(lines)}")  # fmt: skip
+    ax = ax or plt.subplots(figsize=SINGLE)[1]
+    w = min(window, len(history))
+    ax.plot(*trailing_mean(history, w), label=f"training, mean of {w}")
+    for (label, value), (color, ls) in zip(lines.items(), REFERENCE_STYLES):
+        ax.axhline(value, color=color, ls=ls, label=label)
+    ax.set(xlabel="step", ylabel=ylabel, title=title)
+    ax.legend()
+    return ax
+
+
+def kept_distributions(
+    dists: Mapping[str, Tensor], names: Sequence[str], top: int = 10,
+    xlabel: str = "next token",
+) -> plt.Figure:  # fmt: skip
+    """One bar panel per distribution of ``dists`` (label -> probabilities (V,)) over
+    the ``top`` tokens the first one ranks highest, each titled with how many of the V
+    tokens it keeps (probability above 0). ``names`` (V,) name the tokens, shown as
+    Python writes them inside quotes, a space as ␣."""
+    first = next(iter(dists.values()), None)
+    if first is None or len(names) != len(first):
+        raise ValueError(f"dists must hold distributions over the {len(names)} names, "
+                         f"got {None if first is None else len(first)} values")  # fmt: skip
+    shown = first.topk(top).indices  # (top,)
+    labels = [repr(names[i])[1:-1].replace(" ", "␣") for i in shown.tolist()]
+    fig, axes = plt.subplots(1, len(dists), figsize=(2 * len(dists), 3.2),
+                             sharey=True, layout="constrained", squeeze=False)  # fmt: skip
+    for ax, (name, p) in zip(axes[0], dists.items()):
+        ax.bar(range(top), p[shown].numpy(), color=PALETTE[0])
+        ax.set_xticks(range(top), labels, fontsize=8)
+        ax.set_title(f"{name}\n{int((p > 0).sum())} of {len(p)} kept", fontsize=9)
+        ax.set_xlabel(xlabel)
+    axes[0, 0].set_ylabel("probability")
     return fig

@@ -5,7 +5,8 @@ A :class:`~transformer_book.classifiers.SentenceClassifier` pools a sentence eit
 a learned [CLS] vector or with the mean over its real tokens. Chapter 05 trains both,
 paired by seed, on ATIS intents. :func:`cls_attention_shares` measures how a [CLS]
 model's first block spreads the [CLS] position's attention over the words (by kind of
-slot tag, by word, and relative to the same position's mean), and :func:`read_by_every`
+slot tag, by word, and relative to the same position's mean), :func:`kind_shares` reads
+one of its tables over the seeds, and :func:`read_by_every`
 keeps the words every seed's model reads more, or less, than an even share.
 :func:`pooling_verdict` and :func:`pooling_conclusion` put the accuracies' comparison
 over seeds in words that claim no more than the seeds show
@@ -27,6 +28,7 @@ from .vocab import Vocab
 
 __all__ = [
     "cls_attention_shares",
+    "kind_shares",
     "read_by_every",
     "pooling_verdict",
     "PoolingConclusion",
@@ -72,6 +74,28 @@ def cls_attention_shares(
         x: statistics.mean(v) for x, v in by_word.items() if len(v) >= min_count
     }
     return mean, frequent, {k: statistics.mean(v) for k, v in matched.items()}
+
+
+KINDS = ("O", "city", "slot")  # the kinds of gold tag cls_attention_shares reads
+
+
+def kind_shares(
+    shares: Sequence[tuple[dict[str, float], ...]], table: int
+) -> tuple[dict[str, list[float]], dict[str, str], str]:
+    """One table of :func:`cls_attention_shares` (``table`` 0: the mean share per kind,
+    2: relative to the same position's mean) over the seeds (``shares``, one result
+    per seed): per kind of :data:`KINDS`, the share of every seed, the same as
+    "mean (min–max)" in two decimals, and city names against other slots, each seed's
+    model against itself (``report.compare_seeds``, paired)."""
+    if table not in (0, 2) or not shares:
+        raise ValueError(f"table must be 0 or 2 and shares non-empty, got {table}")
+    per_kind = {k: [seed_shares[table][k] for seed_shares in shares] for k in KINDS}
+    texts = {
+        k: f"{statistics.mean(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+        for k, xs in per_kind.items()
+    }
+    cities = compare_seeds(per_kind["slot"], per_kind["city"], pairs=True)
+    return per_kind, texts, cities
 
 
 def pooling_verdict(cls: Sequence[float], mean: Sequence[float]) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "sinusoidal_encoding",
     "relative_positions",
     "t5_relative_position_bucket",
+    "causal_buckets",
     "T5RelativeBias",
     "alibi_slopes",
     "alibi_bias",
@@ -172,6 +173,19 @@ def t5_relative_position_bucket(
     )
     large = (max_exact + (log_ratio * (n - max_exact)).long()).clamp(max=n - 1)
     return bucket + torch.where(dist < max_exact, dist, large)
+
+
+def causal_buckets(
+    first: int, last: int, max_distance: int = 128, num_buckets: int = 32
+) -> list[int]:
+    """The causal T5 buckets (:func:`t5_relative_position_bucket`,
+    ``bidirectional=False``) that the distances ``first`` … ``last`` into the past
+    reach, sorted. Shapes: -> a list of at most ``num_buckets`` ints."""
+    if not 0 <= first <= last:
+        raise ValueError(f"need 0 <= first <= last, got first={first}, last={last}")
+    rel = -torch.arange(first, last + 1)  # key - query < 0: keys in the past
+    b = t5_relative_position_bucket(rel, False, num_buckets, max_distance)
+    return b.unique().tolist()
 
 
 class T5RelativeBias(nn.Module):

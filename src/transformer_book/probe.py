@@ -31,6 +31,7 @@ __all__ = [
     "token_features",
     "fit_head",
     "linear_probe",
+    "probe_accuracy",
     "embedding_accuracy",
 ]
 
@@ -152,6 +153,29 @@ def linear_probe(
     head = nn.Linear(features.shape[1], max(2, int(y.max()) + 1))
     fit_head(head, features, y, weight_decay=weight_decay)
     return head
+
+
+def probe_accuracy(
+    x_train: Tensor,
+    y_train: Sequence[int] | Tensor,
+    x_test: Tensor,
+    y_test: Sequence[int],
+    weight_decay: float = 1e-2,
+) -> tuple[float, nn.Linear]:
+    """A :func:`linear_probe` fitted on ``x_train`` and its labels ``y_train``, scored
+    on ``x_test`` against ``y_test`` (a label it cannot output counts as wrong):
+    (its accuracy, the fitted head).
+
+    Shapes: x_train (N, D), y_train (N,), x_test (M, D), y_test (M,)."""
+    if x_test.ndim != 2 or len(x_test) != len(y_test) or len(y_test) == 0:
+        raise ValueError(
+            f"x_test must be (M, D) with M = {len(y_test)} labels (M > 0), "
+            f"got {tuple(x_test.shape)}"
+        )
+    head = linear_probe(x_train, y_train, weight_decay)
+    with torch.no_grad():
+        pred = head(x_test.to(head.weight)).argmax(-1).tolist()
+    return metrics.accuracy(list(y_test), pred), head
 
 
 def embedding_accuracy(

@@ -39,6 +39,7 @@ __all__ = [
     "ERROR_KINDS",
     "error_kinds",
     "lookup_answers",
+    "lr_sweep_words",
 ]
 
 _PUNCT = set(string.punctuation)
@@ -280,3 +281,44 @@ def lookup_answers(
         best = max(runs, default=(0, 0, 0, ""))
         out.append(best[3] if best[0] > 0 else "")
     return out
+
+
+def lr_sweep_words(
+    sweep: dict, lr: float, steps: int, train_queries: int | None
+) -> str:
+    """The committed QA learning-rate sweep (``benchmarks/ch12_qa_learning_rate.py``:
+    ``settings``, ``scores`` of F1 by rate on the dev questions, ``chosen_lr``) and a
+    run of ``steps`` updates at peak rate ``lr`` on the questions of the first
+    ``train_queries`` training queries (None: all) in words: whether ``lr`` is the
+    sweep's choice, and whether the run is the sweep's own."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    st = sweep["settings"]
+    queries = ("every training query" if train_queries is None
+               else f"the first {train_queries:,} training queries")  # fmt: skip
+    swept = (
+        f"`benchmarks/ch12_qa_learning_rate.py` ran this recipe at each rate, shorter "
+        f"({st['steps']} updates of {st['batch_size']}, seed 0, on the questions of the "
+        f"first {st['train_queries']:,} training queries), and scored it on the *dev* "
+        f"questions (those of the first {st['dev_queries']} dev queries): F1 "
+        + "; ".join(f"{x['f1']:.3f} at {x['lr']:g}" for x in sweep["scores"])
+    )
+    trains = f"{steps} updates, on the questions of {queries}"
+    if lr != sweep["chosen_lr"]:
+        return (
+            f"The peak rate {lr:g} is BERT's usual fine-tuning rate, not chosen here: "
+            f"{swept}, and chose {sweep['chosen_lr']:g} for the quick profile's "
+            f"short run. This page trains {trains}, at {lr:g}."
+        )
+    same_run = (steps, train_queries) == (st["steps"], st["train_queries"])
+    return (
+        f"The peak rate {lr:g} was chosen on the dev questions: {swept}. This page "
+        "reads that committed result and trains "
+        + (
+            f"the same run ({steps} updates on the questions of {queries}, seed 0, "
+            "at the chosen rate); only the test questions are new to it."
+            if same_run
+            else f"{trains}, at the chosen rate; that the choice holds for this run is "
+            "an assumption this page does not test."
+        )
+    )

@@ -34,6 +34,7 @@ from typing import Any
 
 __all__ = [
     "glue",
+    "glue_all",
     "t_quantile",
     "paired",
     "welch",
@@ -76,6 +77,18 @@ def glue(name: str, value: Any, fmt: str | None = None) -> str:
         metadata={"scrapbook": {"name": name, "mime_prefix": _HIDDEN}},
     )
     return text
+
+
+def glue_all(
+    values: dict[str, Any], fmt: str | dict[str, str] | None = None
+) -> dict[str, str]:
+    """:func:`glue` every ``{name: value}`` of ``values``, formatted with ``fmt``: one
+    format for all (e.g. ``"{:.2f}"``), or ``{name: format}`` (a name left out, and
+    None: ``str``); return ``{name: formatted text}``, in order."""
+    if not isinstance(values, dict):
+        raise ValueError(f"values must be a dict of name -> value, got {type(values)}")
+    fmts = fmt if isinstance(fmt, dict) else dict.fromkeys(values, fmt)
+    return {name: glue(name, value, fmts.get(name)) for name, value in values.items()}
 
 
 @functools.lru_cache

@@ -5,8 +5,10 @@ A decoder outputs logits z over the vocabulary; the next token is drawn from
 tokens (Fan et al., 2018) or to the smallest set whose probability reaches ``top_p``
 (nucleus sampling, Holtzman et al., 2020). ``temperature=0`` means greedy decoding:
 always the most likely token. These are the primitives ``GPT.generate`` uses.
-:func:`nucleus_size` counts what top-p keeps; :func:`certainty_by_kind` averages a
-character model's certainty inside words, at their ends and after spaces;
+:func:`nucleus_size` counts what top-p keeps; :func:`next_logits` reads a model's
+logits for the token after a prompt; :func:`certainty_by_kind` averages a
+character model's certainty inside words, at their ends and after spaces
+(:func:`certainty_lines` prints it);
 :func:`continuations` samples a prompt's continuations under several settings.
 """
 
@@ -21,7 +23,9 @@ __all__ = [
     "top_p_filter",
     "sample_next",
     "nucleus_size",
+    "next_logits",
     "certainty_by_kind",
+    "certainty_lines",
     "continuations",
 ]
 
@@ -114,6 +118,15 @@ def nucleus_size(logits: Tensor, p: float) -> Tensor:
     return (top_p_filter(logits, p) > float("-inf")).sum(-1)
 
 
+def next_logits(model, ids: Tensor) -> Tensor:
+    """The logits ``model`` gives the token after each row of ``ids``, computed without
+    gradients and returned in float32 on the CPU. Shapes: ids (B, T) -> (B, V)."""
+    if ids.dim() != 2 or ids.shape[1] == 0:
+        raise ValueError(f"ids must be (B, T) with T >= 1, got {tuple(ids.shape)}")
+    with torch.no_grad():
+        return model(ids)[:, -1].float().cpu()  # (B, V)
+
+
 def certainty_by_kind(
     logits: Tensor, x: Tensor, y: Tensor, is_letter: Tensor, space: int, p: float = 0.9
 ) -> dict[str, dict[str, float]]:
@@ -140,6 +153,17 @@ def certainty_by_kind(
         out[kind] = dict(n=int(m.sum()), top=top[m].mean().item(), q1=q1, q3=q3,
                          kept=kept[m].float().mean().item())  # fmt: skip
     return out
+
+
+def certainty_lines(where: dict[str, dict[str, float]]) -> list[str]:
+    """One line per kind of position of :func:`certainty_by_kind`'s ``where``: how
+    many positions, the mean probability of the most likely next character with its
+    quartiles, and how many characters top-p keeps on average."""
+    return [
+        f"{kind:13s} {w['n']:5,} positions: most likely p = {w['top']:.2f} "
+        f"(quartiles {w['q1']:.2f}-{w['q3']:.2f}), top-p keeps {w['kept']:4.1f}"
+        for kind, w in where.items()
+    ]
 
 
 def continuations(model, prompt: Tensor, n_new: int, n_samples: int,

@@ -34,6 +34,7 @@ from .classifiers import (
     token_loss,
 )
 from .data import SlotIntentSplit
+from .frames import Frame, frame_from_tags
 from .training import train
 from .vocab import Vocab
 
@@ -107,6 +108,20 @@ class SlotIntentFeatures:
         (:func:`classifiers.predict_classes`)."""
         ids, lengths = self.words.encode_batch(sentences)
         return self.intents.decode(predict_classes(model, ids, lengths))
+
+    def frames_for(
+        self,
+        tagger: nn.Module,
+        classifier: nn.Module,
+        sentences: Sequence[Sequence[str]],
+        rules: tuple[Tensor, Tensor] | None = None,
+    ) -> list[Frame]:
+        """The frame of every sentence (chapter 07): the slots from the tagger's tags
+        (:meth:`tags_for`, with ``rules`` if given), the classifier's intent
+        (:meth:`intents_for`), put together by :func:`frames.frame_from_tags`."""
+        tags = self.tags_for(tagger, sentences, rules)
+        said = self.intents_for(classifier, sentences)
+        return list(map(frame_from_tags, sentences, tags, said))
 
     def train_model(
         self,
@@ -193,6 +208,28 @@ class LookupTagger:
             for w, g, p in zip(sent, gs, ps)
             if g != p
         )
+
+    def errors_table(
+        self,
+        sentences: Sequence[Sequence[str]],
+        gold: Sequence[Sequence[str]],
+        preds: dict[str, Sequence[Sequence[str]]],
+        split: str = "test",
+    ) -> tuple[dict[str, Counter], Counter, str]:
+        """:meth:`errors_by_kind` of every tagger of ``preds`` ({name: its tags of
+        ``sentences``}); the number of words of each :meth:`kind_of` in
+        ``sentences``; and a text table of both, a column per kind (``split`` names
+        the sentences in its first column)."""
+        if not preds:
+            raise ValueError("preds must name at least one tagger's tags, got none")
+        wrong = {n: self.errors_by_kind(sentences, gold, p) for n, p in preds.items()}
+        n_kind = Counter(self.kind_of(w) for sent in sentences for w in sent)
+        kinds = ("several training tags", "unseen in train", "one tag")
+        head = f"wrongly tagged {split} words"
+        lines = [f"{head:<26}" + "".join(f"{k:>23}" for k in kinds)]
+        for name, row in {f"({split} words of the kind)": n_kind, **wrong}.items():
+            lines.append(f"{name:<26}" + "".join(f"{row[k]:>23}" for k in kinds))
+        return wrong, n_kind, "\n".join(lines)
 
 
 def cooldown_verdict(with_tail: float, without: float, jitter: float) -> str:

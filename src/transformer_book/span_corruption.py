@@ -29,6 +29,8 @@ __all__ = [
     "left_neighbours",
     "sentinels_in_order",
     "span_lengths",
+    "round_trips",
+    "drawn_spans",
 ]
 
 
@@ -272,3 +274,46 @@ def span_lengths(mask: Tensor) -> list[int]:
     starts = (edges == 1).nonzero()  # +1 where a span starts
     ends = (edges == -1).nonzero()  # -1 right after it
     return (ends - starts).flatten().tolist()
+
+
+def round_trips(
+    lengths: Sequence[int],
+    sentinel_ids: Sequence[int],
+    generator: torch.Generator,
+    noise_density: float = 0.15,
+    mean_span_length: float = 3.0,
+) -> tuple[bool, dict[int, set[tuple[int, int]]]]:
+    """Corrupt ``list(range(L))`` for each ``L`` of ``lengths``, in order, one draw of
+    ``generator`` each (:func:`span_corruption`), and merge it back
+    (:func:`merge_spans`): whether every sequence came back exactly, and for each
+    length the set of (inputs, targets) lengths its draws gave."""
+    exact, sizes = True, {}
+    for length in lengths:
+        ids = list(range(length))
+        inputs, targets = span_corruption(
+            ids, noise_density, mean_span_length, sentinel_ids, generator
+        )
+        exact &= merge_spans(inputs, targets, sentinel_ids) == ids
+        sizes.setdefault(length, set()).add((len(inputs), len(targets)))
+    return exact, sizes
+
+
+def drawn_spans(
+    length: int,
+    n_draws: int,
+    generator: torch.Generator,
+    noise_density: float = 0.15,
+    mean_span_length: float = 3.0,
+) -> tuple[list[int], int]:
+    """``n_draws`` masks of :func:`noise_span_mask` for a sequence of ``length``
+    tokens, drawn in order from ``generator``: the lengths of all their spans
+    (:func:`span_lengths`, draw after draw) and in how many draws the last token was
+    corrupted."""
+    if n_draws < 1:
+        raise ValueError(f"n_draws must be >= 1, got {n_draws}")
+    spans, last = [], 0
+    for _ in range(n_draws):
+        mask = noise_span_mask(length, noise_density, mean_span_length, generator)
+        spans += span_lengths(mask)
+        last += int(mask[-1])
+    return spans, last

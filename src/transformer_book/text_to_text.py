@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from . import batching, data, finetune, masks, report, seq2seq, t5, vocab
+from . import batching, data, finetune, masks, probe, report, seq2seq, t5, vocab
 
 __all__ = [
     "SPELLED",
@@ -22,6 +22,7 @@ __all__ = [
     "accuracy",
     "fine_tune",
     "encoder_features",
+    "head_accuracy",
     "write",
     "choose_length",
     "dev_rising",
@@ -135,6 +136,29 @@ def encoder_features(
         out.append(masks.masked_mean(memory, mask[:, 0, 0]).cpu())  # (b, d)
     model.train(was_training)
     return torch.cat(out)[torch.tensor(order).argsort()]  # (N, d), the sources' order
+
+
+def head_accuracy(
+    model: t5.T5,
+    train: tuple[Sequence[Sequence[int]], Sequence[str]],
+    test: tuple[Sequence[Sequence[int]], Sequence[str]],
+) -> tuple[float, int]:
+    """A linear head on ``model``'s frozen encoder (:func:`encoder_features`, then
+    :func:`probe.probe_accuracy`), one class per label of ``train``'s (sources,
+    labels), scored on ``test``'s (a label unseen in training counts as wrong):
+    (its test accuracy, its number of weights and biases)."""
+    if len(train[0]) != len(train[1]) or len(test[0]) != len(test[1]):
+        raise ValueError(
+            f"train and test must pair sources with labels, got {len(train[0])} "
+            f"sources for {len(train[1])} labels and {len(test[0])} for {len(test[1])}"
+        )
+    classes = sorted(set(train[1]))
+    index = {c: i for i, c in enumerate(classes)}
+    acc, head = probe.probe_accuracy(
+        encoder_features(model, train[0]), [index[c] for c in train[1]],
+        encoder_features(model, test[0]), [index.get(c, -1) for c in test[1]],
+    )  # fmt: skip
+    return acc, sum(p.numel() for p in head.parameters())
 
 
 def write(

@@ -2,7 +2,8 @@
 of every update before clipping (:class:`GradNorms`, given to
 :func:`transformer_book.training.train` as ``on_step``), how one backward pass's
 gradient is spread along the layers of a stack (:func:`layer_gradient_norms`, chapter
-06; :func:`quarter_means` sums it up by the first and the last quarter), and how far
+06; :func:`quarter_means` sums it up by the first and the last quarter,
+:func:`quarter_table` prints that over initialisations), and how far
 training moved the weights from where they started (:func:`weight_drift`, chapter 12).
 """
 
@@ -15,7 +16,13 @@ from torch import Tensor, nn
 
 from .training import to_device
 
-__all__ = ["GradNorms", "layer_gradient_norms", "quarter_means", "weight_drift"]
+__all__ = [
+    "GradNorms",
+    "layer_gradient_norms",
+    "quarter_means",
+    "quarter_table",
+    "weight_drift",
+]
 
 
 class GradNorms:
@@ -93,6 +100,22 @@ def quarter_means(norms: Tensor) -> tuple[Tensor, Tensor]:
         )
     q = norms.shape[1] // 4  # layers per quarter
     return norms[:, :q].mean(1), norms[:, -q:].mean(1)
+
+
+def quarter_table(quarters: dict[tuple[bool, int], tuple[Tensor, Tensor]]) -> list[str]:
+    """Lines of the gradient per block's first and last quarter, per (norm_first,
+    depth) of ``quarters`` (:func:`quarter_means`, each (S,)): both means over the
+    initialisations, the ratio of those means, and the range of the ratio over the
+    initialisations taken one by one."""
+    lines = ["placement, blocks: first quarter, last quarter, last/first (min–max)"]
+    for (first, L), (low, high) in quarters.items():  # (S,) each
+        r = high / low  # per initialisation
+        lines.append(
+            f"{'pre' if first else 'post'}-norm, {L:>2}: {low.mean():.3f}, "
+            f"{high.mean():.3f}, {high.mean() / low.mean():.2f} "
+            f"({r.min():.2f}–{r.max():.2f})"
+        )
+    return lines
 
 
 @torch.no_grad()

@@ -1,15 +1,21 @@
-"""Diagrams of positional encodings: RoPE's rotation of a query and a key in 2-D."""
+"""Diagrams of positional encodings: RoPE's rotation of a query and a key in 2-D, and
+chapter 4's plots of what the position functions compute (the sinusoids' similarity
+by offset, T5's buckets, ALiBi's penalties)."""
 
 from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
+import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc
 
+from transformer_book import plotting, positions
+
 from ._draw import EDGE, arrow, canvas, text
 
-__all__ = ["rope_rotation"]
+__all__ = ["rope_rotation", "sinusoid_similarity", "t5_buckets", "alibi_penalties"]
 
 
 def _vector(ax, origin, angle_deg, length, color, label, dashed=False) -> None:
@@ -95,4 +101,63 @@ def rope_rotation(
         f"+ {d_angle:g}° (the angle from q to k) in both, so the score is the same",
         11,
     )
+    return fig
+
+
+def sinusoid_similarity(n_positions: int = 50, d: int = 128) -> Figure:
+    """The dot product of two sinusoidal encodings against their offset k = n - m: the
+    formula sum_i cos(k omega_i) as a line, and PE_m . PE_n of the middle position m
+    against every n as dots (float64)."""
+    pe = positions.sinusoidal_encoding(n_positions, d).double()  # (n_positions, d)
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    m = n_positions // 2
+    offsets = torch.arange(-(n_positions - 1), n_positions)
+    curve = torch.cos(offsets[:, None] * omega).sum(dim=1)
+    fig, ax = plt.subplots(figsize=plotting.SINGLE)
+    plotting.curves(offsets, {r"$\sum_i \cos(k\,\omega_i)$": curve}, ax,
+                    styles=["-"], legend=False)  # fmt: skip
+    label = rf"$\mathrm{{PE}}_{{{m}}} \cdot \mathrm{{PE}}_n$, $k = n - {m}$"
+    ax.plot(torch.arange(n_positions) - m, pe[m] @ pe.T, "o", ms=3, label=label)
+    ax.text(2, d / 2, f"k = 0: d/2 = {d // 2}", va="top", fontsize=9)
+    ax.set(xlabel="offset k = n - m", ylabel="dot product")
+    ax.set_title("sinusoidal encodings: similarity depends on the offset only")
+    ax.legend()
+    return fig
+
+
+def t5_buckets(num_buckets: int = 32, max_distance: int = 128) -> Figure:
+    """T5's bucket of every relative position j - i from -300 to 300, bidirectional
+    (an encoder) and causal, with the dotted lines at ±max_distance."""
+    rel = torch.arange(-300, 301)  # key position - query position
+    fig, ax = plt.subplots(figsize=plotting.SINGLE)
+    for bidirectional, label in ((True, "bidirectional (encoder)"), (False, "causal")):
+        b = positions.t5_relative_position_bucket(
+            rel, bidirectional, num_buckets, max_distance
+        )
+        ax.step(rel, b, where="mid", label=label)
+    for x, label in ((-max_distance, None), (max_distance, "±max_distance")):
+        ax.axvline(x, color="grey", ls=":", lw=1, label=label)
+    ax.text(-290, 0.7 * num_buckets, "keys before the query", fontsize=9)
+    ax.text(20, 0.1 * num_buckets, "keys after it", fontsize=9)
+    title = f"T5 buckets: {num_buckets} buckets, max_distance = {max_distance}"
+    ax.set(xlabel="relative position j - i (key - query)", ylabel="bucket", title=title)
+    ax.legend()
+    return fig
+
+
+def alibi_penalties(n_heads: int = 8, n_keys: int = 33) -> Figure:
+    """The bias ALiBi adds to the score in every head, against the distance to the key
+    (the query at the last of ``n_keys`` positions), steep heads dark, shallow light."""
+    # (H, n_keys): the query at position n_keys - 1, keys 0 … n_keys - 1 places back
+    bias = positions.alibi_bias(n_heads, 1, n_keys)[0, :, 0].flip(-1)
+    slopes = positions.alibi_slopes(n_heads).tolist()
+    fig, ax = plt.subplots(figsize=plotting.SINGLE)
+    for h, m in enumerate(slopes):  # steep to shallow: dark to light
+        label = f"head {h}: m = 1/{1 / m:g}"
+        ax.plot(bias[h], color=plt.cm.viridis(h / n_heads), label=label)
+    ax.text(n_keys - 1, bias[0, -1].item(), "steepest", ha="right", va="bottom",
+            fontsize=9)  # fmt: skip
+    ax.set(xlabel="distance |i - j|", ylabel="bias added to the score",
+           title=f"ALiBi penalties, {n_heads} heads")  # fmt: skip
+    ax.legend(fontsize=8, ncol=2)
     return fig

@@ -1,0 +1,298 @@
+"""Chapter 14's committed measurements read back: nanoGPT's throughput beside
+:class:`transformer_book.gpt.GPT`'s, and the ablation of the chapter's recipes.
+
+``benchmarks/nanogpt_throughput.py`` times both models on one configuration, taking
+turns; :func:`measured_on` says where and when, :func:`throughput` reads its ratios and
+their spread over rounds. ``benchmarks/shakespeare_ablation.py`` trains a ladder of
+recipes over seeds: :func:`ablation_rows` reads one row per variant,
+:func:`ablation_notes` and :func:`ablation_table` print them, :func:`ladder_steps`
+words each rung against the one before, :func:`clock_noise` and :func:`clock_lines`
+measure how noisy its CPU seconds are, and :func:`live_throughput` and
+:func:`live_clock` set a chapter's own run (:func:`transformer_book.gpt_training.run`)
+beside them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import torch
+
+from . import benchmark, report
+from .gpt_training import TrainConfig
+
+__all__ = [
+    "measured_on",
+    "throughput",
+    "ablation_rows",
+    "ablation_notes",
+    "ablation_table",
+    "ladder_steps",
+    "clock_noise",
+    "clock_lines",
+    "reruns_ablation",
+    "live_clock",
+    "live_throughput",
+]
+
+MODELS = ("gpt.GPT", "nanoGPT")  # the throughput file's two models, ours first
+
+
+def _check_throughput(bench: dict) -> None:
+    missing = {"ratio", "ratio_cpu", "repeats", "per_tensor_loop"} - set(bench)
+    if missing:
+        raise ValueError(
+            f"bench must be a committed nanogpt_throughput.json, missing {sorted(missing)}"
+        )
+
+
+def measured_on(bench: dict) -> str:
+    """Where and when the committed throughput ``bench`` was measured, in two lines:
+    the date, torch and the thread count; the processor and its cores."""
+    _check_throughput(bench)
+    n = bench["threads"]
+    return (
+        f"measured {bench['date'][:10]}, torch {bench['torch']}, {n} thread"
+        f"{'s' if n != 1 else ''}\non {bench['machine']['cpu']}, "
+        f"{bench['machine']['cores']} cores"
+    )
+
+
+def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
+    """The committed throughput ``bench`` (``nanogpt_throughput.json``) read back.
+
+    Returns the lines to print (each model's tokens per wall and per CPU second, their
+    ratios, the parameter tensors and operations per step, the ratio per round with the
+    multi-tensor AdamW and with AdamW as a loop over the tensors) and, as text for
+    ``report.glue_all``: ``ratio``, ``ratio_cpu`` and ``loop_ratio`` (gpt.GPT's tokens
+    over nanoGPT's), ``rounds_mult`` and ``rounds_loop`` (their range over the rounds),
+    ``extra_ops``, ``our_tensors``, ``their_tensors``, and ``loop_verdict`` (the loop's
+    rounds against the multi-tensor ones, paired round by round,
+    :func:`transformer_book.report.compare_seeds`).
+    """
+    _check_throughput(bench)
+    ours, theirs = MODELS
+    lines = [
+        f"{name:8s} {bench['tokens_per_s'][name]:8,.0f} tokens/s, "
+        f"{bench['tokens_per_cpu_s'][name]:8,.0f} tokens per CPU s"
+        for name in MODELS
+    ]
+    lines.append(
+        f"ratio {ours} / {theirs}: {bench['ratio']:.2f} (wall), "
+        f"{bench['ratio_cpu']:.2f} (CPU)"
+    )
+    ops, tensors = bench["operations_per_step"], bench["parameter_tensors"]
+    lines.append(
+        f"parameter tensors {tensors}; operations per step "
+        f"{ops[ours]['foreach']:,} against {ops[theirs]['foreach']:,}"
+    )
+    rounds = {  # ours over theirs, round by round
+        kind: [a / b for a, b in zip(r["wall"][ours], r["wall"][theirs])]
+        for kind, r in (
+            ("multi-tensor", bench["repeats"]),
+            ("loop", bench["per_tensor_loop"]["repeats"]),
+        )
+    }
+    spread = {kind: f"{min(r):.2f} to {max(r):.2f}" for kind, r in rounds.items()}
+    lines += [f"AdamW {k:12s}: ratio per round {v}" for k, v in spread.items()]
+    verdict = report.compare_seeds(rounds["loop"], rounds["multi-tensor"], pairs=True)
+    words = {
+        "ratio": f"{bench['ratio']:.2f}",
+        "ratio_cpu": f"{bench['ratio_cpu']:.2f}",
+        "rounds_mult": spread["multi-tensor"],
+        "rounds_loop": spread["loop"],
+        "extra_ops": f"{ops[ours]['foreach'] - ops[theirs]['foreach']:,}",
+        "our_tensors": str(tensors[ours]),
+        "their_tensors": str(tensors[theirs]),
+        "loop_ratio": f"{bench['per_tensor_loop']['ratio']:.2f}",
+        "loop_verdict": verdict.replace("seed", "round"),
+    }
+    return lines, words
+
+
+def ablation_rows(ablation: dict) -> dict[str, dict]:
+    """The runs of a committed ``shakespeare_ablation.json``, one row per variant.
+
+    Each row: ``what`` (the change), ``losses`` and ``cpus`` (validation loss and
+    training CPU seconds, one per seed), ``cpu`` (their median), and the variant's
+    ``steps``, ``lr`` and ``batch``.
+    """
+    rows = {}
+    for name, entry in ablation["variants"].items():
+        cpus = [r["train_cpu_seconds"] for r in entry["runs"]]
+        rows[name] = dict(
+            what=entry["what"],
+            losses=[r["val_loss"] for r in entry["runs"]],
+            cpus=cpus,
+            cpu=statistics.median(cpus),
+            steps=entry["config"]["steps"],
+            lr=entry["config"]["lr"],
+            batch=entry["config"]["batch_size"],
+        )
+    return rows
+
+
+def ablation_notes(ablation: dict, rows: dict[str, dict]) -> list[str]:
+    """Lines that introduce the committed ``ablation``: each row of
+    :func:`ablation_rows` with its number of seeds and what it changes, the threads and
+    processor of every run, and the file's note (empty if none)."""
+    lines = []
+    for name, r in rows.items():
+        n = len(r["losses"])
+        lines.append(f"{name:14s} {n} seed{'s' * (n > 1)}: {r['what']}")
+    cpu = ablation.get("machine", {}).get("cpu", "an unnamed processor")
+    lines.append(f"{ablation['threads']} thread per run, on {cpu}")
+    return lines + [ablation.get("note", "")]
+
+
+def ablation_table(rows: dict[str, dict]) -> list[str]:
+    """The lines of the ablation's table: a header, then per row of
+    :func:`ablation_rows` its steps, peak rate, loss mean ± standard deviation
+    (min–max) over the seeds (``(one seed)`` for one), and median CPU seconds."""
+    lines = [
+        f"{'recipe':14s}{'steps':>6s}{'lr':>7s}  val. loss mean ± std (min–max)  CPU s"
+    ]
+    for name, r in rows.items():
+        losses = r["losses"]
+        spread = "(one seed)"
+        if len(losses) > 1:
+            sd = statistics.stdev(losses)
+            spread = f"± {sd:.3f} ({min(losses):.3f}–{max(losses):.3f})"
+        lines.append(
+            f"{name:14s}{r['steps']:6d}{r['lr']:7.0e}  "
+            f"{statistics.mean(losses):.3f} {spread:21s} {r['cpu']:5.0f}"
+        )
+    return lines
+
+
+def ladder_steps(rows: dict[str, dict], rungs: Sequence[str]) -> dict[str, str]:
+    """Each rung of ``rungs`` (names of :func:`ablation_rows`' rows, one change per rung)
+    against the rung before it: rung -> "+0.123 nats, <verdict>", the difference of the
+    mean losses and :func:`transformer_book.report.compare_seeds`'s words."""
+    if len(rungs) < 2 or any(r not in rows for r in rungs):
+        raise ValueError(
+            f"rungs must name at least two rows of {list(rows)}, got {rungs}"
+        )
+    said = {}
+    for before, after in zip(rungs, rungs[1:]):
+        old, new = rows[before]["losses"], rows[after]["losses"]
+        gap = statistics.mean(new) - statistics.mean(old)
+        said[after] = f"{gap:+.3f} nats, {report.compare_seeds(old, new)}"
+    return said
+
+
+def clock_noise(rows: dict[str, dict]) -> dict:
+    """How noisy the ablation's CPU seconds are, read from the file twice.
+
+    ``ms_per_step``: median CPU ms per step of ``nanogpt``, ``nanogpt-short`` and
+    ``book-quick``; ``seed_spread``: the largest max/min - 1 of one recipe's seeds;
+    ``step_drift``: how much more a step of nanoGPT's model cost in its 800-step rows
+    than in its 2,000-step ones (the same model); ``noise``: the larger of the two;
+    ``time_share`` and ``steps_share``: ``book-quick``'s median CPU seconds and its
+    steps as shares of ``nanogpt``'s.
+    """
+    ms = {
+        n: 1e3 * rows[n]["cpu"] / rows[n]["steps"]
+        for n in ("nanogpt", "nanogpt-short", "book-quick")
+    }
+    seed_spread = max(
+        max(r["cpus"]) / min(r["cpus"]) - 1 for r in rows.values() if len(r["cpus"]) > 1
+    )
+    step_drift = ms["nanogpt-short"] / ms["nanogpt"] - 1
+    return dict(
+        ms_per_step=ms,
+        seed_spread=seed_spread,
+        step_drift=step_drift,
+        noise=max(seed_spread, step_drift),
+        time_share=rows["book-quick"]["cpu"] / rows["nanogpt"]["cpu"],
+        steps_share=rows["book-quick"]["steps"] / rows["nanogpt"]["steps"],
+    )
+
+
+def clock_lines(clock: dict, rows: dict[str, dict], context: int = 64) -> list[str]:
+    """Lines of :func:`clock_noise`'s ``clock`` for the ablation's ``rows``: the seeds'
+    spread, CPU ms per step, nanoGPT's drift per step, ``book-quick``'s share of
+    nanoGPT's CPU time and steps, and the characters each of the two read (windows of
+    ``context`` characters)."""
+    ms = ", ".join(f"{n} {v:.0f}" for n, v in clock["ms_per_step"].items())
+    lines = [
+        f"seeds of one recipe differ in CPU time by up to {clock['seed_spread']:.0%}",
+        f"CPU ms per step: {ms}",
+        f"nanoGPT's model: {clock['step_drift']:+.0%} per step in its 800-step runs",
+        f"book-quick trains in {clock['time_share']:.0%} of the CPU time of nanoGPT's "
+        f"recipe (its steps alone: {clock['steps_share']:.0%})",
+    ]
+    for name in ("nanogpt", "book-quick"):
+        read = rows[name]["steps"] * rows[name]["batch"] * context
+        lines.append(f"{name}: {read:,} characters read")
+    return lines
+
+
+def reruns_ablation(config: TrainConfig, ablation: dict, on_cpu: bool,
+                    variant: str = "book-quick") -> bool:  # fmt: skip
+    """Whether a run of ``config`` (on a CPU when ``on_cpu``) repeats a row of the
+    committed ablation: the variant's settings (seed, logging, device and threads
+    apart) and the ablation's thread count."""
+    ignored = ("seed", "log_every", "device", "threads")
+    setting = {
+        k: v
+        for k, v in ablation["variants"][variant]["config"].items()
+        if k not in ignored
+    }
+    return (
+        on_cpu
+        and config.threads == ablation["threads"]
+        and all(getattr(config, k) == v for k, v in setting.items())
+    )
+
+
+def live_clock(result: dict, config: TrainConfig, ablation: dict, name: str,
+               device: torch.device, variant: str = "book-quick",
+               cpu_name: str | None = None) -> str:  # fmt: skip
+    """A sentence that sets a chapter's run (``result`` of :func:`run` for ``config``,
+    recipe ``name``, on ``device``) beside the committed ablation: when it repeats the
+    ``variant``'s row (:func:`reruns_ablation`) on the processor the table was measured
+    on (``cpu_name``, None: this machine's, :func:`benchmark.machine`), its CPU seconds
+    against the row's median and nanoGPT's, and its loss against the file's for the
+    same seed; on another processor, the loss only (CPU seconds of two processors do
+    not compare); otherwise that the table's CPU seconds say nothing about it."""
+    if not reruns_ablation(config, ablation, device.type == "cpu", variant):
+        return (f"This page trained `{name}` on {device}, not in the table's setting, "
+                "so the table's CPU seconds say nothing about its run.")  # fmt: skip
+    rows = ablation_rows(ablation)
+    on_file = {r["seed"]: r for r in ablation["variants"][variant]["runs"]}
+    cpu = result["train_cpu_seconds"]
+    losses = (
+        f"its loss is {result['val_loss']:.3f}, the file's "
+        f"{on_file[config.seed]['val_loss']:.3f} for that seed."
+    )
+    here = benchmark.machine()["cpu"] if cpu_name is None else cpu_name
+    there = ablation.get("machine", {}).get("cpu")
+    if there is not None and here != there:
+        return (
+            f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
+            f"thread as well, but on another processor ({here}; the table's: {there}), "
+            f"so its {cpu:.0f} CPU s do not compare with the table's; " + losses
+        )
+    return (
+        f"This page's run is the table's `{variant}` with seed {config.seed}, on one "
+        f"thread as well, at another time. It took {cpu:.0f} CPU s, "
+        f"{cpu / rows[variant]['cpu']:.2f} times the table's median for `{variant}` and "
+        f"{cpu / rows['nanogpt']['cpu']:.0%} of nanoGPT's recipe on file; " + losses
+    )
+
+
+def live_throughput(result: dict, config: TrainConfig, device: torch.device) -> str:
+    """A chapter's own run (``result`` of :func:`transformer_book.gpt_training.run` for
+    ``config`` on ``device``) in the throughput file's units: tokens per CPU second on a
+    CPU, tokens per wall-clock second elsewhere (where CPU time says little)."""
+    tokens = config.steps * config.batch_size * config.context
+    if device.type == "cpu":
+        live, unit = tokens / result["train_cpu_seconds"], "tokens per CPU s"
+    else:
+        live, unit = tokens / result["train_wall_seconds"], f"tokens/s on {device}"
+    return (
+        f"this notebook's run above ({config.d_model} wide, batches of "
+        f"{config.batch_size}, {config.threads or 'all'} thread(s)): {live:,.0f} {unit}"
+    )
