@@ -1,5 +1,5 @@
 """benchmarks/ch11_nsp_kinds.py: the committed result chapter 11 reads is well formed
-(every run length has every seed, each balanced test follows from the accuracies by
+(both arms have every run length and seed, each balanced test follows from the accuracies by
 kind, every accuracy is a share of 900 pairs), and the script runs briefly."""
 
 import json
@@ -20,8 +20,13 @@ needs_real_data = pytest.mark.skipif(
 
 
 def check_nsp_kinds(result: dict) -> None:
-    cells = sorted((r["steps"], r["seed"]) for r in result["runs"])
-    assert cells == sorted((s, k) for s in result["steps"] for k in result["seeds"])
+    cells = sorted((r["negatives"], r["steps"], r["seed"]) for r in result["runs"])
+    assert cells == sorted(
+        (n, s, k)
+        for n in result["negatives"]
+        for s in result["steps"]
+        for k in result["seeds"]
+    )
     n_kind = result["n_heldout"] * len(result["kinds"])  # pairs of each kind
     for run in result["runs"]:
         for split in ("dev", "test"):

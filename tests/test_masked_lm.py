@@ -243,12 +243,12 @@ def test_masking_outcomes_equal_the_chapters_inline_count(tok):
 
 def test_nsp_pairs_by_kind_give_three_pairs_per_document_one_of_each_kind():
     docs = {
-        "films": [[["a"], ["b"], ["c"]], [["d"], ["e"]], [["f"], ["g"], ["h"]]],
+        "films": [[["a"], ["b"], ["c"]], [["d"], ["e"]], [["f"], ["g"], ["h"], ["i"]]],
         "flights": [[["x"], ["y"]], [["z"], ["w"], ["v"]], [["only"]]],
     }
     pairs = masked_lm.nsp_pairs_by_kind(docs, random.Random(0))
     assert len(pairs) == 3 * 5  # the one-word document cannot be cut
-    topic_of = {w: t for t, ds in docs.items() for d in ds for (w,) in d}
+    kind_of = {w: t for t, ds in docs.items() for d in ds for (w,) in d}
     for k in range(0, len(pairs), 3):
         (a, b, y0, k0), (a1, b1, y1, k1), (a2, b2, y2, k2) = pairs[k : k + 3]
         assert (k0, k1, k2) == masked_lm.NSP_KINDS and a == a1 == a2
@@ -257,14 +257,46 @@ def test_nsp_pairs_by_kind_give_three_pairs_per_document_one_of_each_kind():
             masked_lm.NOT_NEXT,
             masked_lm.NOT_NEXT,
         )
-        own = topic_of[a[0][0]]
+        own = kind_of[a[0][0]]
         whole = next(d for d in docs[own] if d[0] == a[0])
         assert a + b == whole  # the true continuation
-        assert b1 != b and topic_of[b1[0][0]] == own
-        assert topic_of[b2[0][0]] != own
-    with pytest.raises(ValueError, match="two topics"):
+        assert b1 != b and kind_of[b1[0][0]] == own
+        assert kind_of[b2[0][0]] != own
+    with pytest.raises(ValueError, match="two kinds"):
         masked_lm.nsp_pairs_by_kind({"films": docs["films"]}, random.Random(0))
-    with pytest.raises(ValueError, match=r"docs_by_topic\['flights'\]"):
+    with pytest.raises(ValueError, match=r"docs_by_kind\['flights'\]"):
         masked_lm.nsp_pairs_by_kind(
             {"films": docs["films"], "flights": [[["x"], ["y"]]]}, random.Random(0)
         )
+
+
+def test_same_kind_negatives_are_as_long_as_the_true_continuation():
+    rng = random.Random(3)
+    docs = {
+        kind: [
+            [[f"{kind}{i}.{j}"] for j in range(rng.randint(2, 12))] for i in range(40)
+        ]
+        for kind in ("short", "long")
+    }
+    pairs = masked_lm.nsp_pairs_by_kind(docs, random.Random(0))
+    true_len = [len(b) for _, b, _, k in pairs if k == "is next"]
+    same_len = [len(b) for _, b, _, k in pairs if k == "same kind"]
+    matched = sum(t == s for t, s in zip(true_len, same_len))
+    assert matched >= 0.9 * len(true_len)  # 40 documents a kind: nearly always one
+
+
+def test_next_sentence_pairs_within_groups():
+    docs = [[f"{g}{i}a", f"{g}{i}b", f"{g}{i}c"] for g in "xyz" for i in range(6)]
+    groups = [d[0][0] for d in docs]
+    pairs = masked_lm.next_sentence_pairs(docs, random.Random(0), groups=groups)
+    negatives = [(a, b) for a, b, y in pairs if y == masked_lm.NOT_NEXT]
+    assert len(negatives) > 3
+    for a, b in negatives:
+        assert a[0][0] == b[0][0] and a[0][:2] != b[0][:2]  # same group, another text
+    # one group for all: the same draws as no groups
+    one = masked_lm.next_sentence_pairs(docs, random.Random(5), groups=[0] * len(docs))
+    assert one == masked_lm.next_sentence_pairs(docs, random.Random(5))
+    with pytest.raises(ValueError, match="one label per document"):
+        masked_lm.next_sentence_pairs(docs, random.Random(0), groups=groups[:-1])
+    with pytest.raises(ValueError, match="in every group"):
+        masked_lm.next_sentence_pairs(docs, random.Random(0), groups=[0] + [1] * 17)

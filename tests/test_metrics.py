@@ -291,3 +291,16 @@ def test_mean_distinct_share_averages_each_text_on_its_own():
     assert metrics.mean_distinct_share(["abcdef", "abababab"]) == (1.0 + 2 / 5) / 2
     with pytest.raises(ValueError, match="texts must hold at least one text"):
         metrics.mean_distinct_share([])
+
+
+def test_auc_counts_the_pairs_ranked_right_ties_half():
+    assert metrics.auc([3.0, 4.0], [1.0, 2.0]) == 1.0
+    assert metrics.auc([1.0, 2.0], [3.0, 4.0]) == 0.0
+    assert metrics.auc([1.0], [1.0]) == 0.5
+    positive, negative = [0.9, 0.4, 0.4, 0.7], [0.4, 0.1, 0.8]
+    by_pairs = sum(
+        1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative
+    ) / (len(positive) * len(negative))
+    assert metrics.auc(positive, negative) == pytest.approx(by_pairs)
+    with pytest.raises(ValueError, match="positive and negative"):
+        metrics.auc([], [0.1])

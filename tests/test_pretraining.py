@@ -13,6 +13,7 @@ from transformer_book import (
     bert,
     data,
     masked_lm,
+    metrics,
     pretraining,
 )
 from transformer_book.tokenizer import SPECIAL_TOKENS, WordPiece
@@ -151,16 +152,17 @@ def test_nsp_is_learnt_when_the_pairs_tell_it():
     assert metrics["nsp_accuracy"] >= 0.95, metrics
 
 
-def test_nsp_accuracy_by_kind_counts_each_kind_against_the_heads_answers():
+def test_nsp_by_kind_counts_each_kind_against_the_heads_answers():
     texts, tok, model = _untrained(60)
     docs = {
         "first": [masked_lm.word_pieces_by_word(tok, t) for t in texts[:30]],
         "second": [masked_lm.word_pieces_by_word(tok, t) for t in texts[30:]],
     }
     pairs = masked_lm.nsp_pairs_by_kind(docs, random.Random(0))
-    by_kind = pretraining.nsp_accuracy_by_kind(model, tok, pairs, 32, batch_size=7)
+    found = pretraining.nsp_by_kind(model, tok, pairs, 32, batch_size=7)
     model.eval()
-    expected: dict[str, list[bool]] = {}
+    right: dict[str, list[bool]] = {}
+    p_next: dict[str, list[float]] = {}
     with torch.no_grad():
         for a, b, label, kind in pairs:  # one pair at a time, no padding
             enc = tok.add_special_tokens(
@@ -170,20 +172,24 @@ def test_nsp_accuracy_by_kind_counts_each_kind_against_the_heads_answers():
             _, logits = model(
                 batch["ids"], batch["token_type_ids"], batch["attention_mask"], None
             )
-            expected.setdefault(kind, []).append(int(logits.argmax()) == label)
-    assert by_kind == {k: sum(v) / len(v) for k, v in expected.items()}
-    assert set(by_kind) == set(masked_lm.NSP_KINDS)
+            right.setdefault(kind, []).append(int(logits.argmax()) == label)
+            p_next.setdefault(kind, []).append(logits.softmax(-1)[0, 0].item())
+    assert found["accuracy"] == {k: sum(v) / len(v) for k, v in right.items()}
+    assert set(found["accuracy"]) == set(masked_lm.NSP_KINDS)
+    for kind in ("same kind", "other kind"):
+        expected = metrics.auc(p_next["is next"], p_next[kind])
+        assert found["auc"][kind] == pytest.approx(expected, abs=1e-3)
 
 
-def test_topic_and_coherence_average_the_true_pairs_with_each_negative():
-    by_kind = {"is next": 0.9, "same topic": 0.2, "other topic": 0.8}
-    assert pretraining.topic_and_coherence(by_kind) == pytest.approx((0.85, 0.55))
+def test_kind_and_coherence_average_the_true_pairs_with_each_negative():
+    accuracy = {"is next": 0.9, "same kind": 0.2, "other kind": 0.8}
+    assert pretraining.kind_and_coherence(accuracy) == pytest.approx((0.85, 0.55))
     # a model that always says "is next" scores chance on both
-    assert pretraining.topic_and_coherence(
-        {"is next": 1.0, "same topic": 0.0, "other topic": 0.0}
+    assert pretraining.kind_and_coherence(
+        {"is next": 1.0, "same kind": 0.0, "other kind": 0.0}
     ) == (0.5, 0.5)
-    with pytest.raises(ValueError, match="other topic"):
-        pretraining.topic_and_coherence({"is next": 1.0, "same topic": 0.0})
+    with pytest.raises(ValueError, match="other kind"):
+        pretraining.kind_and_coherence({"is next": 1.0, "same kind": 0.0})
 
 
 def test_nsp_loss_and_heldout_metrics_are_the_parts_they_name():

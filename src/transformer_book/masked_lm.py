@@ -13,9 +13,10 @@ the batches of every one of these recipes; the models and the loss live elsewher
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import TypeVar
 
 import torch
@@ -118,72 +119,96 @@ def masking_outcomes(
 
 
 def next_sentence_pairs(
-    docs: Sequence[Sequence[T]], rng: random.Random, p_next: float = 0.5
+    docs: Sequence[Sequence[T]],
+    rng: random.Random,
+    p_next: float = 0.5,
+    groups: Sequence[Hashable] | None = None,
 ) -> list[tuple[list[T], list[T], int]]:
     """Pairs (A, B, label) for next-sentence prediction. Each document, a sequence of
     units (words, say), of two units or more is cut at a random point into A and B;
     with probability ``p_next`` B stays (:data:`IS_NEXT`), otherwise it is replaced by
     the second part of another document (:data:`NOT_NEXT`). A BERT "sentence" is any
     span of contiguous text (Devlin et al., 2019, section 3.1).
+
+    ``groups``: one label per document (its kind of text, say); then a negative's B
+    comes from another document of the same group, so the group gives nothing away.
     """
     if not 0.0 <= p_next <= 1.0:
         raise ValueError(f"p_next must be a probability in [0, 1], got {p_next}")
-    cuts = []
-    for doc in docs:
+    if groups is not None and len(groups) != len(docs):
+        raise ValueError(
+            f"groups must hold one label per document ({len(docs)}), got {len(groups)}"
+        )
+    cuts, cut_groups = [], []
+    for d, doc in enumerate(docs):
         if len(doc) >= 2:
             k = rng.randint(1, len(doc) - 1)
             cuts.append((list(doc[:k]), list(doc[k:])))
-    if len(cuts) < 2:
+            cut_groups.append(None if groups is None else groups[d])
+    members: dict[Hashable, list[int]] = {}  # group -> its documents' places in cuts
+    place = []  # each document's place within its group
+    for i, g in enumerate(cut_groups):
+        place.append(len(members.setdefault(g, [])))
+        members[g].append(i)
+    sizes = sorted(len(m) for m in members.values())
+    if not sizes or sizes[0] < 2:
+        where = "" if groups is None else " in every group"
         raise ValueError(
-            f"docs must hold at least two documents of two units or more, got {len(cuts)}"
+            f"docs must hold at least two documents of two units or more{where}, "
+            f"got {sizes if groups is not None else sum(sizes)}"
         )
     pairs = []
     for i, (a, b) in enumerate(cuts):
         if rng.random() < p_next:
             pairs.append((a, b, IS_NEXT))
         else:
-            j = rng.randrange(len(cuts) - 1)
-            j += j >= i  # any document but this one
-            pairs.append((a, cuts[j][1], NOT_NEXT))
+            same = members[cut_groups[i]]
+            j = rng.randrange(len(same) - 1)
+            j += j >= place[i]  # any document of the group but this one
+            pairs.append((a, cuts[same[j]][1], NOT_NEXT))
     return pairs
 
 
 #: the three kinds of held-out pair of :func:`nsp_pairs_by_kind`
-NSP_KINDS = ("is next", "same topic", "other topic")
+NSP_KINDS = ("is next", "same kind", "other kind")
 
 
 def nsp_pairs_by_kind(
-    docs_by_topic: dict[str, Sequence[Sequence[T]]], rng: random.Random
+    docs_by_kind: dict[str, Sequence[Sequence[T]]], rng: random.Random
 ) -> list[tuple[list[T], list[T], int, str]]:
-    """Held-out NSP pairs that separate topic from coherence: each document of two
-    units or more (in ``docs_by_topic``, topic -> documents) is cut at a random point
-    into A and B and gives three pairs (A, B', label, kind), one of each of
-    :data:`NSP_KINDS`: its own B (:data:`IS_NEXT`), the B of another document of the
-    same topic and the B of a document of another topic (both :data:`NOT_NEXT`).
+    """Held-out NSP pairs that separate the kind of text from coherence: each document
+    of two units or more (in ``docs_by_kind``, kind of text -> documents) is cut at a
+    random point into A and B and gives three pairs (A, B', label, pair kind), one of
+    each of :data:`NSP_KINDS`: its own B (:data:`IS_NEXT`); the B of another document
+    of the same kind, as long as its own (in units) where one is, else the closest
+    (:data:`NOT_NEXT`), so that length tells it from the true B no more than chance;
+    and the B of a document of another kind (:data:`NOT_NEXT`).
 
-    Telling "is next" from "other topic" can use the topic; telling it from "same
-    topic" needs coherence, whether B continues A (Lan et al., 2020, ALBERT's argument).
+    Telling "is next" from "other kind" can use anything that differs between kinds of
+    text (topic, register, length); telling it from "same kind" needs coherence,
+    whether B continues A (Lan et al., 2020, ALBERT's argument).
     """
     cuts: dict[str, list[tuple[list[T], list[T]]]] = {}
-    for topic, docs in docs_by_topic.items():
-        cuts[topic] = []
+    for kind, docs in docs_by_kind.items():
+        cuts[kind] = []
         for doc in docs:
             if len(doc) >= 2:
                 k = rng.randint(1, len(doc) - 1)
-                cuts[topic].append((list(doc[:k]), list(doc[k:])))
-        if len(cuts[topic]) < 2:
+                cuts[kind].append((list(doc[:k]), list(doc[k:])))
+        if len(cuts[kind]) < 2:
             raise ValueError(
-                f"docs_by_topic[{topic!r}] must hold at least two documents of two "
-                f"units or more, got {len(cuts[topic])}"
+                f"docs_by_kind[{kind!r}] must hold at least two documents of two "
+                f"units or more, got {len(cuts[kind])}"
             )
     if len(cuts) < 2:
-        raise ValueError(f"docs_by_topic must hold two topics or more, got {len(cuts)}")
+        raise ValueError(f"docs_by_kind must hold two kinds or more, got {len(cuts)}")
     pairs = []
-    for topic, own in cuts.items():
-        others = [t for t in cuts if t != topic]
+    for kind, own in cuts.items():
+        others = [k for k in cuts if k != kind]
         for i, (a, b) in enumerate(own):
-            j = rng.randrange(len(own) - 1)
-            j += j >= i  # any document of this topic but this one
+            gaps = [abs(len(c[1]) - len(b)) if j != i else math.inf
+                    for j, c in enumerate(own)]  # fmt: skip
+            j = rng.choice([j for j, g in enumerate(gaps) if g == min(gaps)])
             elsewhere = cuts[rng.choice(others)]
             pairs += [
                 (a, b, IS_NEXT, NSP_KINDS[0]),
@@ -237,6 +262,7 @@ def mlm_batches(
     masking: str = "dynamic",
     seed: int = 0,
     p_mask: float = 0.15,
+    nsp_groups: Sequence[Hashable] | None = None,
 ) -> Iterator[dict[str, Tensor]]:
     """An endless stream of pre-training batches from ``docs`` (each a text as
     :func:`word_pieces_by_word` gives it), one pass over the texts after another,
@@ -247,6 +273,8 @@ def mlm_batches(
     ``"dynamic"`` draws a fresh mask every time a text is seen; ``"static"`` masks each
     text once, the first time it is drawn, and keeps that mask (BERT's data
     preparation with one copy of the data; only without NSP, whose pairs change).
+    ``nsp_groups``: one label per text; a negative's B then comes from a text of the
+    same group (:func:`next_sentence_pairs`'s ``groups``).
 
     Shapes: each batch ``ids`` (masked), ``token_type_ids``, ``attention_mask``,
     ``labels`` (B, T) and ``is_next`` (B,) (all :data:`IS_NEXT` without NSP).
@@ -274,7 +302,7 @@ def mlm_batches(
 
     while True:
         if nsp:
-            units = next_sentence_pairs(docs, rng)
+            units = next_sentence_pairs(docs, rng, groups=nsp_groups)
         else:
             units = [(d, None, IS_NEXT) for d in docs]
         encs = [

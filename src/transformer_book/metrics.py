@@ -24,6 +24,7 @@ from collections.abc import Container, Hashable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "auc",
     "accuracy",
     "token_accuracy",
     "bio_spans",
@@ -259,3 +260,25 @@ def known_word_share(texts: Sequence[str], known: Container[str]) -> float:
     training text's words, say), pooled over all texts (chapter 14)."""
     words = [w for t in texts for w in t.split()]
     return sum(w in known for w in words) / len(words)
+
+
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """The area under the ROC curve of a score: the chance that a random ``positive``
+    item scores above a random ``negative`` one, ties counting half (the Mann-Whitney
+    statistic divided by the number of pairs). 0.5: the score does not tell them apart,
+    at any threshold."""
+    if not positive or not negative:
+        raise ValueError(
+            f"positive and negative need one score each at least, got {len(positive)} "
+            f"and {len(negative)}"
+        )
+    ranked = sorted([(s, 1) for s in positive] + [(s, 0) for s in negative])
+    rank_sum, i = 0.0, 0
+    while i < len(ranked):  # ties share the mean of their ranks (1-based)
+        j = i
+        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
+            j += 1
+        rank_sum += (i + j + 1) / 2 * sum(label for _, label in ranked[i:j])
+        i = j
+    n_pos, n_neg = len(positive), len(negative)
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import baselines, bert, training
+from . import baselines, bert, metrics, training
 from .distributed import process_seed, world
 from .masked_lm import (
     IGNORE,
@@ -45,8 +45,8 @@ __all__ = [
     "pretraining_metrics",
     "nsp_loss",
     "heldout_metrics",
-    "nsp_accuracy_by_kind",
-    "topic_and_coherence",
+    "nsp_by_kind",
+    "kind_and_coherence",
     "nsp_majority",
     "nsp_verdict",
     "metrics_table",
@@ -206,18 +206,22 @@ def heldout_metrics(
 
 
 @torch.no_grad()
-def nsp_accuracy_by_kind(
+def nsp_by_kind(
     model: bert.BertForPreTraining,
     tok: WordPiece,
     pairs: Sequence[tuple[list[list[int]], list[list[int]], int, str]],
     max_len: int = 64,
     batch_size: int = 128,
-) -> dict[str, float]:
-    """NSP accuracy on each kind of pair of :func:`masked_lm.nsp_pairs_by_kind`
-    (segments as word pieces grouped by word): kind -> share answered right."""
+) -> dict[str, dict[str, float]]:
+    """The NSP head on the pairs of :func:`masked_lm.nsp_pairs_by_kind` (segments as
+    word pieces grouped by word): ``accuracy`` {pair kind: share answered right} and,
+    for each kind of negative, ``auc`` {kind: :func:`metrics.auc` of the head's
+    probability of "is next" on the true pairs against that kind's}, which no decision
+    threshold sets."""
     model.eval()
     device = next(model.parameters()).device
     right: dict[str, list[bool]] = {}
+    p_next: dict[str, list[float]] = {}
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         encs = [
@@ -227,19 +231,27 @@ def nsp_accuracy_by_kind(
         _, nsp_logits = model(
             batch["ids"], batch["token_type_ids"], batch["attention_mask"], None
         )  # (B, 2)
-        for (_, _, label, kind), guess in zip(chunk, nsp_logits.argmax(-1).tolist()):
+        probs = nsp_logits.softmax(-1)[:, IS_NEXT].tolist()  # (B,)
+        guesses = nsp_logits.argmax(-1).tolist()
+        for (_, _, label, kind), guess, p in zip(chunk, guesses, probs):
             right.setdefault(kind, []).append(guess == label)
-    return {kind: sum(r) / len(r) for kind, r in right.items()}
+            p_next.setdefault(kind, []).append(p)
+    true = p_next.get(NSP_KINDS[0], [])
+    return {
+        "accuracy": {kind: sum(r) / len(r) for kind, r in right.items()},
+        "auc": {k: metrics.auc(true, p_next[k]) for k in NSP_KINDS[1:] if k in p_next},
+    }
 
 
-def topic_and_coherence(by_kind: dict[str, float]) -> tuple[float, float]:
-    """Two balanced NSP tests from :func:`nsp_accuracy_by_kind`: the mean accuracy on
-    "is next" and "other topic" pairs (topic can tell them apart) and on "is next" and
-    "same topic" pairs (only coherence can); 0.5 is chance for both."""
-    missing = [k for k in NSP_KINDS if k not in by_kind]
+def kind_and_coherence(accuracy: dict[str, float]) -> tuple[float, float]:
+    """Two balanced NSP tests from :func:`nsp_by_kind`'s accuracies: the mean accuracy
+    on "is next" and "other kind" pairs (anything that differs between kinds of text
+    can tell them apart) and on "is next" and "same kind" pairs (only coherence can);
+    0.5 is chance for both, and always answering "is next" scores it."""
+    missing = [k for k in NSP_KINDS if k not in accuracy]
     if missing:
-        raise ValueError(f"by_kind lacks the kinds {missing}")
-    is_next, same, other = (by_kind[k] for k in NSP_KINDS)
+        raise ValueError(f"accuracy lacks the kinds {missing}")
+    is_next, same, other = (accuracy[k] for k in NSP_KINDS)
     return (is_next + other) / 2, (is_next + same) / 2
 
 
@@ -301,6 +313,7 @@ def pretrain(
     checkpoint: str | Path | None = None,
     checkpoint_every: int = 0,
     resume: bool = False,
+    nsp_groups: Sequence[Hashable] | None = None,
 ) -> Pretrained:
     """Pre-train a small BERT on ``texts`` as ``config`` says; reproducible from
     ``config.seed``, and the caller's random state is left untouched.
@@ -314,6 +327,8 @@ def pretrain(
     ``checkpoint``, ``checkpoint_every``, ``resume``: as in :func:`training.train`
     (a run stopped and resumed gives the same model and losses as one that never
     stopped); the MLM and NSP losses are saved beside it (``objectives.json``).
+    ``nsp_groups``: one label per text (its kind, say): NSP's negatives then come from
+    the same group (:func:`masked_lm.mlm_batches`).
     Under ``torchrun`` every process draws its own batches
     (:func:`distributed.process_seed`);
     the losses it records are its own, the total loss the mean over processes.
@@ -332,8 +347,9 @@ def pretrain(
     c = config
     seed = process_seed(c.seed)
     batches = mlm_batches(
-        tokenizer, docs, c.batch_size, c.max_len, c.nsp, c.masking, seed, c.p_mask
-    )
+        tokenizer, docs, c.batch_size, c.max_len, c.nsp, c.masking, seed, c.p_mask,
+        nsp_groups,
+    )  # fmt: skip
     saved = _Objectives(checkpoint, c.steps if stop_at is None else stop_at)
     losses = saved.read() if resume else {"mlm": [], "nsp": []}
     n_saved = len(losses["mlm"])

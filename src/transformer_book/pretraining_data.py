@@ -42,9 +42,9 @@ __all__ = [
     "bias_sweep_summary",
     "bias_sweep_words",
     "baseline_words",
-    "TOPICS",
-    "topic_corpus",
-    "nsp_topics_summary",
+    "TEXT_KINDS",
+    "kinds_corpus",
+    "nsp_kinds_summary",
     "CITY_TAGS",
     "city_words",
     "city_gaps",
@@ -64,34 +64,34 @@ MIN_WORDS = 5
 
 #: chapter 11's three kinds of short English text: rt-polarity's film reviews, ATIS's
 #: flight queries and SNIPS's voice-assistant requests
-TOPICS = ("reviews", "flights", "assistant")
+TEXT_KINDS = ("reviews", "flights", "assistant")
 
 
-def topic_corpus(
+def kinds_corpus(
     n_train: int, n_heldout: int, seed: int = 0
 ) -> dict[str, dict[str, list[str]]]:
-    """Texts of the three :data:`TOPICS`, for next-sentence prediction whose negatives
-    can change topic: split -> topic -> texts, ``n_train`` training texts and
-    ``n_heldout`` dev and test texts of each topic, drawn without replacement (``seed``)
-    from each dataset's own split (the reviews: :func:`data.review_split`)."""
+    """Texts of the three :data:`TEXT_KINDS`, for next-sentence prediction whose
+    negatives can change the kind of text: split -> kind -> texts, ``n_train``
+    training texts and ``n_heldout`` dev and test texts of each kind, drawn without
+    replacement (``seed``) from each dataset's own split (the reviews:
+    :func:`data.review_split`)."""
     rng = random.Random(seed)
     reviews = data.review_split(seed=0)
+    splits = ("train", "dev", "test")
     sources = {
-        "reviews": {k: reviews[k][0] for k in ("train", "dev", "test")},
-        "flights": {k: _queries(data.load_atis(k)) for k in ("train", "dev", "test")},
-        "assistant": {
-            k: _queries(data.load_snips(k)) for k in ("train", "dev", "test")
-        },
+        "reviews": {k: reviews[k][0] for k in splits},
+        "flights": {k: _queries(data.load_atis(k)) for k in splits},
+        "assistant": {k: _queries(data.load_snips(k)) for k in splits},
     }
-    corpus: dict[str, dict[str, list[str]]] = {"train": {}, "dev": {}, "test": {}}
-    for topic in TOPICS:
+    corpus: dict[str, dict[str, list[str]]] = {k: {} for k in splits}
+    for kind in TEXT_KINDS:
         for split, n in (("train", n_train), ("dev", n_heldout), ("test", n_heldout)):
-            texts = sources[topic][split]
+            texts = sources[kind][split]
             if not 0 < n <= len(texts):
                 raise ValueError(
-                    f"{topic} {split} holds {len(texts)} texts; asked for {n}"
+                    f"{kind} {split} holds {len(texts)} texts; asked for {n}"
                 )
-            corpus[split][topic] = rng.sample(texts, n)
+            corpus[split][kind] = rng.sample(texts, n)
     return corpus
 
 
@@ -99,48 +99,53 @@ def _queries(split: data.SlotIntentSplit) -> list[str]:
     return [" ".join(words) for words in split.sentences]
 
 
-def nsp_topics_summary(result: dict) -> dict:
-    """The committed runs of ``benchmarks/ch11_nsp_topics.py`` read back: per run
-    length (``steps``), the seeds' NSP accuracy on the dev and test draws like
-    training's, and their balanced topic and coherence tests on test
-    (:func:`pretraining.topic_and_coherence`); ``chosen``, the run length with the best
-    mean dev NSP accuracy; at it, the per-seed test values (``test_nsp``,
-    ``is_next_share``, ``topic``, ``coherence``, ``mlm_loss``, ``unigram_mlm_loss``,
-    each with ``_at_chosen``), the topic test minus the coherence test (``gap``) and
-    the unigram's MLM loss minus the model's (``mlm_margin``)."""
-    runs: dict[int, list[dict]] = {}
+def nsp_kinds_summary(result: dict) -> dict:
+    """The committed runs of ``benchmarks/ch11_nsp_kinds.py`` read back. Per run
+    length (``steps``), the seeds' values of BERT's arm (negatives from any text):
+    ``dev_nsp`` and ``test_nsp``, NSP accuracy on dev and test pairs drawn like its
+    training's; on test, the balanced ``kind`` and ``coherence`` tests
+    (:func:`pretraining.kind_and_coherence`) and ``coherence_auc``
+    (:func:`pretraining.nsp_by_kind`); the same three of the control arm (negatives
+    from the same kind of text) as ``control_kind``, ``control_coherence`` and
+    ``control_coherence_auc``. ``chosen``, the run length of BERT's arm with the best
+    mean dev NSP accuracy; at it, its per-seed test values ``is_next_share``,
+    ``mlm_loss`` and ``unigram_mlm_loss`` (each with ``_at_chosen``), the kind test
+    minus the coherence test (``gap_at_chosen``) and the unigram's MLM loss minus the
+    model's (``mlm_margin_at_chosen``)."""
+    arms: dict[str, dict[int, list[dict]]] = {"any": {}, "same kind": {}}
     for run in result["runs"]:
-        runs.setdefault(run["steps"], []).append(run)
-    if not runs:
-        raise ValueError("result holds no runs")
+        arm = arms[run.get("negatives", "any")]
+        arm.setdefault(run["steps"], []).append(run)
+    if not arms["any"]:
+        raise ValueError("result holds no runs with negatives from any text")
 
-    def values(steps: int, split: str, key: str) -> list[float]:
-        at = [r[split] for r in runs[steps]]
-        if key in ("topic", "coherence"):
-            return [r[key] for r in at]
-        return [r["natural"][key] for r in at]
+    def per_seed(arm: str, read) -> dict[int, list[float]]:
+        return {steps: [read(r) for r in at] for steps, at in arms[arm].items()}
 
-    dev = {s: values(s, "dev", "nsp_accuracy") for s in runs}
-    chosen = max(runs, key=lambda s: sum(dev[s]) / len(dev[s]))
-    keys = ("nsp_accuracy", "is_next_share", "topic", "coherence", "mlm_loss",
-            "unigram_mlm_loss")  # fmt: skip
-    at_chosen = {k: values(chosen, "test", k) for k in keys}
-    gap = [t - c for t, c in zip(at_chosen["topic"], at_chosen["coherence"])]
-    margin = [
-        u - m for u, m in zip(at_chosen["unigram_mlm_loss"], at_chosen["mlm_loss"])
-    ]
+    summary = {
+        "dev_nsp": per_seed("any", lambda r: r["dev"]["natural"]["nsp_accuracy"]),
+        "test_nsp": per_seed("any", lambda r: r["test"]["natural"]["nsp_accuracy"]),
+    }
+    for arm, prefix in (("any", ""), ("same kind", "control_")):
+        summary[prefix + "kind"] = per_seed(arm, lambda r: r["test"]["kind"])
+        summary[prefix + "coherence"] = per_seed(arm, lambda r: r["test"]["coherence"])
+        summary[prefix + "coherence_auc"] = per_seed(
+            arm, lambda r: r["test"]["auc"]["same kind"]
+        )
+    dev = summary["dev_nsp"]
+    chosen = max(dev, key=lambda s: sum(dev[s]) / len(dev[s]))
+    at_chosen = arms["any"][chosen]
+    for key in ("is_next_share", "mlm_loss", "unigram_mlm_loss"):
+        summary[key + "_at_chosen"] = [r["test"]["natural"][key] for r in at_chosen]
+    kind, coherence = summary["kind"][chosen], summary["coherence"][chosen]
+    unigram, mlm = summary["unigram_mlm_loss_at_chosen"], summary["mlm_loss_at_chosen"]
     return {
-        "gap_at_chosen": gap,
-        "mlm_margin_at_chosen": margin,
-        "dev_nsp": dev,
-        "test_nsp": {s: values(s, "test", "nsp_accuracy") for s in runs},
-        "topic": {s: values(s, "test", "topic") for s in runs},
-        "coherence": {s: values(s, "test", "coherence") for s in runs},
+        **summary,
         "chosen": chosen,
-        "seeds": [r["seed"] for r in runs[chosen]],
-        **{("test_nsp" if k == "nsp_accuracy" else k) + "_at_chosen": v
-           for k, v in at_chosen.items()},
-    }  # fmt: skip
+        "seeds": [r["seed"] for r in at_chosen],
+        "gap_at_chosen": [k - c for k, c in zip(kind, coherence)],
+        "mlm_margin_at_chosen": [u - m for u, m in zip(unigram, mlm)],
+    }
 
 
 def bert_corpus() -> tuple[list[str], list[str]]:
