@@ -30,7 +30,7 @@ report), beside the teacher, the copy and the majority class.
                                            [--n-transfer 3000] [--add]
 
 (``--add``: more settings or seeds, added to the committed result; its ``commands``
-lists every command that contributed runs.)
+lists every command that contributed runs, ``machines`` the machine of each.)
 
 writes benchmarks/results/ch13_distillation.json (probe) or
 ch13_distillation_tuned.json (tuned); 1 thread, CPU; about 40 s a run.
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             runs.append(dict(config=key(c), **c, seed=seed, **scores,
                              cpu_seconds=time.process_time() - start))  # fmt: skip
             print(f"{key(c)} seed {seed}: {scores}", flush=True)
-    commands = []
+    commands, machines = [], []
     if args.add:
         old = json.loads(args.out.read_text())
         if (old["steps"], old["n_transfer"]) != (STEPS, args.n_transfer):
@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--add: some (config, seed) runs are already in {args.out}")
         runs = old["runs"] + runs
         commands = old.get("commands", [old["command"]])
+        machines = old.get("machines", [old["machine"]] * len(commands))
     by_config: dict[str, list[dict]] = {}
     for r in runs:
         by_config.setdefault(r["config"], []).append(r)
@@ -241,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         seeds=sorted({r["seed"] for r in runs}), runs=runs, mean_dev=mean_dev,
         chosen=chosen, test_at_chosen=test_at_chosen, margins=margins,
         threads=1, **record, commands=[*commands, record["command"]],
+        machines=[*machines, record["machine"]],
     )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

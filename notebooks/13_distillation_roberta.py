@@ -23,9 +23,10 @@
 # layers, initialised from the teacher's, learns from the teacher's output
 # distribution rather than from the labels alone, by *knowledge distillation*
 # {cite}`hinton2015distilling`. RoBERTa {cite}`liu2019roberta` makes BERT *better*
-# at the same size by changing only the recipe: masks drawn anew every time a sentence
-# is seen, no next-sentence prediction, larger batches, more data. By the end of this
-# chapter you will be able to
+# at about the same size by changing mainly the recipe: masks drawn anew every time a
+# sentence is seen, no next-sentence prediction, larger batches, more data and longer
+# training (and a larger, byte-level vocabulary). By the end of this chapter you will
+# be able to
 #
 # - write the distillation loss (soft targets at a temperature, KL divergence, the T²
 #   factor) and show that cross-entropy is its one-hot special case;
@@ -397,8 +398,8 @@ report.glue("agree_control", control, "{:.3f}")
 # named); the settings tried are printed with the results (the 300-update ones came in
 # a second run, recorded in the result's `commands`). Per arm, the setting with the
 # best mean dev accuracy over the seeds is chosen, and the test split reports. The dev
-# split is short training phrases, the test split whole sentences, which is why the
-# teacher scores differently on the two. The experiment is run for two teachers: ours,
+# split is short training phrases, the test split whole sentences, which may be why
+# the teacher scores differently on the two. The experiment is run for two teachers: ours,
 # and a *probe*, a linear layer fitted on the frozen MiniLM's vectors of the student's
 # own {glue:text}`n_labelled` labelled phrases (`probe.fit_head`), a teacher that
 # knows little the labels do not. `distill_readings.arm_tests` reads every arm's test
@@ -453,7 +454,8 @@ plt.show()
 # on its soft targets beat those trained on the labels: {glue:text}`ft_soft` against
 # {glue:text}`ft_hard` ({glue:text}`ft_soft_diff`, larger spread
 # {glue:text}`ft_soft_sd`: {glue:text}`ft_soft_verdict`, asserted). The gain is not the
-# longer training: at 300 updates for both, the soft targets reach
+# longer training: at 300 updates for both ({glue:text}`ft_settings300`, each chosen
+# on dev among the settings tried at that length), the soft targets reach
 # {glue:text}`ft_soft300` and the labels {glue:text}`ft_hard300` (higher for every seed
 # too, asserted). Put in sentences: one of
 # the {glue:text}`n_test` test sentences is 0.4 points, so the gain is about
@@ -477,17 +479,19 @@ plt.show()
 # labelled phrases the hard-label student trains on, the soft targets on the transfer
 # set give {glue:text}`pr_soft` against {glue:text}`pr_hard`
 # ({glue:text}`pr_soft_diff`, larger spread {glue:text}`pr_soft_sd`:
-# {glue:text}`pr_soft_verdict`), and at 300 updates each {glue:text}`pr_soft300`
+# {glue:text}`pr_soft_verdict`), and at 300 updates each
+# ({glue:text}`pr_settings300`, chosen the same way) {glue:text}`pr_soft300`
 # against {glue:text}`pr_hard300` ({glue:text}`pr_matched_diff`, larger spread
 # {glue:text}`pr_matched_sd`: {glue:text}`pr_matched_verdict`). {glue:text}`pr_reading`.
 #
 # Which layers to keep is measured too, on copies of the fine-tuned teacher before
 # any training: every other layer, DistilBERT's rule, gives {glue:text}`tr_keep_dev` on
 # dev ({glue:text}`tr_keep_test` on test); the best of the choices on dev is
-# {glue:text}`tr_best_copy` ({glue:text}`tr_best_copy_dev`); the top three layers
-# alone score {glue:text}`tr_top_copy` on test. On {glue:text}`tr_n_dev` dev phrases
-# one phrase is half a point, and each copy is scored once: the page keeps
-# DistilBERT's rule without a measured reason to prefer it here.
+# {glue:text}`tr_best_copy` ({glue:text}`tr_best_copy_dev` on dev,
+# {glue:text}`tr_best_copy_test` on test). On {glue:text}`tr_n_dev` dev phrases one
+# phrase is half a point, and each copy is scored once: a lead of a few phrases on
+# dev does not choose, and the page keeps DistilBERT's rule, without a measured reason
+# to prefer it here either.
 
 
 # %% [markdown]
@@ -644,10 +648,11 @@ report.glue("memo_dynamic", mean_sd(memo["dynamic"]))
 # single-sentence task, was the exception, a few tenths lower), and RoBERTa kept the
 # packed sentences {cite}`liu2019roberta`. Note what the comparison changes: the input
 # format together with the loss (BERT's own ablation had dropped the loss but kept the
-# pairs). Chapter 11 found the book's BERT near chance at NSP on movie phrases, while
-# the same NSP code solved a toy corpus whose negatives change topic; ALBERT argues
-# that NSP mostly rewards noticing a change of topic, which MLM learns anyway
-# {cite}`lan2020albert`.
+# pairs). Chapter 11 found the book's BERT near chance at NSP on movie phrases; the
+# same recipe, on a corpus where a negative usually came from another kind of text,
+# learned to tell the kinds apart and hardly any coherence, and without that cheap
+# signal learned no NSP at all. ALBERT argues that NSP mostly rewards noticing a change
+# of topic, which MLM learns anyway {cite}`lan2020albert`.
 #
 # To measure RoBERTa's claim here, we would need a pre-trained model whose
 # pre-training helps a downstream task, and enough runs to resolve an effect of the
@@ -701,7 +706,7 @@ report.glue("own_majority", sst_majority, "{:.3f}")
 # `sst-bert`, pre-trained for minutes on a CPU, gains {glue:text}`own_pays` on average
 # under this recipe ({glue:text}`own_pre` against {glue:text}`own_scratch` from random
 # weights, the majority class {glue:text}`own_majority`; its chosen rate is the top of
-# the grid). Every fine-tuning seed from the checkpoint lands above every seed from
+# chapter 12's grid, as that chapter shows). Every fine-tuning seed from the checkpoint lands above every seed from
 # random weights, but the gain is {glue:text}`own_se` standard errors where Welch's
 # $t$-test needs {glue:text}`own_t` at these seeds' {glue:text}`own_df` degrees of
 # freedom (chapter 4's rule, unpaired: one seed does not pair a pre-trained encoder

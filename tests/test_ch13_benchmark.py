@@ -49,6 +49,8 @@ def check_distillation(result: dict) -> None:
         steps = r.get("steps", result["steps"])
         assert r["config"].endswith(f"@{steps}") == (steps != 60), r["config"]
     assert result["student_layers"] in [json.loads(k) for k in result["copies"]]
+    if "machines" in result:  # one machine per command that contributed runs
+        assert len(result["machines"]) == len(result["commands"])
     assert 0 < result["majority_test"] < 1 and 0 < result["teacher"]["test"] <= 1
 
 

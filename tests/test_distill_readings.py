@@ -83,7 +83,10 @@ def test_comparison_words_name_each_teacher_and_read_the_verdicts():
     # the copies: every other layer, the best on dev, the top three on test
     assert (words["tr_keep_dev"], words["tr_keep_test"]) == ("0.760", "0.750")
     assert (words["tr_best_copy"], words["tr_best_copy_dev"]) == ("[3, 4, 5]", "0.780")
-    assert words["tr_top_copy"] == "0.770" and words["tr_n_dev"] == "200"
+    assert words["tr_best_copy_test"] == "0.770" and words["tr_n_dev"] == "200"
+    assert words["ft_settings300"] == (
+        "the labels at lr 3e-4, the soft targets at 3e-4 and T = 2"
+    )
 
 
 def test_arm_tests_read_each_arm_and_the_figure_draws_them():

@@ -74,8 +74,7 @@ def _probe_reading(chosen: str, matched: str) -> str:
             "Neither at the chosen settings nor at 300 updates each does the test rank "
             "its soft targets against the labels: a teacher that knows little more than "
             "the student can learn from the labels themselves passes on nothing three "
-            "seeds can see (a gain of a point or two could hide in spreads this size). "
-            "Distillation compresses a teacher's knowledge; it does not create any"
+            "seeds can see (a gain of a point or two could hide in spreads this size)"
         )
     if "higher for every seed" in (chosen, matched):
         return (
@@ -86,11 +85,22 @@ def _probe_reading(chosen: str, matched: str) -> str:
         return (
             "At the chosen settings the test does not rank its soft targets against the "
             "labels, and at 300 updates each they do worse, on every seed and by the "
-            "t-test: imitating a teacher that knows little more than the labels costs "
-            "the student part of what the labels themselves teach. Distillation "
-            "compresses a teacher's knowledge; it does not create any"
+            "t-test: a teacher that knows little more than the labels passes on nothing "
+            "measurable here, and imitating it cost the student some of what the labels "
+            "teach"
         )
     return "Its soft targets do worse than the labels here"
+
+
+def _settings_words(settings: Mapping[str, str]) -> str:
+    """{"hard": "hard:0.0003@300", "soft": "soft:0.0003:2@300"} as "the labels at
+    lr 3e-4, the soft targets at 3e-4 and T = 2"."""
+    hard = settings["hard"].split("@")[0].split(":")
+    soft = settings["soft"].split("@")[0].split(":")
+    return (
+        f"the labels at lr {float(hard[1]):.0e}, the soft targets at "
+        f"{float(soft[1]):.0e} and T = {soft[2]}"
+    ).replace("e-0", "e-")
 
 
 def comparison_words(
@@ -107,8 +117,9 @@ def comparison_words(
     ``_sd``, ``_verdict``, ``argmax_reading``) and the gain in test sentences of
     ``n_test`` (``gain_sentences``); for the probe teacher the comparison at 300
     updates (``pr_matched_diff``, ``_sd``, ``_verdict``, ``pr_reading``); and the
-    copies before training (``tr_best_copy`` of the best dev accuracy, the copy of
-    layers ``keep``, the top three layers)."""
+    copies before training (``tr_best_copy`` of the best dev accuracy, on dev and
+    test, the copy of layers ``keep``); ``<prefix>settings300``, the settings dev chose
+    at 300 updates, in words."""
     words: dict[str, str] = {}
     short = {"fine-tuned": "ft", "probe": "pr"}
     for name, kd in results.items():
@@ -128,9 +139,11 @@ def comparison_words(
                 }
             )
         words[f"{pre}_teacher"] = f"{kd['teacher']['test']:.3f}"
-        at_300 = {a: seed_tests(kd, best_setting(kd, a, 300)) for a in ("hard", "soft")}
+        settings_300 = {a: best_setting(kd, a, 300) for a in ("hard", "soft")}
+        at_300 = {a: seed_tests(kd, k) for a, k in settings_300.items()}
         for arm, accs in at_300.items():
             words[f"{pre}_{arm}300"] = report.mean_sd(accs)
+        words[f"{pre}_settings300"] = _settings_words(settings_300)
         if name == "fine-tuned":
             words["gain_sentences"] = (
                 f"{report.compared(tests['hard'], tests['soft'])[0] * n_test:.0f}"
@@ -166,9 +179,9 @@ def comparison_words(
             "tr_n": f"{kd['n_transfer']:,}",
             "tr_best_copy": best_copy,
             "tr_best_copy_dev": f"{copy_dev[best_copy]:.3f}",
+            "tr_best_copy_test": f"{kd['copies'][best_copy]['test']:.3f}",
             "tr_keep_dev": f"{copy_dev[str(list(keep))]:.3f}",
             "tr_keep_test": f"{kd['copies'][str(list(keep))]['test']:.3f}",
-            "tr_top_copy": f"{kd['copies']['[3, 4, 5]']['test']:.3f}",
             "tr_n_dev": str(kd["n_dev"]),
         }
     )
