@@ -461,7 +461,7 @@ report.glue("n_trained", (n_minilm - n_tok) / 1e6, "{:.0f} million")
 # of the words of the dev sentences occur in none of them; the pre-trained one starts
 # from vectors in which words that share contexts lie close together. The pre-trained encoder's other head,
 # {glue:text}`pre_other_head`, scores {glue:text}`pre_other_dev`
-# ({glue:text}`other_vs_scratch`). More passes do not rescue the random start: the
+# ({glue:text}`other_vs_scratch`). More passes, at the rate chosen for fewer: the
 # scratch arm's {glue:text}`longer_head` head trained for {glue:text}`longer_epochs`
 # epochs instead of {glue:text}`epochs` (one seed) scores {glue:text}`longer_dev`:
 # {glue:text}`longer_verdict` (the one run taken as a fixed number, a one-sample
@@ -600,7 +600,7 @@ verdict = large_rate.failure_kind(tails["large rate"], same)
 print(verdict)
 assert tails["chosen rate"] < tails["large rate"]  # the same updates, less learned
 # the sweep ran this rate for the same updates too (seed select_seed, each head, all
-# of dev): a second look that does not rest on this page's one run
+# of dev): for this head the same run again, for the other one more
 sweep_big = large_rate.sweep_runs_at(few, big_factor * pre_lr)  # head -> run or None
 for h, r in sweep_big.items():
     print(f"{h} head:", large_rate.sweep_words(r, s["n_dev"], majority_dev))
@@ -622,7 +622,9 @@ report.glue("same", same, "{:.0%}")
 # {glue:text}`tail_big` nats against {glue:text}`tail_ok` at the chosen rate, peak
 # {glue:text}`peak`, the most common answer on {glue:text}`same` of the dev
 # sentences; dev accuracy {glue:text}`wild_acc` on {glue:text}`n_big_dev` of them).
-# One run; {glue:text}`sweep_big`. The encoder's weights moved by
+# One run; the sweep ran the same seed and recipe, so its run is a reproduction, not a
+# second look: {glue:text}`sweep_big` (the sweep's other head at this rate is printed
+# above). The encoder's weights moved by
 # {glue:text}`d_big` of their norm ({glue:text}`d_ok` at the chosen rate, asserted
 # smaller).
 #
@@ -632,7 +634,8 @@ report.glue("same", same, "{:.0%}")
 # ({glue:text}`top_intent`) scores {glue:text}`intent_majority`: the 1-NN reading is
 # {glue:text}`knn_floor`, so it cannot show forgetting. The linear probe on the same
 # embeddings scores {glue:text}`k0` (noise about ±{glue:text}`noise`, two standard
-# errors over the test queries; `large_rate.forgetting_words`):
+# errors over the test queries, and √2 times that for a difference of two such
+# scores; `large_rate.forgetting_words`):
 # {glue:text}`probe_room`. After the chosen rate it
 # scores {glue:text}`k_ok` ({glue:text}`knn_ok`), after the large one
 # {glue:text}`k_big` ({glue:text}`knn_big`). One seed each. The curves of the two

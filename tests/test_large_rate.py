@@ -118,13 +118,15 @@ def test_failure_kind_tells_divergence_from_collapse():
 def test_forgetting_words_compare_with_the_noise():
     # probe before 0.8 on 100 queries: noise 2 * sqrt(0.8 * 0.2 / 100) = 0.08
     words = large_rate.forgetting_words(
-        0.45, 0.80, {"ok": 0.78, "big": 0.60}, majority=0.40, n_probes=100
+        0.45, 0.80, {"ok": 0.78, "mid": 0.71, "big": 0.60}, majority=0.40, n_probes=100
     )
     assert words["noise"] == "0.080"
     assert words["knn_floor"] == "no better than always answering it"  # 0.45 < 0.48
     assert words["probe_room"].startswith("it stands above the majority")
     assert words["knn_ok"] == "within the noise of the score before"
     assert words["knn_big"] == "below the score before by more than the noise"
+    # 0.09 lower: beyond one score's noise, within a difference's (0.08 * sqrt 2)
+    assert words["knn_mid"] == "within the noise of the score before"
     flat = large_rate.forgetting_words(0.6, 0.45, {}, majority=0.40, n_probes=100)
     assert flat["knn_floor"] == "above it by more than the noise"
     assert flat["probe_room"].startswith("it does not stand above the majority")

@@ -174,6 +174,7 @@ def test_nsp_kinds_summary_chooses_on_dev_and_reads_test_at_the_choice():
     assert summary["kind"][200] == [0.8, 0.9] and summary["seeds"] == [0, 1]
     assert summary["coherence_auc"][100] == [0.6, 0.6]
     assert summary["control_kind"] == {200: [0.4]}  # the control never chooses
+    assert summary["control_test_nsp"] == {200: [0.9]}
     assert summary["gap_at_chosen"] == pytest.approx([0.3, 0.4])
     assert summary["mlm_margin_at_chosen"] == [1.0, 1.0]
     assert summary["dev_nsp"] == {100: [0.55, 0.57], 200: [0.60, 0.62]}

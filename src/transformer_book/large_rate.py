@@ -206,23 +206,25 @@ def forgetting_words(
     test queries), ``knn_floor`` (the 1-NN reading against the majority intent's
     accuracy ``majority``), ``probe_room`` (the probe's), and for each name of
     ``probe_after`` (the probe's accuracy after a run) ``knn_<name>``: within the noise
-    of the score before, or beyond it."""
+    of the score before, or beyond it (the noise of a difference of two scores,
+    √2 times one score's)."""
     noise = 2 * (probe_before * (1 - probe_before) / n_probes) ** 0.5
+    gap = noise * 2**0.5  # two standard errors of a difference of two such scores
     words = {
         "noise": f"{noise:.3f}",
         "knn_floor": "no better than always answering it"
         if knn_before <= majority + noise
         else "above it by more than the noise",
         "probe_room": "it stands above the majority by more than the noise, so a loss "
-        f"of more than about {noise:.2f} would show; a smaller one would not"
+        f"of more than about {gap:.2f} would show; a smaller one would not"
         if probe_before > majority + noise
         else "it does not stand above the majority by more than the noise either, so "
         "neither reading can show forgetting",
     }
     for name, k in probe_after.items():
-        if k < probe_before - noise:
+        if k < probe_before - gap:
             words[f"knn_{name}"] = "below the score before by more than the noise"
-        elif k > probe_before + noise:
+        elif k > probe_before + gap:
             words[f"knn_{name}"] = "above the score before by more than the noise"
         else:
             words[f"knn_{name}"] = "within the noise of the score before"

@@ -107,11 +107,11 @@ def nsp_kinds_summary(result: dict) -> dict:
     (:func:`pretraining.kind_and_coherence`) and ``coherence_auc``
     (:func:`pretraining.nsp_by_kind`); the same three of the control arm (negatives
     from the same kind of text) as ``control_kind``, ``control_coherence`` and
-    ``control_coherence_auc``. ``chosen``, the run length of BERT's arm with the best
-    mean dev NSP accuracy; at it, its per-seed test values ``is_next_share``,
-    ``mlm_loss`` and ``unigram_mlm_loss`` (each with ``_at_chosen``), the kind test
-    minus the coherence test (``gap_at_chosen``) and the unigram's MLM loss minus the
-    model's (``mlm_margin_at_chosen``)."""
+    ``control_coherence_auc``, and its ``control_test_nsp``. ``chosen``, the run
+    length of BERT's arm with the best mean dev NSP accuracy; at it, its per-seed test
+    values ``is_next_share``, ``mlm_loss`` and ``unigram_mlm_loss`` (each with
+    ``_at_chosen``), the kind test minus the coherence test (``gap_at_chosen``) and
+    the unigram's MLM loss minus the model's (``mlm_margin_at_chosen``)."""
     arms: dict[str, dict[int, list[dict]]] = {"any": {}, "same kind": {}}
     for run in result["runs"]:
         arm = arms[run.get("negatives", "any")]
@@ -126,6 +126,9 @@ def nsp_kinds_summary(result: dict) -> dict:
         "dev_nsp": per_seed("any", lambda r: r["dev"]["natural"]["nsp_accuracy"]),
         "test_nsp": per_seed("any", lambda r: r["test"]["natural"]["nsp_accuracy"]),
     }
+    summary["control_test_nsp"] = per_seed(
+        "same kind", lambda r: r["test"]["natural"]["nsp_accuracy"]
+    )
     for arm, prefix in (("any", ""), ("same kind", "control_")):
         summary[prefix + "kind"] = per_seed(arm, lambda r: r["test"]["kind"])
         summary[prefix + "coherence"] = per_seed(arm, lambda r: r["test"]["coherence"])
