@@ -1,7 +1,7 @@
 """Chapter 11's next-sentence prediction where a negative can change the kind of text
 (section 8): chapter 11's quick recipe (``train.BERT_RECIPES["tiny"]``: 2 layers of
 width 64, MLM + NSP, batches of 16 at 3e-3) pre-trained on 2,500 texts of each of
-three kinds (:func:`pretraining_data.kinds_corpus`: film reviews, flight queries,
+three kinds (:func:`nsp_kinds.kinds_corpus`: film reviews, flight queries,
 voice-assistant requests), its WordPiece vocabulary learned on them, for several run
 lengths and seeds, in two arms: a negative's B drawn from any text (BERT's recipe)
 or from a text of the same kind (the control, which the kind of text cannot help).
@@ -14,6 +14,7 @@ B of another kind), by accuracy and by the AUC of the head's probability
 reports test.
 
     python benchmarks/ch11_nsp_kinds.py [--steps 500 1000 2000] [--seeds 0 1 2 3 4]
+        [--n-train 2500] [--n-heldout 300]
 
 writes benchmarks/results/ch11_nsp_kinds.json (1 thread, CPU; about 6 minutes).
 """
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from transformer_book import (  # noqa: E402
     benchmark,
     masked_lm,
+    nsp_kinds,
     pretraining,
     pretraining_data,
     tokenizer,
@@ -52,13 +54,13 @@ NEGATIVES = ("any", "same kind")
 
 def scores(model, tok, train_texts, heldout: dict[str, list[str]]) -> dict:
     """One held-out split's scores: the natural draw and the three kinds of pair."""
-    texts = [t for kind in pretraining_data.TEXT_KINDS for t in heldout[kind]]
+    texts = [t for kind in nsp_kinds.TEXT_KINDS for t in heldout[kind]]
     natural = pretraining.heldout_metrics(
         model, tok, train_texts, texts, seed=pretraining_data.HELDOUT_SEED
     )
     docs = {
         kind: [masked_lm.word_pieces_by_word(tok, t) for t in heldout[kind]]
-        for kind in pretraining_data.TEXT_KINDS
+        for kind in nsp_kinds.TEXT_KINDS
     }
     pairs = masked_lm.nsp_pairs_by_kind(
         docs, random.Random(pretraining_data.HELDOUT_SEED)
@@ -73,19 +75,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-train", type=int, default=N_TRAIN)
+    parser.add_argument("--n-heldout", type=int, default=N_HELDOUT)
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    corpus = pretraining_data.kinds_corpus(args.n_train, N_HELDOUT)
-    train_texts = [
-        t for kind in pretraining_data.TEXT_KINDS for t in corpus["train"][kind]
-    ]
+    corpus = nsp_kinds.kinds_corpus(args.n_train, args.n_heldout)
+    train_texts = [t for kind in nsp_kinds.TEXT_KINDS for t in corpus["train"][kind]]
     recipe = train.BERT_RECIPES["tiny"]
     tok = tokenizer.WordPiece.train(train_texts, recipe.vocab_size)
     docs = [masked_lm.word_pieces_by_word(tok, t) for t in train_texts]
-    groups = [
-        kind for kind in pretraining_data.TEXT_KINDS for _ in corpus["train"][kind]
-    ]
+    groups = [kind for kind in nsp_kinds.TEXT_KINDS for _ in corpus["train"][kind]]
     runs = []
     for negatives in NEGATIVES:
         for steps in args.steps:
@@ -114,8 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
                 )
     result = dict(
         recipe=dataclasses.asdict(recipe), negatives=list(NEGATIVES),
-        n_train=args.n_train, n_heldout=N_HELDOUT,
-        kinds=list(pretraining_data.TEXT_KINDS), vocab_size=len(tok),
+        n_train=args.n_train, n_heldout=args.n_heldout,
+        kinds=list(nsp_kinds.TEXT_KINDS), vocab_size=len(tok),
         steps=args.steps, seeds=args.seeds, runs=runs,
         machine=benchmark.machine(), torch=torch.__version__,
         date=dt.date.today().isoformat(),

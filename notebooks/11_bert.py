@@ -75,6 +75,7 @@ from transformer_book import (
     diagrams,
     masked_lm,
     minilm_weights,
+    nsp_kinds,
     params,
     plotting,
     pretraining,
@@ -880,7 +881,7 @@ assert ck["nsp_accuracy"] < 0.75  # far from solved: the paragraph below says wh
 # MLM + NSP, batches of 16 at 3e-3) and changes the text: 2,500 texts of each of
 # three kinds, film reviews (rt-polarity), flight queries (ATIS) and requests to a
 # voice assistant (SNIPS), with one WordPiece vocabulary learned on all of them
-# (`pretraining_data.kinds_corpus`). A random B now comes from another kind of text
+# (`nsp_kinds.kinds_corpus`). A random B now comes from another kind of text
 # two times in three, and a kind of text differs in more than topic (the cell below
 # counts two surface differences, length and the full stop). The held-out pairs come
 # in three kinds (`masked_lm.nsp_pairs_by_kind`): every held-out text, cut at a random
@@ -889,23 +890,17 @@ assert ck["nsp_accuracy"] < 0.75  # far from solved: the paragraph below says wh
 # better than chance, and the B of a text of another kind:
 
 # %%
-kinds_texts = pretraining_data.kinds_corpus(2500, 300)  # split -> kind -> texts
-shown = {kind: [t.split() for t in ts[:99]] for kind, ts in kinds_texts["test"].items()}
-for a, b, _, pair_kind in masked_lm.nsp_pairs_by_kind(shown, random.Random(1))[:3]:
-    print(f"{pair_kind:>11}:  {' '.join(a)}  |  {' '.join(b)}")
+kinds_texts = nsp_kinds.kinds_corpus(2500, 300)  # split -> kind -> texts
+test_words = {kind: [t.split() for t in ts] for kind, ts in kinds_texts["test"].items()}
+# the benchmark cuts word pieces grouped by word: the same words, the same cuts
 test_pairs = masked_lm.nsp_pairs_by_kind(
-    {kind: [t.split() for t in ts] for kind, ts in kinds_texts["test"].items()},
-    random.Random(pretraining_data.HELDOUT_SEED),
-)  # the benchmark cuts word pieces grouped by word: the same words, the same cuts
-true_b, same_kind_b = test_pairs[0::3], test_pairs[1::3]  # NSP_KINDS' order
-same_length = statistics.mean(
-    len(t[1]) == len(s[1]) for t, s in zip(true_b, same_kind_b)
+    test_words, random.Random(pretraining_data.HELDOUT_SEED)
 )
-for kind, ts in kinds_texts["test"].items():
-    words = statistics.mean(len(t.split()) for t in ts)
-    stops = statistics.mean(t.rstrip().endswith(".") for t in ts)
-    print(f"{kind:>9}: {words:4.1f} words a text; {stops:4.0%} end in a full stop")
-print(f"same-kind negatives as long as the true B: {same_length:.1%} of the test pairs")
+for a, b, _, pair_kind in test_pairs[:3]:
+    print(f"{pair_kind:>11}:  {' '.join(a)}  |  {' '.join(b)}")
+print("\n".join(nsp_kinds.kinds_lines(kinds_texts["test"])))
+share = masked_lm.length_matched_share(test_pairs)
+print(f"same-kind negatives as long as the true B: {share:.1%} of the test pairs")
 
 # %% [markdown]
 # Two balanced tests read the NSP head's answers (`pretraining.kind_and_coherence`):
@@ -927,45 +922,20 @@ print(f"same-kind negatives as long as the true B: {same_length:.1%} of the test
 
 # %%
 nsp_result = benchmark.committed_result("ch11_nsp_kinds.json")
-nsp_runs = pretraining_data.nsp_kinds_summary(nsp_result)
-columns = ("dev_nsp", "test_nsp", "kind", "coherence", "coherence_auc")
-print("negatives from any text (BERT's recipe)")
-print("steps | dev NSP       | test NSP      | kind test     | coherence     | its AUC")
-for steps in nsp_runs["dev_nsp"]:
-    cells = [nsp_runs[k][steps] for k in columns]
-    print(f"{steps:5} | " + " | ".join(map(report.mean_sd, cells)))
-print(f"chosen on dev: {nsp_runs['chosen']} steps; seeds {nsp_runs['seeds']}")
-print("negatives from the same kind of text (the control)")
-print("steps | test NSP      | kind test     | coherence     | its AUC")
-for steps in nsp_runs["control_kind"]:
-    cells = [nsp_runs["control_" + k][steps] for k in columns[1:]]
-    print(f"{steps:5} | " + " | ".join(map(report.mean_sd, cells)))
+nsp_runs = nsp_kinds.nsp_kinds_summary(nsp_result)
+print(nsp_kinds.nsp_kinds_table(nsp_runs))
 
 # %% tags=["hide-input"]
 chosen = nsp_runs["chosen"]
-nsp_at = {k: nsp_runs[k][chosen] for k in columns}
 control_auc = nsp_runs["control_coherence_auc"][chosen]
 nsp_gap = nsp_runs["gap_at_chosen"]
 nsp_always = statistics.mean(nsp_runs["is_next_share_at_chosen"])
-assert statistics.mean(nsp_at["test_nsp"]) > max(0.6, nsp_always + 0.1)
+assert statistics.mean(nsp_runs["test_nsp"][chosen]) > max(0.6, nsp_always + 0.1)
 assert min(nsp_gap) > 0 and statistics.mean(nsp_gap) > 2 * statistics.stdev(nsp_gap)
-for values in (nsp_at["coherence"], nsp_at["coherence_auc"], control_auc):
-    assert abs(statistics.mean(values) - 0.5) < 0.06  # near chance, at any threshold
-auc_diff, auc_sd, auc_verdict = report.compared(control_auc, nsp_at["coherence_auc"])
-report.glue("nsp_cpu", sum(r["cpu_seconds"] for r in nsp_result["runs"]) / 60, "{:.0f}")
-report.glue("nsp_steps", f"{chosen:,}")
-report.glue("nsp_longest", f"{max(nsp_runs['dev_nsp']):,}")
-report.glue("nsp_seeds", len(nsp_runs["seeds"]))
-report.glue("nsp_always", nsp_always, "{:.1%}")
-report.glue("nsp_gap", report.mean_sd(nsp_gap))
-report.glue("nsp_mlm_margin", report.mean_sd(nsp_runs["mlm_margin_at_chosen"]))
-report.glue("nsp_control_auc", report.mean_sd(control_auc))
-report.glue("nsp_control_nsp", report.mean_sd(nsp_runs["control_test_nsp"][chosen]))
-report.glue("nsp_auc_diff", auc_diff, "{:+.3f}")
-report.glue("nsp_auc_sd", auc_sd, "{:.3f}")
-report.glue("nsp_auc_verdict", auc_verdict)
-for name in ("test_nsp", "kind", "coherence", "coherence_auc"):
-    report.glue(f"nsp_{name}", report.mean_sd(nsp_at[name]))
+for values in (nsp_runs["coherence"], nsp_runs["coherence_auc"]):
+    assert abs(statistics.mean(values[chosen]) - 0.5) < 0.06  # near chance
+assert abs(statistics.mean(control_auc) - 0.5) < 0.06  # the control too
+nsp_words = report.glue_all(nsp_kinds.nsp_kinds_words(nsp_runs, nsp_result))
 
 # %% [markdown]
 # Where a negative can change the kind of text, the same recipe learns next-sentence
@@ -1159,7 +1129,7 @@ print(
 #   `heldout_metrics` (beside a unigram baseline), `metrics_table`, `nsp_majority`,
 #   `nsp_verdict`, `RECIPE_NAMES` (for `report.recipe_differences`, two recipes in
 #   words), `kind_and_coherence` and `nsp_by_kind`;
-#   `transformer_book.pretraining_data.kinds_corpus` and `nsp_kinds_summary` (the NSP
+#   `transformer_book.nsp_kinds.kinds_corpus` and `nsp_kinds_summary` (the NSP
 #   experiment's texts and committed runs); `masked_lm.nsp_pairs_by_kind`;
 #   `transformer_book.metrics.auc`; and
 #   `transformer_book.data.review_split` (the fixed rt-polarity split).

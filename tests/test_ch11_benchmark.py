@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_book import data_files, masked_lm, pretraining, pretraining_data
+from transformer_book import data_files, masked_lm, nsp_kinds, pretraining
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "ch11_nsp_kinds.json"
@@ -39,7 +39,7 @@ def check_nsp_kinds(result: dict) -> None:
             assert set(scores["auc"]) == set(masked_lm.NSP_KINDS[1:])
             assert all(0 <= a <= 1 for a in scores["auc"].values())
             assert 0 <= scores["natural"]["nsp_accuracy"] <= 1
-    summary = pretraining_data.nsp_kinds_summary(result)
+    summary = nsp_kinds.nsp_kinds_summary(result)
     assert summary["chosen"] in result["steps"]
 
 
@@ -53,10 +53,11 @@ def test_committed_result_is_well_formed():
 def test_script_runs_briefly(tmp_path):
     out = tmp_path / "nsp.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "ch11_nsp_kinds.py"),
-               "--steps", "3", "--seeds", "0", "1", "--n-train", "60",
+               "--steps", "3", "--seeds", "0", "--n-train", "60", "--n-heldout", "50",
                "--out", str(out)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(command, check=True, env=env, capture_output=True)
     result = json.loads(out.read_text())
     check_nsp_kinds(result)
     assert result["steps"] == [3] and result["n_train"] == 60
+    assert result["n_heldout"] == 50

@@ -4,7 +4,7 @@ held-out windows (dev for choices, test for reports)."""
 import pytest
 import torch
 
-from transformer_book import baselines, data, pretraining_data, report, t5
+from transformer_book import baselines, pretraining_data, report, t5
 
 
 def test_t5_dev_windows_are_not_the_test_windows():
@@ -137,46 +137,3 @@ def test_baseline_rows_name_the_three_baselines():
         "left bigram, add-one": (0.3, 3.8),
         "left bigram, k = 0.03 (dev)": (0.35, 3.1),
     }
-
-
-def test_kinds_corpus_draws_each_topic_from_its_own_split():
-    corpus = pretraining_data.kinds_corpus(50, 20, seed=1)
-    assert list(corpus) == ["train", "dev", "test"]
-    for split, n in (("train", 50), ("dev", 20), ("test", 20)):
-        assert list(corpus[split]) == list(pretraining_data.TEXT_KINDS)
-        for texts in corpus[split].values():
-            assert len(texts) == n == len(set(texts))
-    reviews = data.review_split(seed=0)
-    assert set(corpus["test"]["reviews"]) <= set(reviews["test"][0])
-    assert any("flight" in t for t in corpus["train"]["flights"])
-    assert corpus == pretraining_data.kinds_corpus(50, 20, seed=1)
-    with pytest.raises(ValueError, match="flights dev holds 500 texts"):
-        pretraining_data.kinds_corpus(50, 600)
-
-
-def test_nsp_kinds_summary_chooses_on_dev_and_reads_test_at_the_choice():
-    def run(steps, seed, dev, test, kind, negatives="any"):
-        natural = {"nsp_accuracy": test, "is_next_share": 0.5, "mlm_loss": 5.0,
-                   "unigram_mlm_loss": 6.0}  # fmt: skip
-        return {
-            "negatives": negatives, "steps": steps, "seed": seed,
-            "dev": {"natural": {**natural, "nsp_accuracy": dev}},
-            "test": {"natural": natural, "kind": kind, "coherence": 0.5,
-                     "auc": {"same kind": 0.6, "other kind": 0.9}},
-        }  # fmt: skip
-
-    result = {"runs": [run(100, 0, 0.55, 0.9, 0.6), run(100, 1, 0.57, 0.9, 0.6),
-                       run(200, 0, 0.60, 0.7, 0.8), run(200, 1, 0.62, 0.72, 0.9),
-                       run(200, 0, 0.9, 0.9, 0.4, "same kind")]}  # fmt: skip
-    summary = pretraining_data.nsp_kinds_summary(result)
-    assert summary["chosen"] == 200  # dev decides, though test is higher at 100
-    assert summary["test_nsp"][200] == [0.7, 0.72]
-    assert summary["kind"][200] == [0.8, 0.9] and summary["seeds"] == [0, 1]
-    assert summary["coherence_auc"][100] == [0.6, 0.6]
-    assert summary["control_kind"] == {200: [0.4]}  # the control never chooses
-    assert summary["control_test_nsp"] == {200: [0.9]}
-    assert summary["gap_at_chosen"] == pytest.approx([0.3, 0.4])
-    assert summary["mlm_margin_at_chosen"] == [1.0, 1.0]
-    assert summary["dev_nsp"] == {100: [0.55, 0.57], 200: [0.60, 0.62]}
-    with pytest.raises(ValueError, match="no runs with negatives from any text"):
-        pretraining_data.nsp_kinds_summary({"runs": []})

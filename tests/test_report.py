@@ -51,6 +51,19 @@ def test_glue_all_formats_every_value_in_order():
         report.glue_all({"not a name": 1})
 
 
+def test_glue_values_show_nothing_as_a_cells_last_value():
+    """A cell ending with a glue call must not echo the value (an "Out:" line under
+    the cell): IPython's formatter gives no output for what glue returns."""
+    from IPython.core.formatters import DisplayFormatter
+
+    text, texts = report.glue("n", 12), report.glue_all({"a": 0.5}, "{:.1f}")
+    assert text == "12" and isinstance(text, str) and texts == {"a": "0.5"}
+    formatter = DisplayFormatter()
+    assert formatter.format(text) == ({}, {})
+    assert formatter.format(texts) == ({}, {})
+    assert formatter.format("12")[0] == {"text/plain": "'12'"}  # a plain str does echo
+
+
 def test_bad_name_is_named():
     with pytest.raises(ValueError, match="glue names must be identifiers.*'slot f1'"):
         report.glue("slot f1", 1.0)

@@ -37,6 +37,7 @@ __all__ = [
     "next_sentence_pairs",
     "NSP_KINDS",
     "nsp_pairs_by_kind",
+    "length_matched_share",
     "word_pieces_by_word",
     "target_ids",
     "mlm_batches",
@@ -216,6 +217,18 @@ def nsp_pairs_by_kind(
                 (a, rng.choice(elsewhere)[1], NOT_NEXT, NSP_KINDS[2]),
             ]
     return pairs
+
+
+def length_matched_share(pairs: Sequence[tuple[list, list, int, str]]) -> float:
+    """The share of :func:`nsp_pairs_by_kind`'s "same kind" negatives whose B has as
+    many units as the true B of the same A (the pairs come in threes, in
+    :data:`NSP_KINDS`' order)."""
+    if not pairs or len(pairs) % 3:
+        raise ValueError(f"pairs must come in threes, got {len(pairs)}")
+    true, same = pairs[0::3], pairs[1::3]
+    if any(t[3] != NSP_KINDS[0] or s[3] != NSP_KINDS[1] for t, s in zip(true, same)):
+        raise ValueError("pairs must be nsp_pairs_by_kind's, in NSP_KINDS' order")
+    return sum(len(t[1]) == len(s[1]) for t, s in zip(true, same)) / len(true)
 
 
 def word_pieces_by_word(tok: WordPiece, text: str) -> list[list[int]]:

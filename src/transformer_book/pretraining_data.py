@@ -21,7 +21,6 @@ the same masks, pairs and windows. ``python -m transformer_book.train bert|t5``
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 import torch
@@ -42,9 +41,6 @@ __all__ = [
     "bias_sweep_summary",
     "bias_sweep_words",
     "baseline_words",
-    "TEXT_KINDS",
-    "kinds_corpus",
-    "nsp_kinds_summary",
     "CITY_TAGS",
     "city_words",
     "city_gaps",
@@ -60,95 +56,6 @@ HELDOUT_SEED = 123
 #: the shortest training phrase the BERT pre-trains on (shorter ones give a masked
 #: word almost no context, and NSP needs two segments)
 MIN_WORDS = 5
-
-
-#: chapter 11's three kinds of short English text: rt-polarity's film reviews, ATIS's
-#: flight queries and SNIPS's voice-assistant requests
-TEXT_KINDS = ("reviews", "flights", "assistant")
-
-
-def kinds_corpus(
-    n_train: int, n_heldout: int, seed: int = 0
-) -> dict[str, dict[str, list[str]]]:
-    """Texts of the three :data:`TEXT_KINDS`, for next-sentence prediction whose
-    negatives can change the kind of text: split -> kind -> texts, ``n_train``
-    training texts and ``n_heldout`` dev and test texts of each kind, drawn without
-    replacement (``seed``) from each dataset's own split (the reviews:
-    :func:`data.review_split`)."""
-    rng = random.Random(seed)
-    reviews = data.review_split(seed=0)
-    splits = ("train", "dev", "test")
-    sources = {
-        "reviews": {k: reviews[k][0] for k in splits},
-        "flights": {k: _queries(data.load_atis(k)) for k in splits},
-        "assistant": {k: _queries(data.load_snips(k)) for k in splits},
-    }
-    corpus: dict[str, dict[str, list[str]]] = {k: {} for k in splits}
-    for kind in TEXT_KINDS:
-        for split, n in (("train", n_train), ("dev", n_heldout), ("test", n_heldout)):
-            texts = sources[kind][split]
-            if not 0 < n <= len(texts):
-                raise ValueError(
-                    f"{kind} {split} holds {len(texts)} texts; asked for {n}"
-                )
-            corpus[split][kind] = rng.sample(texts, n)
-    return corpus
-
-
-def _queries(split: data.SlotIntentSplit) -> list[str]:
-    return [" ".join(words) for words in split.sentences]
-
-
-def nsp_kinds_summary(result: dict) -> dict:
-    """The committed runs of ``benchmarks/ch11_nsp_kinds.py`` read back. Per run
-    length (``steps``), the seeds' values of BERT's arm (negatives from any text):
-    ``dev_nsp`` and ``test_nsp``, NSP accuracy on dev and test pairs drawn like its
-    training's; on test, the balanced ``kind`` and ``coherence`` tests
-    (:func:`pretraining.kind_and_coherence`) and ``coherence_auc``
-    (:func:`pretraining.nsp_by_kind`); the same three of the control arm (negatives
-    from the same kind of text) as ``control_kind``, ``control_coherence`` and
-    ``control_coherence_auc``, and its ``control_test_nsp``. ``chosen``, the run
-    length of BERT's arm with the best mean dev NSP accuracy; at it, its per-seed test
-    values ``is_next_share``, ``mlm_loss`` and ``unigram_mlm_loss`` (each with
-    ``_at_chosen``), the kind test minus the coherence test (``gap_at_chosen``) and
-    the unigram's MLM loss minus the model's (``mlm_margin_at_chosen``)."""
-    arms: dict[str, dict[int, list[dict]]] = {"any": {}, "same kind": {}}
-    for run in result["runs"]:
-        arm = arms[run.get("negatives", "any")]
-        arm.setdefault(run["steps"], []).append(run)
-    if not arms["any"]:
-        raise ValueError("result holds no runs with negatives from any text")
-
-    def per_seed(arm: str, read) -> dict[int, list[float]]:
-        return {steps: [read(r) for r in at] for steps, at in arms[arm].items()}
-
-    summary = {
-        "dev_nsp": per_seed("any", lambda r: r["dev"]["natural"]["nsp_accuracy"]),
-        "test_nsp": per_seed("any", lambda r: r["test"]["natural"]["nsp_accuracy"]),
-    }
-    summary["control_test_nsp"] = per_seed(
-        "same kind", lambda r: r["test"]["natural"]["nsp_accuracy"]
-    )
-    for arm, prefix in (("any", ""), ("same kind", "control_")):
-        summary[prefix + "kind"] = per_seed(arm, lambda r: r["test"]["kind"])
-        summary[prefix + "coherence"] = per_seed(arm, lambda r: r["test"]["coherence"])
-        summary[prefix + "coherence_auc"] = per_seed(
-            arm, lambda r: r["test"]["auc"]["same kind"]
-        )
-    dev = summary["dev_nsp"]
-    chosen = max(dev, key=lambda s: sum(dev[s]) / len(dev[s]))
-    at_chosen = arms["any"][chosen]
-    for key in ("is_next_share", "mlm_loss", "unigram_mlm_loss"):
-        summary[key + "_at_chosen"] = [r["test"]["natural"][key] for r in at_chosen]
-    kind, coherence = summary["kind"][chosen], summary["coherence"][chosen]
-    unigram, mlm = summary["unigram_mlm_loss_at_chosen"], summary["mlm_loss_at_chosen"]
-    return {
-        **summary,
-        "chosen": chosen,
-        "seeds": [r["seed"] for r in at_chosen],
-        "gap_at_chosen": [k - c for k, c in zip(kind, coherence)],
-        "mlm_margin_at_chosen": [u - m for u, m in zip(unigram, mlm)],
-    }
 
 
 def bert_corpus() -> tuple[list[str], list[str]]:

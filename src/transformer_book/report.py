@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "Glued",
+    "GluedAll",
     "glue",
     "glue_all",
     "t_quantile",
@@ -56,14 +58,33 @@ __all__ = [
 _HIDDEN = "application/papermill.record/"
 
 
+class Glued(str):
+    """The text :func:`glue` stored, a plain ``str`` everywhere but in a notebook's
+    output: a cell that ends with a glue call shows nothing, since the value appears
+    where the prose cites it (IPython calls ``_ipython_display_`` instead of printing
+    the cell's value)."""
+
+    def _ipython_display_(self) -> None:
+        return None
+
+
+class GluedAll(dict):
+    """What :func:`glue_all` returns: a plain ``dict`` that shows nothing as a cell's
+    value, as :class:`Glued`."""
+
+    def _ipython_display_(self) -> None:
+        return None
+
+
 def glue(name: str, value: Any, fmt: str | None = None) -> str:
     """Store ``value`` (formatted with ``fmt``, e.g. ``"{:.3f}"``) under ``name`` for the
-    book's text; return the formatted string. Outside IPython it only formats."""
+    book's text; return the formatted string (a :class:`Glued`, which a notebook cell
+    does not echo). Outside IPython it only formats."""
     if not name.isidentifier():
         raise ValueError(
             f"glue names must be identifiers (letters, digits, _), got {name!r}"
         )
-    text = fmt.format(value) if fmt else str(value)
+    text = Glued(fmt.format(value) if fmt else str(value))
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -88,7 +109,9 @@ def glue_all(
     if not isinstance(values, dict):
         raise ValueError(f"values must be a dict of name -> value, got {type(values)}")
     fmts = fmt if isinstance(fmt, dict) else dict.fromkeys(values, fmt)
-    return {name: glue(name, value, fmts.get(name)) for name, value in values.items()}
+    return GluedAll(
+        {name: glue(name, value, fmts.get(name)) for name, value in values.items()}
+    )
 
 
 @functools.lru_cache
