@@ -581,10 +581,12 @@ report.glue("dynamic_loss", mean_sd(val["dynamic"]))
 # Every static run ends worse than the dynamic run of its own seed on the held-out
 # reviews, by {glue:text}`mask_gap` nats on average, and the paired $t$-test of
 # chapter 4 passes (asserted: one seed sets both arms' initial weights, dropout and
-# order of texts, so it pairs the two runs). The dynamic arm has begun to read the
-# context: its loss is {glue:text}`dyn_vs_uni` nats {glue:text}`dyn_uni_side` the
-# unigram model's ({glue:text}`unigram_loss`), which knows only how often each piece
-# occurs (asserted for every seed); the static arm ends above it.
+# order of texts, so it pairs the two runs). The dynamic arm ends
+# {glue:text}`dyn_vs_uni` nats {glue:text}`dyn_uni_side` the unigram model's
+# ({glue:text}`unigram_loss`), which knows only how often each piece occurs (asserted
+# for every seed), the static arm above it. The margin is small: whether it comes from
+# the context or from frequencies learned more finely than add-one smoothing gives
+# them, this page does not test.
 #
 # Is the static arm's deficit the memorisation the paragraph above predicts? If so, the
 # static model should do better on the blanks it trained on than on fresh blanks in
