@@ -7,7 +7,9 @@ the time of every run.
 
 Every run is ``python -m transformer_book.train gpt`` with a recipe (chapter 14's
 ``gpt_training.run``): the first 90 % of the characters to train on, the last 10 %
-held out (nanoGPT's split), evaluated once at the end on every held-out character. Runs
+held out (nanoGPT's split), evaluated once at the end on every held-out character, and
+on each half of them alone (``val_loss_halves``: choose on the first, report the
+second). Runs
 already in the output file are kept (so variants can be added one at a time);
 ``--force`` repeats them. Chapter 14 shows the table this writes.
 """
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
             run = {
                 "seed": seed,
                 "val_loss": r["val_loss"],
+                "val_loss_halves": r["val_loss_halves"],
                 "train_cpu_seconds": r["train_cpu_seconds"],
                 "train_wall_seconds": r["train_wall_seconds"],
                 "final_train_loss": sum(r["history"][-100:]) / 100,

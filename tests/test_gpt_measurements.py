@@ -143,3 +143,19 @@ def test_ablation_notes_and_clock_lines():
     lines = gpt_measurements.clock_lines(clock, rows)
     assert lines[0].endswith("up to 20%") and "45% of the CPU time" in lines[3]
     assert lines[-1] == f"book-quick: {800 * 32 * 64:,} characters read"
+
+
+def test_half_scores_choose_on_the_first_half_and_read_both():
+    def variant(first, second):
+        return {"runs": [{"val_loss_halves": [f, s]} for f, s in zip(first, second)]}
+
+    ablation = {"variants": {"a": variant([1.9, 2.0], [1.5, 1.6]),
+                             "b": variant([1.8, 1.9], [1.95, 2.0]),
+                             "old": {"runs": [{"val_loss": 2.0}]}}}  # fmt: skip
+    chosen, halves = gpt_measurements.half_scores(ablation, ["a", "b"])
+    assert chosen == "b"  # the first half decides, though "a" reads lower on the second
+    assert halves["a"] == ([1.9, 2.0], [1.5, 1.6])
+    with pytest.raises(ValueError, match="no variant 'c'"):
+        gpt_measurements.half_scores(ablation, ["a", "c"])
+    with pytest.raises(ValueError, match="'old' has runs without val_loss_halves"):
+        gpt_measurements.half_scores(ablation, ["old"])

@@ -35,6 +35,11 @@ def test_a_run_writes_config_checkpoint_and_history(tmp_path, caplog):
     assert len(h["history"]) == 6 and [s for s, _ in h["evals"]] == [3, 6]
     assert h["val_loss"] == pytest.approx(h["evals"][-1][1])
     assert h["val_loss"] < 4.17  # ln 65: better than a uniform guess
+    # each half of the held-out text alone: the two halves average to about the whole
+    first, second = h["val_loss_halves"]
+    assert first != second and (first + second) / 2 == pytest.approx(
+        h["val_loss"], abs=0.05
+    )
     saved = json.loads((out / "config.json").read_text())
     assert saved["d_model"] == 32 and saved["steps"] == 6
     assert isinstance(result["model"], torch.nn.Module)

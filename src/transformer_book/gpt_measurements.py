@@ -23,6 +23,7 @@ from . import benchmark, report
 from .gpt_training import TrainConfig
 
 __all__ = [
+    "half_scores",
     "measured_on",
     "throughput",
     "ablation_rows",
@@ -131,6 +132,25 @@ def ablation_rows(ablation: dict) -> dict[str, dict]:
             batch=entry["config"]["batch_size"],
         )
     return rows
+
+
+def half_scores(
+    ablation: dict, names: Sequence[str]
+) -> tuple[str, dict[str, tuple[list[float], list[float]]]]:
+    """A recipe chosen on one half of the held-out text and read on the other: of the
+    variants ``names`` of a committed ``shakespeare_ablation.json``, the one with the
+    lowest mean loss on the first half (``val_loss_halves[0]`` of its runs), and for
+    every variant its seeds' losses on the first and on the second half."""
+    halves = {}
+    for name in names:
+        if name not in ablation["variants"]:
+            raise ValueError(f"no variant {name!r} in the ablation")
+        runs = ablation["variants"][name]["runs"]
+        if not runs or any("val_loss_halves" not in r for r in runs):
+            raise ValueError(f"variant {name!r} has runs without val_loss_halves")
+        halves[name] = tuple([r["val_loss_halves"][i] for r in runs] for i in (0, 1))
+    chosen = min(halves, key=lambda n: statistics.mean(halves[n][0]))
+    return chosen, halves
 
 
 def ablation_notes(ablation: dict, rows: dict[str, dict]) -> list[str]:

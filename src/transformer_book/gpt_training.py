@@ -153,8 +153,10 @@ def _device(config: TrainConfig, world: distributed.Distributed) -> torch.device
 def run(config: TrainConfig, out: str | Path | None = None, resume: bool = False,
         stop_at: int | None = None) -> dict:  # fmt: skip
     """Train as ``config`` says; return the losses, timings and the trained model (rank
-    0 also writes all but the model to ``out``/history.json). ``stop_at``: leave after
-    that step, as if interrupted."""
+    0 also writes all but the model to ``out``/history.json). After the last step the
+    held-out loss over every held-out character (``val_loss``) and over each half of
+    them alone (``val_loss_halves``: one to choose a recipe on, one to report on).
+    ``stop_at``: leave after that step, as if interrupted."""
     world = distributed.init_distributed()
     threads = runtime.thread_count(config.threads)
     if threads:
@@ -232,6 +234,12 @@ def _run_gpt(config: TrainConfig, out, resume: bool, stop_at: int | None,
     if len(history) == config.steps and world.is_main:
         result["val_loss"] = lm_data.mean_loss(model, val)
         log.info("held-out loss after %d steps: %.4f", config.steps, result["val_loss"])
+        # each half of the held-out text alone: choose a recipe on one, report the other
+        half = len(val_ids) // 2
+        result["val_loss_halves"] = [
+            lm_data.mean_loss(model, lm_data.sequential_windows(h, config.context, 64))
+            for h in (val_ids[:half], val_ids[half:])
+        ]
     if world.is_main and out is not None:
         (Path(out) / "history.json").write_text(json.dumps(result))
     return {**result, "model": model}
