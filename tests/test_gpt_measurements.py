@@ -26,6 +26,7 @@ ABLATION = {
         for name, recipe, steps, seeds, loss, cpu in [
             ("nanogpt", gpt_training.RECIPES["nanogpt-cpu"], 2000, 3, 1.90, 200.0),
             ("nanogpt-short", gpt_training.RECIPES["nanogpt-cpu"], 800, 3, 2.10, 100.0),
+            ("schedule", gpt_training.RECIPES["nanogpt-cpu"], 800, 3, 2.00, 150.0),
             ("book-quick", gpt_training.RECIPES["book-quick"], 800, 3, 1.80, 90.0),
             ("untied", gpt_training.RECIPES["book-quick"], 800, 1, 1.81, 91.0),
         ]
@@ -45,7 +46,8 @@ def test_ablation_rows_table_and_clock_noise():
     assert clock["ms_per_step"]["nanogpt"] == pytest.approx(110.0)  # 220 s / 2000
     assert clock["seed_spread"] == pytest.approx(0.2)  # 1.2 / 1.0 - 1
     assert clock["step_drift"] == pytest.approx(137.5 / 110 - 1)  # 110 s / 800
-    assert clock["noise"] == max(clock["seed_spread"], clock["step_drift"])
+    assert clock["model_gap"] == pytest.approx(0.5)  # 165 s against 110 s, same model
+    assert clock["noise"] == clock["model_gap"]  # the largest of the three
 
 
 def test_reruns_ablation_and_live_clock():
@@ -141,7 +143,8 @@ def test_ablation_notes_and_clock_lines():
     assert clock["time_share"] == pytest.approx(99 / 220)  # medians 99 and 220 s
     assert clock["steps_share"] == pytest.approx(0.4)
     lines = gpt_measurements.clock_lines(clock, rows)
-    assert lines[0].endswith("up to 20%") and "45% of the CPU time" in lines[3]
+    assert lines[0].endswith("up to 20%") and "45% of the CPU time" in lines[4]
+    assert lines[3].endswith("(the same model and steps): +50%")
     assert lines[-1] == f"book-quick: {800 * 32 * 64:,} characters read"
 
 
