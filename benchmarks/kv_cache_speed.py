@@ -22,6 +22,11 @@ and without; its ratio, in the same rounds on the same machine, says whether the
 cache is slow or fast for what a step of this shape costs here. (``transformers`` is a
 test dependency of the book; without it the script skips this pair.)
 
+Another run in every round, the bare decoder, writes the same tokens with the cached
+run's operations alone, called as plain functions on the model's tensors (no module
+calls, argument checks or cache object): what the cached run takes beyond it is what
+the package's structure costs in Python, per token.
+
 A last run in every round measures the floor under any cached run on this machine:
 ``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each,
 and nothing else: the weights read once per token, which a
@@ -115,6 +120,72 @@ def timed_weights_once(model, n_new) -> tuple[float, float, None]:
     return time.perf_counter() - w0, time.process_time() - c0, None
 
 
+def bare_weights(model: gpt.GPT) -> list[tuple]:
+    """Each block's tensors for :func:`timed_bare`, read from ``model``: its two
+    norms' (weight, bias, eps), the stacked query/key/value weight and bias, and the
+    output, up and down projections' (weight, bias)."""
+    c = model.config
+    plain = ("learned", "layer", "gelu", c.n_heads, True)
+    if (c.positions, c.norm, c.activation, c.kv_heads, c.bias) != plain:
+        raise SystemExit("the bare decoder covers the benchmark's configuration only")
+    layers = []
+    for block in model.blocks.layers:
+        a, ff = block.attn, block.ff
+        qkv = [torch.cat([p.weight for p in (a.q_proj, a.k_proj, a.v_proj)]),
+               torch.cat([p.bias for p in (a.q_proj, a.k_proj, a.v_proj)])]  # fmt: skip
+        layers.append((
+            (block.norm1.weight, block.norm1.bias, block.norm1.eps), qkv,
+            (a.o_proj.weight, a.o_proj.bias),
+            (block.norm2.weight, block.norm2.bias, block.norm2.eps),
+            (ff.up_proj.weight, ff.up_proj.bias), (ff.down_proj.weight, ff.down_proj.bias),
+        ))  # fmt: skip
+    return layers
+
+
+@torch.inference_mode()
+def timed_bare(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
+    """Wall and CPU seconds of the cached greedy run with the model's operations and
+    nothing else: the same products, norms, attention kernel and cache writes as
+    ``generate``, called as plain functions on its tensors, with no module, no check
+    and no cache object. What the cached run takes beyond this is the package's
+    structure (module calls, argument checks, the cache's bookkeeping) in Python.
+    Shapes: prompt (1, T0) -> tokens (1, T0 + n_new)."""
+    c = model.config
+    D, H, T0 = c.d_model, c.n_heads, prompt.shape[1]
+    Dh = D // H
+    layers = bare_weights(model)  # stacked once per run, as generate stacks them
+    wte, wpe = model.tok_emb.weight, model.pos_emb.embedding.weight
+    final = model.blocks.final_norm
+    _sync(prompt.device)
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = prompt.new_empty(1, T0 + n_new)
+    out[:, :T0] = prompt
+    keys = [wte.new_empty(1, H, T0 + n_new, Dh) for _ in layers]  # (1, H, room, Dh)
+    values = [wte.new_empty(1, H, T0 + n_new, Dh) for _ in layers]
+    # each step reads positions start … T - 1 and writes token T: the prompt first
+    steps = [(0, T0)] + [(t, t + 1) for t in range(T0, T0 + n_new - 1)]
+    for start, T in steps:
+        n = T - start
+        x = (wte[out[0, start:T]] + wpe[start:T]).unsqueeze(0)  # (1, n, D)
+        for i, (n1, (w, b), o, n2, up, down) in enumerate(layers):
+            h = F.layer_norm(x, (D,), *n1[:2], n1[2])
+            qkv = F.linear(h, w, b).view(1, n, 3 * H, Dh)  # (1, n, 3H, Dh)
+            qkv = qkv.transpose(1, 2)  # (1, 3H, n, Dh)
+            q, k, v = qkv.split(H, dim=1)  # (1, H, n, Dh) each
+            keys[i][:, :, start:T] = k
+            values[i][:, :, start:T] = v
+            a = F.scaled_dot_product_attention(
+                q, keys[i][:, :, :T], values[i][:, :, :T], is_causal=start == 0
+            )  # (1, H, n, Dh): the prompt causal, a single new token sees all
+            x = x + F.linear(a.transpose(1, 2).reshape(1, n, D), *o)  # (1, n, D)
+            h = F.layer_norm(x, (D,), *n2[:2], n2[2])
+            x = x + F.linear(F.gelu(F.linear(h, *up)), *down)
+        x = F.layer_norm(x[:, -1], (D,), final.weight, final.bias, final.eps)  # (1, D)
+        out[0, T] = F.linear(x, model.lm_head.weight).argmax(-1)[0]
+    _sync(prompt.device)
+    return time.perf_counter() - w0, time.process_time() - c0, out.clone()
+
+
 def build_reference(device: torch.device):
     """Hugging Face's GPT-2 in the benchmark's shape (random weights, no download), or
     None without ``transformers``."""
@@ -194,12 +265,15 @@ def main(argv: list[str] | None = None) -> dict:
     refs = () if reference is None else ("ref_cached", "ref_uncached")
     for mode in refs:
         outs[mode] = timed_reference(reference, prompt, 8, mode == "ref_cached")[2]
-    every = (*MODES, *refs, "floor")
+    outs["bare"] = timed_bare(model, prompt, 8)[2]
+    every = (*MODES, "bare", *refs, "floor")
     runs = {m: {"wall": [], "cpu": []} for m in every}
     for r in range(args.repeats):
         for mode in every if r % 2 == 0 else every[::-1]:
             if mode == "floor":
                 wall, cpu, _ = timed_weights_once(model, args.new_tokens)
+            elif mode == "bare":
+                wall, cpu, out = timed_bare(model, prompt, args.new_tokens)
             elif mode in refs:
                 wall, cpu, out = timed_reference(
                     reference, prompt, args.new_tokens, mode == "ref_cached"
@@ -215,7 +289,15 @@ def main(argv: list[str] | None = None) -> dict:
     same_tokens = torch.equal(outs["cached"], outs["uncached"])
     if not same_tokens:
         raise SystemExit("cached and uncached decoding wrote different tokens")
-    floor = runs.pop("floor")
+    if not torch.equal(outs["bare"], outs["cached"]):
+        raise SystemExit("the bare decoder wrote other tokens than generate")
+    floor, bare = runs.pop("floor"), runs.pop("bare")
+    bare_rounds = {
+        "speedup": [u / b for u, b in zip(runs["uncached"]["wall"], bare["wall"])],
+        "structure_share": [
+            1 - b / c for b, c in zip(bare["wall"], runs["cached"]["wall"])
+        ],
+    }
     ref_runs = {mode[4:]: runs.pop(mode) for mode in refs}  # cached, uncached
     over_floor = {
         m: [t / f for t, f in zip(runs[m]["wall"], floor["wall"])] for m in MODES
@@ -274,6 +356,17 @@ def main(argv: list[str] | None = None) -> dict:
             "runs": ref_runs,
             "rounds": ref_ratios,
         },
+        "bare": {
+            "what": "the cached run's operations alone (the same products, norms, "
+            "attention kernel and cache writes, as plain functions on the model's "
+            "tensors): no module calls, argument checks or cache object",
+            "same_tokens": True,
+            "seconds": {clock: spread(v) for clock, v in bare.items()},
+            "speedup": spread(bare_rounds["speedup"]),
+            "structure_share": spread(bare_rounds["structure_share"]),
+            "rounds": bare_rounds,
+            "runs": bare,
+        },
         "floor": {
             "what": "every nn.Linear weight read once per token (one row by each), "
             "new_tokens times: the least a cached run can take",
@@ -307,7 +400,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.repeats}); speed-up {w['median']:.1f}x "
         f"[{w['min']:.1f}, {w['max']:.1f}]; reference (transformers' GPT-2) "
         + (f"{statistics.median(ref_ratios):.1f}x; " if refs else "not run; ")
-        + f"ceiling (uncached / weights read "
+        + f"bare operations {statistics.median(bare_rounds['speedup']):.1f}x; "
+        f"ceiling (uncached / weights read "
         f"once per token) {statistics.median(over_floor['uncached']):.1f}x, cached "
         f"{statistics.median(over_floor['cached']):.2f}x the floor; "
         f"load {load_before[0]:.1f} -> "

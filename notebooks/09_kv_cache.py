@@ -428,7 +428,7 @@ print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
 # nanoGPT's character-level shape (6 layers, 6 heads, $d_\text{model} = 384$) with
 # random weights: the time of a step does not depend on what the weights are. It
 # writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
-# without (beside a reference decoder and a floor, described below), all the runs
+# without (beside a reference decoder, a bare decoder and a floor, described below), all the runs
 # taking turns within each of several rounds so that a busy machine slows them alike,
 # and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result` (the numbers the text quotes, by name, with `kv_cache.speed_benchmark_summary`):
 
@@ -457,6 +457,8 @@ ref_vs = report.compare_seeds(ref["rounds"], bench["rounds"]["speedup"]["wall"],
                               pairs=True)  # fmt: skip
 report.glue("ref_verdict", ref_vs.replace("seed", "round"))  # rounds, not seeds
 assert v["bench_speedup"] < v["ceiling"]  # the cache stays under its ceiling
+assert bench["bare"]["same_tokens"]  # the bare decoder wrote generate's tokens
+assert v["bench_speedup"] < v["bare_speedup"] < v["ceiling"]  # structure costs time
 
 # %% tags=["hide-input"]
 steps_ms = {m: 1e3 * torch.tensor(bench["step_seconds"][m]) for m in bench["seconds"]}
@@ -494,9 +496,22 @@ plt.show()
 # uncached run {glue:text}`ceiling` times as long: the most any cache could gain there
 # (medians over the rounds). The cached run took {glue:text}`over_floor` times the
 # floor: the products with the weights were {glue:text}`floor_share` of its time, and
-# the rest went to everything else a step runs (norms, attention over the cache, the
-# calls that launch them), which this measurement does not split further: that rest is
-# what a faster decoder has to remove.
+# the rest went to everything else a step runs: norms, attention over the cache, and
+# the Python that calls them.
+#
+# How much of that rest is the package's own structure? Another run in every round,
+# the bare decoder, does the cached run's operations and nothing else: the same
+# products, norms, attention kernel and cache writes, called as plain functions on
+# the model's tensors, with no module calls, no argument checks and no cache object
+# (`timed_bare` in the script, a few dozen lines; it writes the same tokens as
+# `generate`). It took {glue:text}`bare_s` s, {glue:text}`bare_speedup`× faster than
+# the uncached run: the structure that lets this book build the model from named,
+# checked parts takes {glue:text}`structure_share` of the cached run's time. That is a
+# price of writing the step in Python one module at a time, at one token per step;
+# decoders built for speed avoid it by compiling the whole step (PyTorch's gpt-fast
+# runs its one-token step through `torch.compile`). The book keeps
+# the modules, since they are what the chapters teach. What separates the bare run from
+# the floor is the operations themselves.
 #
 # Is {glue:text}`bench_speedup`× fast or slow for this shape on this machine? The
 # script runs a reference decoder in the same rounds: Hugging Face's `GPT2LMHeadModel`

@@ -393,6 +393,11 @@ def _speed_result():
             "ceiling": spread(14.0),
             "cached_over_floor": spread(2.0),
         },
+        "bare": {
+            "seconds": {"wall": spread(0.4)},
+            "speedup": spread(8.75),
+            "structure_share": spread(0.2),
+        },
         "load_average": {"before": [0.5, 0.4, 0.3], "after": [1.0, 0.5, 0.3]},
     }
 
@@ -406,6 +411,8 @@ def test_speed_benchmark_summary_reads_the_medians_by_name():
     assert v["all_cached_s"] == pytest.approx(0.008)
     assert set(found.formats) == set(v)
     assert found.formats["floor_share"].format(v["floor_share"]) == "50%"
+    assert (v["bare_s"], v["bare_speedup"], v["structure_share"]) == (0.4, 8.75, 0.2)
+    assert "speed-up 8.8x; the package's structure is 20% of" in found.text
     assert "speed-up over 3 rounds: median 7.0x" in found.text
     assert "transformers 4.0 GPT-2" in found.text
     with pytest.raises(ValueError, match="result lacks"):
@@ -419,7 +426,7 @@ def test_speed_benchmark_summary_reads_the_committed_result():
         benchmark.committed_result("kv_cache_speed.json")
     )
     assert found.values["bench_min"] <= found.values["bench_speedup"]
-    assert found.text.count("\n") == 6  # seven lines
+    assert found.text.count("\n") == 7  # eight lines
 
 
 def test_weights_rate_reading_says_what_the_rate_means():

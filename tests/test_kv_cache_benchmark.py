@@ -30,6 +30,14 @@ def check_result(result: dict) -> None:
         assert floor["rounds"][mode] == pytest.approx(
             [t / f for t, f in zip(walls, floor["runs"]["wall"])]
         )
+    bare = result["bare"]  # the same tokens with the operations alone
+    assert bare["same_tokens"]
+    assert bare["rounds"]["speedup"] == pytest.approx(
+        [u / b for u, b in zip(runs["uncached"]["wall"], bare["runs"]["wall"])]
+    )
+    assert bare["rounds"]["structure_share"] == pytest.approx(
+        [1 - b / c for b, c in zip(bare["runs"]["wall"], runs["cached"]["wall"])]
+    )
     ceiling = statistics.median(floor["rounds"]["uncached"])
     assert floor["ceiling"]["median"] == pytest.approx(ceiling)
 

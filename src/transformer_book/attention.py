@@ -285,14 +285,15 @@ class MultiHeadAttention(nn.Module):
         :func:`transformer_book.gpt.weights_for_one_token` while ``generate`` runs).
         Shapes: (B, T, d_model) -> (B, T, d_model), (B, T, kv_width), (B, T, kv_width).
         """
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        # not wrapped (a LoRA projection, say): then each is called as it is
-        plain = all(type(p) is nn.Linear for p in projections)
-        if self.decoding_qkv is not None and not torch.is_grad_enabled():
+        grad = torch.is_grad_enabled()
+        if self.decoding_qkv is not None and not grad:
             weight, bias = self.decoding_qkv  # stacked once for a whole decoding run
-        elif not (plain and torch.is_grad_enabled()):
-            return projections[0](x), projections[1](x), projections[2](x)
+        elif not grad or not (  # wrapped (a LoRA projection, say): each called as it is
+            type(self.q_proj) is type(self.k_proj) is type(self.v_proj) is nn.Linear
+        ):
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
         else:
+            projections = (self.q_proj, self.k_proj, self.v_proj)
             weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
             bias = None
             if self.q_proj.bias is not None:
@@ -323,13 +324,15 @@ class MultiHeadAttention(nn.Module):
                     f"{cache.seq_len} cached tokens pass mask=masks.causal_mask(T, "
                     f"{cache.seq_len} + T) instead"
                 )
-        for name, t in (("x", x), ("context", x if context is None else context)):
+        self_attention = context is None or context is x
+        inputs = (("x", x),) if self_attention else (("x", x), ("context", context))
+        for name, t in inputs:
             if t.dim() != 3 or t.shape[-1] != self.d_model:
                 raise ValueError(
                     f"{name} must have shape (B, T, d_model={self.d_model}), "
                     f"got {tuple(t.shape)}"
                 )
-        if context is None or context is x:  # self-attention
+        if self_attention:
             q, k, v = self._project_qkv(x)
         elif context.shape[0] != x.shape[0]:
             raise ValueError(

@@ -130,11 +130,8 @@ class KVCache:
         start, end = self.seq_len, self.seq_len + k.shape[2]
         buf = self._k
         if buf is not None and (
-            k.shape[0] != buf.shape[0]
-            or k.shape[1] != buf.shape[1]
-            or k.shape[3] != buf.shape[3]
-            or k.dtype != buf.dtype
-            or k.device != buf.device
+            (k.shape[0], k.shape[1], k.shape[3], k.dtype, k.device)
+            != (buf.shape[0], buf.shape[1], buf.shape[3], buf.dtype, buf.device)
         ):
             if start > 0:
                 raise ValueError(
@@ -156,11 +153,11 @@ class KVCache:
                     f"({start} cached, {k.shape[2]} new); reset it or start a new one"
                 )
             self._allocate(k, end)
-        self._k.narrow(2, start, end - start).copy_(k)  # rows start … end - 1
-        self._v.narrow(2, start, end - start).copy_(v)
+        self._k[:, :, start:end] = k  # rows start … end - 1
+        self._v[:, :, start:end] = v
         self.seq_len = end
-        self.keys = self._k.narrow(2, 0, end)  # (B, Hkv, seq_len, Dh), a view: no copy
-        self.values = self._v.narrow(2, 0, end)
+        self.keys = self._k[:, :, :end]  # (B, Hkv, seq_len, Dh), a view: no copy
+        self.values = self._v[:, :, :end]
         return self.keys, self.values
 
     def reset(self) -> None:
@@ -329,14 +326,18 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
     ``benchmark.committed_result`` reads it): medians over the rounds (wall clock) of
     the cache's speed-up (``bench_*``, with its range), the reference decoder's
     (``ref_*``), the floor (``floor_s``), uncached / floor (``ceiling``), cached / floor
-    (``over_floor``, and its inverse ``floor_share``), the load before; from the
-    step-by-step pass, the last uncached step in ms and the sum of the cached ones."""
-    needed = ("seconds", "speedup", "rounds", "step_seconds", "reference", "floor")
+    (``over_floor``, and its inverse ``floor_share``), the bare decoder's seconds and
+    speed-up (``bare_s``, ``bare_speedup``) and the share of the cached run it does not
+    need (``structure_share``), the load before; from the step-by-step pass, the last
+    uncached step in ms and the sum of the cached ones."""
+    needed = (
+        "seconds", "speedup", "rounds", "step_seconds", "reference", "floor", "bare"
+    )  # fmt: skip
     missing = [k for k in (*needed, "load_average") if k not in result]
     if missing:
         raise ValueError(f"result lacks {missing}: not a kv_cache_speed.py result")
     secs, up = result["seconds"], result["speedup"]["wall"]
-    ref, floor = result["reference"], result["floor"]
+    ref, floor, bare = result["reference"], result["floor"], result["bare"]
     ref_up = ref["speedup"]
     # (n_new,) per mode, in ms: the float32 arithmetic the chapter's plot reads
     steps_ms = {m: 1e3 * torch.tensor(result["step_seconds"][m]) for m in secs}
@@ -354,10 +355,14 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
         "ceiling": floor["ceiling"]["median"],
         "over_floor": floor["cached_over_floor"]["median"],
         "floor_share": 1 / floor["cached_over_floor"]["median"],
+        "bare_s": bare["seconds"]["wall"]["median"],
+        "bare_speedup": bare["speedup"]["median"],
+        "structure_share": bare["structure_share"]["median"],
     }
-    seconds = ("all_cached_s", "ref_cached", "bench_cached", "floor_s")
+    seconds = ("all_cached_s", "ref_cached", "bench_cached", "floor_s", "bare_s")
     formats = dict.fromkeys(values, "{:.1f}") | dict.fromkeys(seconds, "{:.2f}")
     formats.update(last_plain_ms="{:.0f}", floor_share="{:.0%}")
+    formats.update(structure_share="{:.0%}")
     lines = []
     for mode in ("cached", "uncached"):
         s = secs[mode]["wall"]
@@ -377,6 +382,9 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
         f"(min {ref_up['min']:.1f}x, max {ref_up['max']:.1f}x)",
         f"the floor: {values['floor_s']:.2f} s for the same tokens; uncached / floor "
         f"{values['ceiling']:.1f}x, cached / floor {values['over_floor']:.2f}x",
+        f"the same operations bare (no modules, checks or cache object): "
+        f"{values['bare_s']:.2f} s, speed-up {values['bare_speedup']:.1f}x; the "
+        f"package's structure is {values['structure_share']:.0%} of the cached run",
     ]
     return SpeedSummary(values, formats, "\n".join(lines))
 
