@@ -69,6 +69,7 @@ from transformer_book import (
     checks,
     data,
     decoder,
+    decoding_speed,
     diagrams,
     gpt,
     grouped_heads,
@@ -430,7 +431,7 @@ print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
 # writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
 # without (beside a reference decoder, a bare decoder and a floor, described below), all the runs
 # taking turns within each of several rounds so that a busy machine slows them alike,
-# and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result` (the numbers the text quotes, by name, with `kv_cache.speed_benchmark_summary`):
+# and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result` (the numbers the text quotes, by name, with `decoding_speed.speed_benchmark_summary`):
 
 # %%
 bench = benchmark.committed_result("kv_cache_speed.json")
@@ -446,7 +447,7 @@ print(
 # %% tags=["nbval-ignore-output"]
 # medians over the rounds (wall clock): the cache's, the reference's (transformers'
 # GPT-2, same shape, same rounds) and the floor's (every weight read once per token)
-found = kv_cache.speed_benchmark_summary(bench)
+found = decoding_speed.speed_benchmark_summary(bench)
 print(found.text)
 report.glue_all(found.values, found.formats)
 v, ref = found.values, bench["reference"]
@@ -532,7 +533,7 @@ plt.show()
 # that the page stays quick ({glue:text}`speed_shape`, {glue:text}`speed_where`,
 # {glue:text}`speed_tokens` tokens after a one-token prompt). Each step is timed on its
 # own; on a CPU the clock is this process's CPU time, which other programs on a shared
-# machine disturb less than the wall clock (`kv_cache.decode_step_times`).
+# machine disturb less than the wall clock (`decoding_speed.decode_step_times`).
 
 # %%
 speed_config = gpt.GPTConfig(65, 2048, speed_width, speed_layers, speed_width // 64)
@@ -545,10 +546,11 @@ report.glue("speed_where", "on one CPU thread" if run.device.type == "cpu"
 print(f"live model: {live_shape}, {n_params:,} parameters")
 
 # %% tags=["nbval-ignore-output"]
-kv_cache.decode_step_times(speed_model, 8, use_cache=True)  # warm-up
+decoding_speed.decode_step_times(speed_model, 8, use_cache=True)  # warm-up
 # (speed_tokens,) seconds each: every step of greedy decoding from a one-token prompt
-t_cached = kv_cache.decode_step_times(speed_model, speed_tokens, True, speed_batch)
-t_plain = kv_cache.decode_step_times(speed_model, speed_tokens, False, speed_batch)
+step_times = decoding_speed.decode_step_times
+t_cached = step_times(speed_model, speed_tokens, True, speed_batch)
+t_plain = step_times(speed_model, speed_tokens, False, speed_batch)
 lengths = [n for n in (16, 32, 64, 128, 256, 512, 1024) if n <= speed_tokens]
 ratio = {n: (t_plain[:n].sum() / t_cached[:n].sum()).item() for n in lengths}
 for n in lengths:
@@ -576,12 +578,12 @@ report.glue("speed_trend", "with the same trend along the table" if grows else
 # one cached step after 128 tokens, for 1 sequence and for 16 decoded together. (The
 # cache is filled with random keys and values: the time of a step does not depend on
 # them, and the 16 × 128 tokens need not be run through the model;
-# `kv_cache.cached_step_seconds` does this.)
+# `decoding_speed.cached_step_seconds` does this.)
 
 # %% tags=["nbval-ignore-output"]
 H, L = speed_config.n_heads, speed_config.n_layers
 # batch size -> median seconds of one cached step after 128 positions
-per_step = {B: kv_cache.cached_step_seconds(speed_model, B, 128) for B in (1, 16)}
+per_step = {B: decoding_speed.cached_step_seconds(speed_model, B, 128) for B in (1, 16)}
 cost = per_step[16] / per_step[1]
 print(f"one cached step, 1 sequence: {1e3 * per_step[1]:.1f} ms")
 print(
@@ -786,12 +788,12 @@ del big
 assert step_rate < 2 * read_rate  # even from a cache, not far beyond the memory
 report.glue_all(dict(step_rate=step_rate, read_rate=read_rate), "{:.1f}")
 # step_rate / read_rate: the share of the step its weights fill at the pass's rate
-report.glue("rate_reading", kv_cache.weights_rate_reading(step_rate, read_rate))
+report.glue("rate_reading", decoding_speed.weights_rate_reading(step_rate, read_rate))
 
 # %% [markdown]
 # One step reads its weights at {glue:text}`step_rate` GB/s, a pass over a large
 # tensor at {glue:text}`read_rate` GB/s: {glue:text}`rate_reading`
-# (`kv_cache.weights_rate_reading`). The byte count is the right
+# (`decoding_speed.weights_rate_reading`). The byte count is the right
 # model for a large model, whose weights take far longer to stream than a few dozen
 # operations take to launch.
 
@@ -1148,9 +1150,10 @@ print(f"the buffer: {in_buffer:,} bytes, {by_cat / in_buffer:.0f}x fewer")
 # - `transformer_book.kv_cache`: `KVCache` (a static buffer: `update`, `seq_len`,
 #   `capacity`, `nbytes`, `capacity_nbytes`), `new_cache`, `DecoderCache` and
 #   `new_decoder_cache` (chapter 7's decoder), `cache_nbytes` and the size formula
-#   `kv_cache_bytes`; `decode_step_times` and `cached_step_seconds` (section 5's
-#   timings), `speed_benchmark_summary` (the benchmark's result read back) and
-#   `weights_rate_reading` (what a step's rate of reading its weights says).
+#   `kv_cache_bytes`.
+# - `transformer_book.decoding_speed`: `decode_step_times` and `cached_step_seconds`
+#   (section 5's timings), `speed_benchmark_summary` (the benchmark's result read back)
+#   and `weights_rate_reading` (what a step's rate of reading its weights says).
 # - `transformer_book.lm_data`: `char_vocab`, `split_stream`, `WindowBatches` (seeded
 #   random windows), `sequential_windows` (the held-out text once), `next_token_loss`
 #   and `mean_loss`; chapter 14 trains with them too.

@@ -23,9 +23,7 @@ does, so the copies still add up to a few times the final size. ``keys`` and
 ``values`` are views of the filled rows, whose ``nbytes`` is the formula's;
 ``capacity_nbytes`` is what the buffers hold. :meth:`KVCache.reset` keeps the buffers
 for the next text, as a serving loop reuses one cache for request after request.
-:func:`decode_step_times` and :func:`cached_step_seconds` time decoding steps;
-:func:`speed_benchmark_summary` reads back ``benchmarks/kv_cache_speed.py``'s result,
-and :func:`weights_rate_reading` says what a step's rate of reading its weights means.
+How fast decoding with it runs is measured in :mod:`transformer_book.decoding_speed`.
 
 An encoder–decoder's decoder (chapter 07) keeps two caches per layer
 (:class:`DecoderCache`): its self-attention's, which grows by a token per step like a
@@ -35,10 +33,8 @@ the first step computes and every later step reads (the source does not change).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -51,11 +47,6 @@ __all__ = [
     "filled_cache",
     "cache_nbytes",
     "kv_cache_bytes",
-    "decode_step_times",
-    "cached_step_seconds",
-    "SpeedSummary",
-    "speed_benchmark_summary",
-    "weights_rate_reading",
 ]
 
 
@@ -262,150 +253,3 @@ def kv_cache_bytes(
     if int(seq_len) != seq_len or seq_len < 0:
         raise ValueError(f"seq_len must be a non-negative integer, got {seq_len!r}")
     return int(2 * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes_per_value)
-
-
-def decode_step_times(model, n_new: int, use_cache: bool, batch: int = 1) -> Tensor:
-    """Seconds of each of ``n_new`` steps of greedy decoding by a
-    :class:`transformer_book.gpt.GPT` from a one-token prompt (token 0), for ``batch``
-    sequences, with a cache or re-reading every token. On a CPU the clock is this
-    process's CPU time; on a GPU the wall clock, after waiting for the kernels.
-    Returns: (n_new,) seconds.
-    """
-    from . import benchmark
-
-    device = model.lm_head.weight.device
-    clock = time.process_time if device.type == "cpu" else time.perf_counter
-    ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
-    cache = new_cache(model.config.n_layers, n_new) if use_cache else None
-    times = []
-    with torch.no_grad():
-        for _ in range(n_new):
-            benchmark.synchronize(device)
-            start = clock()
-            step_in = ids[:, -1:] if use_cache and ids.shape[1] > 1 else ids
-            logits = model(step_in, cache=cache)
-            ids = torch.cat((ids, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
-            benchmark.synchronize(device)
-            times.append(clock() - start)
-    return torch.tensor(times)
-
-
-def cached_step_seconds(
-    model, batch: int, n_cached: int = 128, repeats: int = 9
-) -> float:
-    """Median seconds of one cached decoding step of a
-    :class:`transformer_book.gpt.GPT` for ``batch`` sequences, after ``n_cached``
-    positions of random keys and values (B, H, n_cached, Dh) in every layer: a
-    step's time does not depend on their values. Each timed call appends one position;
-    the clock is :func:`transformer_book.benchmark.median_time`'s ``"auto"``.
-    """
-    from . import benchmark
-
-    config = model.config
-    device = model.lm_head.weight.device
-    cache = new_cache(config.n_layers, max_len=2 * n_cached)  # room for the calls
-    shape = (2, batch, config.n_heads, n_cached, config.d_model // config.n_heads)
-    for layer in cache:
-        layer.update(*torch.randn(shape, device=device).unbind(0))
-    tokens = torch.zeros(batch, 1, dtype=torch.long, device=device)
-    with torch.no_grad():
-        step = lambda: model(tokens, cache=cache)  # noqa: E731 - +1 position per call
-        return benchmark.median_time(step, repeats=repeats, device=device, clock="auto")
-
-
-class SpeedSummary(NamedTuple):
-    """:func:`speed_benchmark_summary`'s numbers by name, their formats, their text."""
-
-    values: dict[str, float]
-    formats: dict[str, str]
-    text: str
-
-
-def speed_benchmark_summary(result: dict) -> SpeedSummary:
-    """The numbers chapter 09 quotes of ``benchmarks/kv_cache_speed.py``'s result (as
-    ``benchmark.committed_result`` reads it): medians over the rounds (wall clock) of
-    the cache's speed-up (``bench_*``, with its range), the reference decoder's
-    (``ref_*``), the floor (``floor_s``), uncached / floor (``ceiling``), cached / floor
-    (``over_floor``, and its inverse ``floor_share``), the bare decoder's seconds and
-    speed-up (``bare_s``, ``bare_speedup``) and the share of the cached run it does not
-    need (``structure_share``), the load before; from the step-by-step pass, the last
-    uncached step in ms and the sum of the cached ones."""
-    needed = (
-        "seconds", "speedup", "rounds", "step_seconds", "reference", "floor", "bare"
-    )  # fmt: skip
-    missing = [k for k in (*needed, "load_average") if k not in result]
-    if missing:
-        raise ValueError(f"result lacks {missing}: not a kv_cache_speed.py result")
-    secs, up = result["seconds"], result["speedup"]["wall"]
-    ref, floor, bare = result["reference"], result["floor"], result["bare"]
-    ref_up = ref["speedup"]
-    # (n_new,) per mode, in ms: the float32 arithmetic the chapter's plot reads
-    steps_ms = {m: 1e3 * torch.tensor(result["step_seconds"][m]) for m in secs}
-    values = {
-        "bench_speedup": up["median"],
-        "bench_min": up["min"],
-        "bench_max": up["max"],
-        "bench_load": result["load_average"]["before"][0],
-        "last_plain_ms": steps_ms["uncached"][-1].item(),
-        "all_cached_s": steps_ms["cached"].sum().item() / 1e3,
-        "ref_speedup": ref_up["median"],
-        "ref_cached": ref["seconds"]["cached"]["wall"]["median"],
-        "bench_cached": secs["cached"]["wall"]["median"],
-        "floor_s": floor["seconds"]["wall"]["median"],
-        "ceiling": floor["ceiling"]["median"],
-        "over_floor": floor["cached_over_floor"]["median"],
-        "floor_share": 1 / floor["cached_over_floor"]["median"],
-        "bare_s": bare["seconds"]["wall"]["median"],
-        "bare_speedup": bare["speedup"]["median"],
-        "structure_share": bare["structure_share"]["median"],
-    }
-    seconds = ("all_cached_s", "ref_cached", "bench_cached", "floor_s", "bare_s")
-    formats = dict.fromkeys(values, "{:.1f}") | dict.fromkeys(seconds, "{:.2f}")
-    formats.update(last_plain_ms="{:.0f}", floor_share="{:.0%}")
-    formats.update(structure_share="{:.0%}")
-    lines = []
-    for mode in ("cached", "uncached"):
-        s = secs[mode]["wall"]
-        lines.append(
-            f"{mode:>8}: {s['median']:5.2f} s (min {s['min']:.2f}, max {s['max']:.2f})"
-        )
-    rounds = len(result["rounds"]["speedup"]["wall"])
-    load = result["load_average"]
-    ref_s = {m: ref["seconds"][m]["wall"]["median"] for m in ("cached", "uncached")}
-    lines += [
-        f"speed-up over {rounds} rounds: median {up['median']:.1f}x "
-        f"(min {up['min']:.1f}x, max {up['max']:.1f}x)",
-        f"load average {load['before'][0]:.1f} before, {load['after'][0]:.1f} after",
-        f"reference decoder (transformers {ref['transformers']} GPT-2, same shape): "
-        f"cached {ref_s['cached']:.2f} s, uncached {ref_s['uncached']:.2f} s",
-        f"its speed-up: median {ref_up['median']:.1f}x "
-        f"(min {ref_up['min']:.1f}x, max {ref_up['max']:.1f}x)",
-        f"the floor: {values['floor_s']:.2f} s for the same tokens; uncached / floor "
-        f"{values['ceiling']:.1f}x, cached / floor {values['over_floor']:.2f}x",
-        f"the same operations bare (no modules, checks or cache object): "
-        f"{values['bare_s']:.2f} s, speed-up {values['bare_speedup']:.1f}x; the "
-        f"package's structure is {values['structure_share']:.0%} of the cached run",
-    ]
-    return SpeedSummary(values, formats, "\n".join(lines))
-
-
-def weights_rate_reading(step_rate: float, read_rate: float) -> str:
-    """What a decoding step's rate of reading its weights (``step_rate``, GB/s) says
-    against one pass over a large tensor (``read_rate``): faster, they came from a
-    cache; else the share of the step they fill at that rate, most (> 80 %) or part."""
-    for name, rate in (("step_rate", step_rate), ("read_rate", read_rate)):
-        if not rate > 0:
-            raise ValueError(f"{name} must be a positive rate in GB/s, got {rate}")
-    share = step_rate / read_rate  # of the step: its weights read at the pass's rate
-    if share > 1:
-        return (
-            "the step read its weights faster than that pass, so they came from a cache"
-        )
-    waits = (
-        "most of what this small model's step waits on"
-        if share > 0.8
-        else "part of what this small model's step waits on, the per-operation costs "
-        "of section 5 the rest"
-    )
-    fill = f"reading the weights at that pass's rate would fill {share:.0%} of the step"
-    return f"{fill}, so bytes are {waits}"
