@@ -84,6 +84,7 @@ from transformer_book import (
     runtime,
     sentence_similarity,
     tokenizer,
+    wordpiece_learning,
 )
 
 # %% tags=["parameters"]
@@ -250,9 +251,9 @@ for name, texts in corpora.items():
 # positive only when the pair occurs about $e \approx 2.7$ times as often as chance
 # predicts: a frequent pair whose parts are merely common does not pay. The ratio
 # $k/(c_a c_b)$ often quoted for WordPiece keeps the association but drops the weight
-# $k$. Here is the exact gain (`tokenizer.merge_gain`) on the character pairs of 2,000
+# $k$. Here is the exact gain (`wordpiece_learning.merge_gain`) on the character pairs of 2,000
 # training reviews, before the first merge (rt-polarity's reviews, split once by
-# `data.review_split`; `tokenizer.unit_counts` counts the units and the pairs):
+# `data.review_split`; `wordpiece_learning.unit_counts` counts the units and the pairs):
 
 # %%
 split = data.review_split(seed=0)  # rt-polarity: name -> (texts, labels)
@@ -263,13 +264,13 @@ print(
 
 
 # %%
-units, pair_counts = tokenizer.unit_counts(train_texts[:2000])
+units, pair_counts = wordpiece_learning.unit_counts(train_texts[:2000])
 n = sum(units.values())
 rank = {pair: r for r, (pair, _) in enumerate(pair_counts.most_common(), 1)}
 print("pair        | rank |    k | chance | k/chance | gain Δ | k[log(k/chance) - 1]")
 for a, b in [("t", "##h"), ("##n", "##g"), ("##e", "##s"), ("##e", "##n")]:
     k, chance = pair_counts[a, b], units[a] * units[b] / n
-    gain = tokenizer.merge_gain(k, units[a], units[b], n)  # Δ, exact
+    gain = wordpiece_learning.merge_gain(k, units[a], units[b], n)  # Δ, exact
     approx = k * (math.log(k / chance) - 1)
     print(
         f"{a + ' ' + b:11} | {rank[a, b]:4} | {k:4} | {chance:6.0f} | {k / chance:8.2f}"
@@ -290,17 +291,17 @@ assert pair_counts["##e", "##s"] > pair_counts["##n", "##g"]  # frequent, yet Δ
 # and **bits per word**, the cost of the dev text under the unigram model of the units
 # with their frequencies counted on the training reviews (lower means a better model of
 # the language; it is the quantity the likelihood rule maximises). The functions
-# `tokenizer.pieces_per_word` and `tokenizer.bits_per_word` compute the two.
+# `wordpiece_learning.pieces_per_word` and `wordpiece_learning.bits_per_word` compute the two.
 
 
 # %%
 scores = {}  # rule -> (pieces per word, bits per word) on the dev reviews
 print("rule       | pieces/word | bits/word | first merges")
-for rule in tokenizer.MERGE_RULES:
+for rule in wordpiece_learning.MERGE_RULES:
     tok = tokenizer.WordPiece.train(train_texts[:2000], 800, rule=rule)
     scores[rule] = (
-        tokenizer.pieces_per_word(tok, dev_texts),
-        tokenizer.bits_per_word(tok, train_texts[:2000], dev_texts),
+        wordpiece_learning.pieces_per_word(tok, dev_texts),
+        wordpiece_learning.bits_per_word(tok, train_texts[:2000], dev_texts),
     )
     merges = [t for t in tok.itos[5:] if len(t.removeprefix("##")) > 1]
     print(
@@ -339,7 +340,7 @@ report.glue("bpw_less_pct", 100 * (1 - bpw_l / bpw_f), "{:.0f}")
 
 # %%
 small_wp = tokenizer.WordPiece.train(train_texts, vocab_size)
-ppw = tokenizer.pieces_per_word(small_wp, dev_texts)
+ppw = wordpiece_learning.pieces_per_word(small_wp, dev_texts)
 print(small_wp, f"| pieces per word on dev: {ppw:.3f}")
 print(small_wp.tokenize("An unforgettable, heartbreaking performance."))
 
@@ -1111,9 +1112,10 @@ print(
 # - `transformer_book.basic_tokenizer`: `normalize` and `basic_tokenize`.
 # - `transformer_book.tokenizer`: `WordPiece`
 #   (`from_file`, `word_pieces`, `tokenize`, `encode`, `encode_pair`, `encode_batch`,
-#   `pad`, `decode`, and `WordPiece.train` with the `likelihood`, `ratio` and
-#   `frequency` merge rules); `merge_gain`, `unit_counts`, `pieces_per_word` and
-#   `bits_per_word` to compare the rules.
+#   `pad`, `decode`, and `WordPiece.train`).
+# - `transformer_book.wordpiece_learning`: the `likelihood`, `ratio` and `frequency`
+#   merge rules (`MERGE_RULES`), `learn_merges`; `merge_gain`, `unit_counts`,
+#   `pieces_per_word` and `bits_per_word` to compare the rules.
 # - `transformer_book.bert`: `BertConfig`, `BertEmbeddings`, `BertModel`,
 #   `MaskedLMHead`, `BertForPreTraining`; `fill_mask`, `sentence_embeddings`.
 # - `transformer_book.minilm_weights`: loading real weights with `from_pretrained`,
