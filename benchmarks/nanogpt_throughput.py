@@ -11,10 +11,13 @@ the optimiser as the book's ``training.train`` builds it (multi-tensor,
 projections as three tensors (35 parameter tensors in all against nanoGPT's 27), and an
 optimiser pays per tensor, so the script also times the step with AdamW as a Python loop
 over the tensors (torch's CPU default; ``per_tensor_loop``) and counts the operations of
-one step of each kind (``torch.profiler``). The models take turns, ``--steps`` steps at
-a time, ``--repeats`` times, in the same process and with the same threads, so a busy
-machine slows both alike; the result is the median of each model's tokens per second
-(wall clock, and per CPU second), and their ratio. nanoGPT's ``model.py`` is imported
+one step of each kind (``torch.profiler``). The models take turns, ``--steps`` steps
+at a time, ``--repeats`` times, in the same process and with the same threads, so a
+busy machine slows both alike; the result is the median of each model's tokens per second
+(wall clock, and per CPU second), and their ratio. A last pass, taking turns the same
+way, times the phases of the multi-tensor step apart (forward and backward, gradient
+clipping, AdamW; ``phases``), to say where a difference between the models comes
+from. nanoGPT's ``model.py`` is imported
 from the folder given (it is not part of this project: Karpathy's nanoGPT, MIT licence).
 The result is written as JSON with the machine, the torch version and the date; chapter
 14 shows it.
@@ -89,12 +92,21 @@ def build_models(nanogpt) -> dict[str, torch.nn.Module]:
     return {"gpt.GPT": ours, "nanoGPT": theirs}
 
 
+PHASES = ("forward_backward", "clip", "adamw")
+
+
 def training_step(
-    name: str, model: torch.nn.Module, device: torch.device, foreach: bool = True
+    name: str,
+    model: torch.nn.Module,
+    device: torch.device,
+    foreach: bool = True,
+    phases: bool = False,
 ):
     """One AdamW step on a fixed random batch, the same for both models; ``foreach``:
     the multi-tensor AdamW (as ``training.train`` builds it), else a loop over the
-    parameter tensors (torch's CPU default)."""
+    parameter tensors (torch's CPU default). With ``phases``, the step returns the
+    wall seconds of each of ``PHASES``: forward, loss and backward; gradient clipping;
+    the AdamW update."""
     model.to(device).train()
     opt = torch.optim.AdamW(
         model.parameters(), lr=1e-3, betas=(0.9, 0.99), foreach=foreach
@@ -104,15 +116,27 @@ def training_step(
     x = torch.randint(CONFIG["vocab_size"], shape, generator=gen).to(device)
     y = torch.randint(CONFIG["vocab_size"], shape, generator=gen).to(device)
 
-    def step() -> None:
+    def step() -> tuple[float, ...] | None:
+        marks = [time.perf_counter()] if phases else []
         if name == "nanoGPT":
             _, loss = model(x, y)  # its forward computes the loss from targets
         else:
             loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if phases:
+            _sync(device)
+            marks.append(time.perf_counter())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if phases:
+            _sync(device)
+            marks.append(time.perf_counter())
         opt.step()
+        if phases:
+            _sync(device)
+            marks.append(time.perf_counter())
+            return tuple(b - a for a, b in zip(marks, marks[1:]))
+        return None
 
     return step
 
@@ -151,6 +175,29 @@ def measure(steps: dict, n_steps: int, repeats: int, warmup: int, device) -> dic
     return {"wall": wall, "cpu": cpu}
 
 
+def measure_phases(steps: dict, n_steps: int, repeats: int) -> dict:
+    """Median milliseconds of each of ``PHASES`` per step, for each model, over
+    ``repeats`` turns of ``n_steps`` steps (the models alternating who goes first), and
+    gpt.GPT's time over nanoGPT's per phase."""
+    times = {name: {phase: [] for phase in PHASES} for name in steps}
+    names = list(steps)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            for _ in range(n_steps):
+                for phase, seconds in zip(PHASES, steps[name]()):
+                    times[name][phase].append(seconds)
+    ms = {
+        name: {phase: 1e3 * statistics.median(v) for phase, v in per.items()}
+        for name, per in times.items()
+    }
+    return {
+        "what": "median ms per step of each phase: forward, loss and backward; "
+        "gradient clipping; the AdamW update (multi-tensor)",
+        "ms": ms,
+        "ratio": {p: ms["gpt.GPT"][p] / ms["nanoGPT"][p] for p in PHASES},
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nanogpt", default=DEFAULT_NANOGPT, help="nanoGPT's folder")
@@ -178,6 +225,8 @@ def main(argv: list[str] | None = None) -> dict:
         for clock, per_model in runs.items()
     }
     ops = {k: operations(step) for k, step in steps.items()}
+    phased = {k: training_step(k, m, device, phases=True) for k, m in models.items()}
+    phases = measure_phases(phased, args.steps, args.repeats)
     loop = {
         "what": "the same step, AdamW as a Python loop over the parameter tensors "
         "(torch's CPU default)",
@@ -204,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
             for clock, per in runs.items()
         },
         "per_tensor_loop": loop,
+        "phases": phases,
         "parameter_tensors": {k: len(list(m.parameters())) for k, m in models.items()},
         "operations_per_step": {
             k: {"foreach": ops[k], "loop": ops[f"{k} loop"]} for k in models
@@ -228,7 +278,9 @@ def main(argv: list[str] | None = None) -> dict:
         f"gpt.GPT {median['wall']['gpt.GPT']:,.0f} tokens/s, nanoGPT "
         f"{median['wall']['nanoGPT']:,.0f} tokens/s: ratio {result['ratio']:.3f} "
         f"(per CPU second {result['ratio_cpu']:.3f}); AdamW as a loop over the "
-        f"tensors: ratio {loop['ratio']:.3f}; operations per step "
+        f"tensors: ratio {loop['ratio']:.3f}; time per phase, gpt.GPT / nanoGPT: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in phases["ratio"].items())
+        + "; operations per step "
         f"{result['operations_per_step']}; written to {out}"
     )
     return result

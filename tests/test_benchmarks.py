@@ -45,6 +45,12 @@ def check_result(result: dict) -> None:
     assert result["parameter_tensors"] == {"gpt.GPT": 35, "nanoGPT": 27}
     for counts in result["operations_per_step"].values():
         assert counts["foreach"] > 0 and counts["loop"] > 0
+    phases = result["phases"]  # each phase's median ms per step, and their ratio
+    assert set(phases["ms"]) == set(MODELS)
+    for name in ("forward_backward", "clip", "adamw"):
+        ms = {m: phases["ms"][m][name] for m in MODELS}
+        assert all(v > 0 for v in ms.values())
+        assert phases["ratio"][name] == pytest.approx(ms["gpt.GPT"] / ms["nanoGPT"])
 
 
 def test_committed_result_is_well_formed():

@@ -93,6 +93,13 @@ BENCH = {
         "ratio": 0.9,
         "repeats": {"wall": {"gpt.GPT": [0.9, 0.8, 1.0], "nanoGPT": [1.0, 1.0, 1.0]}},
     },
+    "phases": {
+        "ms": {
+            "gpt.GPT": {"forward_backward": 20.2, "clip": 0.8, "adamw": 2.7},
+            "nanoGPT": {"forward_backward": 20.0, "clip": 0.8, "adamw": 2.4},
+        },
+        "ratio": {"forward_backward": 1.01, "clip": 1.0, "adamw": 1.125},
+    },
 }
 
 
@@ -110,6 +117,14 @@ def test_measured_on_and_throughput():
     assert words["extra_ops"] == "354" and words["our_tensors"] == "35"
     assert words["ratio"] == "1.25" and words["loop_ratio"] == "0.90"
     assert "seed" not in words["loop_verdict"]
+    assert "the AdamW update 2.70 against 2.40" in lines[-1]
+    assert (words["phase_adamw"], words["phase_clip"]) == ("1.12", "1.00")
+    assert words["phase_most"] == "the AdamW update"  # 0.3 ms more, forward 0.2
+    faster = {"gpt.GPT": dict.fromkeys(("forward_backward", "clip", "adamw"), 1.0),
+              "nanoGPT": dict.fromkeys(("forward_backward", "clip", "adamw"), 2.0)}  # fmt: skip
+    _, words = gpt_measurements.throughput(BENCH | {"phases": {"ms": faster,
+        "ratio": dict.fromkeys(("forward_backward", "clip", "adamw"), 0.5)}})  # fmt: skip
+    assert words["phase_most"] == "none"
     with pytest.raises(ValueError, match="bench must be.*missing.*ratio"):
         gpt_measurements.throughput({"date": "x"})
 

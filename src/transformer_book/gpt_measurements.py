@@ -40,8 +40,17 @@ __all__ = [
 MODELS = ("gpt.GPT", "nanoGPT")  # the throughput file's two models, ours first
 
 
+# the phases of a training step that the throughput benchmark times apart
+PHASE_NAMES = {
+    "forward_backward": "forward and backward",
+    "clip": "gradient clipping",
+    "adamw": "the AdamW update",
+}
+
+
 def _check_throughput(bench: dict) -> None:
-    missing = {"ratio", "ratio_cpu", "repeats", "per_tensor_loop"} - set(bench)
+    needed = {"ratio", "ratio_cpu", "repeats", "per_tensor_loop", "phases"}
+    missing = needed - set(bench)
     if missing:
         raise ValueError(
             f"bench must be a committed nanogpt_throughput.json, missing {sorted(missing)}"
@@ -65,12 +74,15 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
 
     Returns the lines to print (each model's tokens per wall and per CPU second, their
     ratios, the parameter tensors and operations per step, the ratio per round with the
-    multi-tensor AdamW and with AdamW as a loop over the tensors) and, as text for
-    ``report.glue_all``: ``ratio``, ``ratio_cpu`` and ``loop_ratio`` (gpt.GPT's tokens
-    over nanoGPT's), ``rounds_mult`` and ``rounds_loop`` (their range over the rounds),
-    ``extra_ops``, ``our_tensors``, ``their_tensors``, and ``loop_verdict`` (the loop's
-    rounds against the multi-tensor ones, paired round by round,
-    :func:`transformer_book.report.compare_seeds`).
+    multi-tensor AdamW and with AdamW as a loop over the tensors, each phase's time) and,
+    as text for ``report.glue_all``: ``ratio``, ``ratio_cpu`` and ``loop_ratio``
+    (gpt.GPT's tokens over nanoGPT's), ``rounds_mult`` and ``rounds_loop`` (their range
+    over the rounds), ``extra_ops``, ``our_tensors``, ``their_tensors``,
+    ``loop_verdict`` (the loop's rounds against the multi-tensor ones, paired round by
+    round, :func:`transformer_book.report.compare_seeds`); per phase of a step,
+    gpt.GPT's time over nanoGPT's (``phase_forward_backward``, ``phase_clip``,
+    ``phase_adamw``), and ``phase_most``, the phase where gpt.GPT spends the most
+    milliseconds more (or "none" when it spends less in each).
     """
     _check_throughput(bench)
     ours, theirs = MODELS
@@ -98,6 +110,16 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     spread = {kind: f"{min(r):.2f} to {max(r):.2f}" for kind, r in rounds.items()}
     lines += [f"AdamW {k:12s}: ratio per round {v}" for k, v in spread.items()]
     verdict = report.compare_seeds(rounds["loop"], rounds["multi-tensor"], pairs=True)
+    ms, phase_ratio = bench["phases"]["ms"], bench["phases"]["ratio"]
+    lines.append(
+        "ms per step, gpt.GPT against nanoGPT: "
+        + ", ".join(
+            f"{PHASE_NAMES[p]} {ms[ours][p]:.2f} against {ms[theirs][p]:.2f}"
+            for p in PHASE_NAMES
+        )
+    )
+    extra = {p: ms[ours][p] - ms[theirs][p] for p in PHASE_NAMES}
+    most = max(extra, key=extra.get)
     words = {
         "ratio": f"{bench['ratio']:.2f}",
         "ratio_cpu": f"{bench['ratio_cpu']:.2f}",
@@ -108,6 +130,8 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
         "their_tensors": str(tensors[theirs]),
         "loop_ratio": f"{bench['per_tensor_loop']['ratio']:.2f}",
         "loop_verdict": verdict.replace("seed", "round"),
+        **{f"phase_{p}": f"{phase_ratio[p]:.2f}" for p in PHASE_NAMES},
+        "phase_most": PHASE_NAMES[most] if extra[most] > 0 else "none",
     }
     return lines, words
 
