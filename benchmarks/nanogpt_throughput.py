@@ -175,26 +175,38 @@ def measure(steps: dict, n_steps: int, repeats: int, warmup: int, device) -> dic
     return {"wall": wall, "cpu": cpu}
 
 
-def measure_phases(steps: dict, n_steps: int, repeats: int) -> dict:
-    """Median milliseconds of each of ``PHASES`` per step, for each model, over
-    ``repeats`` turns of ``n_steps`` steps (the models alternating who goes first), and
-    gpt.GPT's time over nanoGPT's per phase."""
+def measure_phases(steps: dict, n_steps: int, repeats: int, warmup: int) -> dict:
+    """Milliseconds of each of ``PHASES`` per step, for each model: the median over all
+    ``repeats`` turns of ``n_steps`` steps (the models alternating who goes first,
+    after ``warmup`` steps each), and per round, the median of that turn's steps; and
+    gpt.GPT's time over nanoGPT's per phase, overall and round by round."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
     times = {name: {phase: [] for phase in PHASES} for name in steps}
+    rounds = {name: {phase: [] for phase in PHASES} for name in steps}
     names = list(steps)
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
-            for _ in range(n_steps):
-                for phase, seconds in zip(PHASES, steps[name]()):
-                    times[name][phase].append(seconds)
+            turn = [steps[name]() for _ in range(n_steps)]  # (n_steps, len(PHASES))
+            for phase, seconds in zip(PHASES, zip(*turn)):
+                times[name][phase] += seconds
+                rounds[name][phase].append(1e3 * statistics.median(seconds))
     ms = {
         name: {phase: 1e3 * statistics.median(v) for phase, v in per.items()}
         for name, per in times.items()
     }
+    ours, theirs = rounds["gpt.GPT"], rounds["nanoGPT"]
     return {
-        "what": "median ms per step of each phase: forward, loss and backward; "
-        "gradient clipping; the AdamW update (multi-tensor)",
+        "what": "ms per step of each phase: forward, loss and backward; gradient "
+        "clipping; the AdamW update (multi-tensor); medians over all steps, and per "
+        "round over that round's steps",
         "ms": ms,
         "ratio": {p: ms["gpt.GPT"][p] / ms["nanoGPT"][p] for p in PHASES},
+        "rounds": {
+            "ms": rounds,
+            "ratio": {p: [a / b for a, b in zip(ours[p], theirs[p])] for p in PHASES},
+        },
     }
 
 
@@ -226,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     ops = {k: operations(step) for k, step in steps.items()}
     phased = {k: training_step(k, m, device, phases=True) for k, m in models.items()}
-    phases = measure_phases(phased, args.steps, args.repeats)
+    phases = measure_phases(phased, args.steps, args.repeats, args.warmup)
     loop = {
         "what": "the same step, AdamW as a Python loop over the parameter tensors "
         "(torch's CPU default)",

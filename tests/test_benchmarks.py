@@ -51,6 +51,16 @@ def check_result(result: dict) -> None:
         ms = {m: phases["ms"][m][name] for m in MODELS}
         assert all(v > 0 for v in ms.values())
         assert phases["ratio"][name] == pytest.approx(ms["gpt.GPT"] / ms["nanoGPT"])
+        per_round = phases["rounds"]["ms"]  # each round's median, each round's ratio
+        assert phases["rounds"]["ratio"][name] == pytest.approx(
+            [
+                a / b
+                for a, b in zip(per_round["gpt.GPT"][name], per_round["nanoGPT"][name])
+            ]
+        )
+        assert len(per_round["gpt.GPT"][name]) == len(
+            result["repeats"]["wall"]["nanoGPT"]
+        )
 
 
 def test_committed_result_is_well_formed():

@@ -99,7 +99,15 @@ BENCH = {
             "nanoGPT": {"forward_backward": 20.0, "clip": 0.8, "adamw": 2.4},
         },
         "ratio": {"forward_backward": 1.01, "clip": 1.0, "adamw": 1.125},
+        "rounds": {
+            "ratio": {
+                "forward_backward": [0.98, 1.04],
+                "clip": [1.0, 1.0],
+                "adamw": [1.1, 1.2],
+            },
+        },  # fmt: skip
     },
+    "config": {"batch_size": 2, "context": 12},
 }
 
 
@@ -117,14 +125,23 @@ def test_measured_on_and_throughput():
     assert words["extra_ops"] == "354" and words["our_tensors"] == "35"
     assert words["ratio"] == "1.25" and words["loop_ratio"] == "0.90"
     assert "seed" not in words["loop_verdict"]
-    assert "the AdamW update 2.70 against 2.40" in lines[-1]
+    assert "the AdamW update 2.70 against 2.40" in lines[-2]
+    assert "forward and backward 0.98 to 1.04" in lines[-1]
     assert (words["phase_adamw"], words["phase_clip"]) == ("1.12", "1.00")
-    assert words["phase_most"] == "the AdamW update"  # 0.3 ms more, forward 0.2
-    faster = {"gpt.GPT": dict.fromkeys(("forward_backward", "clip", "adamw"), 1.0),
-              "nanoGPT": dict.fromkeys(("forward_backward", "clip", "adamw"), 2.0)}  # fmt: skip
-    _, words = gpt_measurements.throughput(BENCH | {"phases": {"ms": faster,
-        "ratio": dict.fromkeys(("forward_backward", "clip", "adamw"), 0.5)}})  # fmt: skip
-    assert words["phase_most"] == "none"
+    assert words["phase_adamw_rounds"] == "1.10 to 1.20"
+    assert words["phase_adamw_vs_one"] == "above 1 in every round"
+    assert (
+        words["phase_forward_backward_vs_one"] == "on both sides of 1 over the rounds"
+    )
+    assert words["phase_clip_vs_one"] == "on both sides of 1 over the rounds"  # 1.0
+    assert words["phase_extra"] == (
+        "forward and backward +0.20 ms, gradient clipping +0.00 ms, "
+        "the AdamW update +0.30 ms"
+    )
+    # 24 tokens a step: 24 ms at 1,000 tokens/s, 30 ms at 800
+    assert words["phase_sums"] == (
+        "23.70 ms against 24.00 ms for gpt.GPT and 23.20 ms against 30.00 ms for nanoGPT"
+    )
     with pytest.raises(ValueError, match="bench must be.*missing.*ratio"):
         gpt_measurements.throughput({"date": "x"})
 

@@ -48,6 +48,15 @@ PHASE_NAMES = {
 }
 
 
+def _against_one(ratios: Sequence[float]) -> str:
+    """Where a ratio's rounds sit against 1, in words."""
+    if min(ratios) > 1:
+        return "above 1 in every round"
+    if max(ratios) < 1:
+        return "below 1 in every round"
+    return "on both sides of 1 over the rounds"
+
+
 def _check_throughput(bench: dict) -> None:
     needed = {"ratio", "ratio_cpu", "repeats", "per_tensor_loop", "phases"}
     missing = needed - set(bench)
@@ -81,8 +90,12 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     ``loop_verdict`` (the loop's rounds against the multi-tensor ones, paired round by
     round, :func:`transformer_book.report.compare_seeds`); per phase of a step,
     gpt.GPT's time over nanoGPT's (``phase_forward_backward``, ``phase_clip``,
-    ``phase_adamw``), and ``phase_most``, the phase where gpt.GPT spends the most
-    milliseconds more (or "none" when it spends less in each).
+    ``phase_adamw``), its range over the rounds (the same names with ``_rounds``) and
+    where the rounds put it against 1 (with ``_vs_one``: above or below in every
+    round, or on both sides),
+    ``phase_extra`` (the milliseconds gpt.GPT spends more, phase by phase), and
+    ``phase_sums`` (each model's phases added up, beside its step time from the
+    throughput: two passes that should agree).
     """
     _check_throughput(bench)
     ours, theirs = MODELS
@@ -111,6 +124,7 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     lines += [f"AdamW {k:12s}: ratio per round {v}" for k, v in spread.items()]
     verdict = report.compare_seeds(rounds["loop"], rounds["multi-tensor"], pairs=True)
     ms, phase_ratio = bench["phases"]["ms"], bench["phases"]["ratio"]
+    per_round = bench["phases"]["rounds"]["ratio"]
     lines.append(
         "ms per step, gpt.GPT against nanoGPT: "
         + ", ".join(
@@ -118,8 +132,16 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
             for p in PHASE_NAMES
         )
     )
-    extra = {p: ms[ours][p] - ms[theirs][p] for p in PHASE_NAMES}
-    most = max(extra, key=extra.get)
+    phase_range = {
+        p: f"{min(per_round[p]):.2f} to {max(per_round[p]):.2f}" for p in PHASE_NAMES
+    }
+    lines.append(
+        "ratio per round: "
+        + ", ".join(f"{PHASE_NAMES[p]} {r}" for p, r in phase_range.items())
+    )
+    tokens = bench["config"]["batch_size"] * bench["config"]["context"]
+    step_ms = {m: 1e3 * tokens / bench["tokens_per_s"][m] for m in MODELS}
+    sums = {m: sum(ms[m].values()) for m in MODELS}
     words = {
         "ratio": f"{bench['ratio']:.2f}",
         "ratio_cpu": f"{bench['ratio_cpu']:.2f}",
@@ -131,7 +153,15 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
         "loop_ratio": f"{bench['per_tensor_loop']['ratio']:.2f}",
         "loop_verdict": verdict.replace("seed", "round"),
         **{f"phase_{p}": f"{phase_ratio[p]:.2f}" for p in PHASE_NAMES},
-        "phase_most": PHASE_NAMES[most] if extra[most] > 0 else "none",
+        **{f"phase_{p}_rounds": r for p, r in phase_range.items()},
+        **{f"phase_{p}_vs_one": _against_one(per_round[p]) for p in PHASE_NAMES},
+        "phase_extra": ", ".join(
+            f"{PHASE_NAMES[p]} {ms[ours][p] - ms[theirs][p]:+.2f} ms"
+            for p in PHASE_NAMES
+        ),
+        "phase_sums": " and ".join(
+            f"{sums[m]:.2f} ms against {step_ms[m]:.2f} ms for {m}" for m in MODELS
+        ),
     }
     return lines, words
 
