@@ -505,14 +505,21 @@ plt.show()
 # products, norms, attention kernel and cache writes, called as plain functions on
 # the model's tensors, with no module calls, no argument checks and no cache object
 # (`timed_bare` in the script, a few dozen lines; it writes the same tokens as
-# `generate`). It took {glue:text}`bare_s` s, {glue:text}`bare_speedup`× faster than
+# `generate`, and on the prompt it computes the output layer for the last position
+# only). It took {glue:text}`bare_s` s, {glue:text}`bare_speedup`× faster than
 # the uncached run: the structure that lets this book build the model from named,
-# checked parts takes {glue:text}`structure_share` of the cached run's time. That is a
-# price of writing the step in Python one module at a time, at one token per step;
-# decoders built for speed avoid it by compiling the whole step (PyTorch's gpt-fast
-# runs its one-token step through `torch.compile`). The book keeps
-# the modules, since they are what the chapters teach. What separates the bare run from
-# the floor is the operations themselves.
+# checked parts takes {glue:text}`structure_share` of the cached run's time (from
+# {glue:text}`structure_min` to {glue:text}`structure_max` over the rounds, each
+# bare run read against the cached run beside it). That is a price of writing the step
+# in Python one module at a time, at one token per step. The book keeps the modules,
+# since they are what the chapters teach.
+#
+# What separates the bare run from the floor is the rest of the step: about twenty
+# small calls a layer (norms, cache writes, attention over the cache, GELU, residual
+# additions), each doing little arithmetic for one token, so that much of each one's
+# time is the call itself. Decoders built for speed remove both parts at once by compiling the
+# whole step, which fuses these calls too: PyTorch's gpt-fast runs its one-token step
+# through `torch.compile` with CUDA graphs, on GPUs. No cell here measures that.
 #
 # Is {glue:text}`bench_speedup`× fast or slow for this shape on this machine? The
 # script runs a reference decoder in the same rounds: Hugging Face's `GPT2LMHeadModel`

@@ -82,6 +82,7 @@ def test_speed_benchmark_summary_reads_the_medians_by_name():
     assert set(found.formats) == set(v)
     assert found.formats["floor_share"].format(v["floor_share"]) == "50%"
     assert (v["bare_s"], v["bare_speedup"], v["structure_share"]) == (0.4, 8.75, 0.2)
+    assert found.formats["structure_min"].format(v["structure_min"]) == "10%"
     assert "speed-up 8.8x; the package's structure is 20% of" in found.text
     assert "speed-up over 3 rounds: median 7.0x" in found.text
     assert "transformers 4.0 GPT-2" in found.text

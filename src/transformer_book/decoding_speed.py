@@ -86,7 +86,8 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
     (``ref_*``), the floor (``floor_s``), uncached / floor (``ceiling``), cached / floor
     (``over_floor``, and its inverse ``floor_share``), the bare decoder's seconds and
     speed-up (``bare_s``, ``bare_speedup``) and the share of the cached run it does not
-    need (``structure_share``), the load before; from the step-by-step pass, the last
+    need (``structure_share``, with its range over the rounds, ``structure_min`` and
+    ``structure_max``), the load before; from the step-by-step pass, the last
     uncached step in ms and the sum of the cached ones."""
     needed = (
         "seconds", "speedup", "rounds", "step_seconds", "reference", "floor", "bare"
@@ -116,11 +117,14 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
         "bare_s": bare["seconds"]["wall"]["median"],
         "bare_speedup": bare["speedup"]["median"],
         "structure_share": bare["structure_share"]["median"],
+        "structure_min": bare["structure_share"]["min"],
+        "structure_max": bare["structure_share"]["max"],
     }
     seconds = ("all_cached_s", "ref_cached", "bench_cached", "floor_s", "bare_s")
     formats = dict.fromkeys(values, "{:.1f}") | dict.fromkeys(seconds, "{:.2f}")
     formats.update(last_plain_ms="{:.0f}", floor_share="{:.0%}")
-    formats.update(structure_share="{:.0%}")
+    formats.update(dict.fromkeys(("structure_share", "structure_min"), "{:.0%}"))
+    formats.update(structure_max="{:.0%}")
     lines = []
     for mode in ("cached", "uncached"):
         s = secs[mode]["wall"]
