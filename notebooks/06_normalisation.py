@@ -65,6 +65,7 @@ from transformer_book import (
     checks,
     classifiers,
     data,
+    deep_tagger_readings,
     deep_taggers,
     diagrams,
     masks,
@@ -304,7 +305,7 @@ plt.show()
 
 # %% tags=["nbval-ignore-output"]
 (rms_post, cos_post), (rms_pre, cos_pre) = profiles.values()  # (seeds, blocks)
-print("\n".join(deep_taggers.stream_table(profiles, at=(1, 6, 12, 24))))
+print("\n".join(deep_tagger_readings.stream_table(profiles, at=(1, 6, 12, 24))))
 assert (rms_post - 1).abs().max() < 0.01  # post-norm: RMS 1 after every block
 assert (rms_pre[:, -1] > 1.2 * rms_pre[:, 0]).all()  # pre-norm: grows with depth
 assert (cos_post[:, -1] > cos_post[:, 0]).all()  # tokens more alike after 24 blocks
@@ -379,7 +380,7 @@ for L in grad_depths:
 top_post = [quarters[False, L][1].mean().item() for L in grad_depths]
 assert min(top_post) > 0.95 * top_post[0]  # ... and not smaller in deeper stacks
 print("top quarter, post-norm, by depth:", ", ".join(f"{v:.3f}" for v in top_post))
-report.glue("separate", deep_taggers.separation_words(ratios))
+report.glue("separate", deep_tagger_readings.separation_words(ratios))
 report.glue("ratio_post_24", mean_ratio[False, 24], "{:.1f}")
 report.glue("ratio_pre_24", mean_ratio[True, 24], "{:.1f}")
 
@@ -405,7 +406,7 @@ report.glue("ratio_pre_24", mean_ratio[True, 24], "{:.1f}")
 shrink, apart = {}, {}  # what -> mean at 24 / mean at 6 blocks; the ranges in words
 for what, pick in (("all blocks", slice(None)), ("last block", slice(-1, None))):
     g6, g24 = (grads[True, L][:, pick].mean(1) for L in (6, 24))  # (seeds,) each
-    shrink[what], apart[what] = deep_taggers.spread_change(g6, g24, 6, 24)
+    shrink[what], apart[what] = deep_tagger_readings.spread_change(g6, g24, 6, 24)
     print(f"pre-norm, {what:>10}: 6 blocks {report.mean_spread(g6.tolist())}, "
           f"24 blocks {report.mean_spread(g24.tolist())}")  # fmt: skip
 bound = math.sqrt(6 / 24)
@@ -504,13 +505,13 @@ print(f"pre-norm: {len(grid['pre'])} settings × {n_seeds} seeds")
 # %% [markdown]
 # The final dev loss per setting, mean ± standard deviation over the seeds; `k†` counts
 # the runs that diverged and `k=` those that ended no better than the prior
-# (`deep_taggers.seed_summary`; `deep_taggers.grid_words` puts the table's verdicts in
+# (`deep_tagger_readings.seed_summary`; `deep_tagger_readings.grid_words` puts the table's verdicts in
 # words):
 
 
 # %% tags=["nbval-ignore-output"]
 settings = sorted(set(grid["post"]) | set(grid["pre"]))  # (lr, warm-up steps)
-print("\n".join(deep_taggers.grid_table(final, settings, prior_loss)))
+print("\n".join(deep_tagger_readings.grid_table(final, settings, prior_loss)))
 post_top, pre_top = final["post", top, 0], final["pre", top, 0]
 for p, runs in (("post", post_top), ("pre", pre_top)):
     print(f"lr {top:g}, no warm-up, {p}-norm, seed by seed:",
@@ -518,9 +519,9 @@ for p, runs in (("post", post_top), ("pre", pre_top)):
 prior = [prior_loss] * n_seeds  # a fixed baseline: Welch's test becomes the one-sample
 verdicts = {  # chapter 4's test: every seed on one side and a t-test at 95 %
     # paired: the same seed gives both placements the same weights and the same batches
-    "pre_vs_post": deep_taggers.seed_verdict(post_top, pre_top, pairs=True),
-    "pre_vs_prior": deep_taggers.seed_verdict(prior, pre_top),
-    "post_vs_prior": deep_taggers.seed_verdict(prior, post_top),
+    "pre_vs_post": deep_tagger_readings.seed_verdict(post_top, pre_top, pairs=True),
+    "pre_vs_prior": deep_tagger_readings.seed_verdict(prior, pre_top),
+    "post_vs_prior": deep_tagger_readings.seed_verdict(prior, post_top),
 }
 for name, text in verdicts.items():
     print(f"{name}: {text}")
@@ -530,7 +531,7 @@ worse_pre, better_post = [v + 0.05 for v in pre_top], [v - 0.01 for v in post_to
 assert report.ahead(post_top, worse_pre)  # pre-norm lower than post-norm, paired
 assert report.ahead(prior, worse_pre, pairs=False)  # pre-norm lower than the prior
 assert report.ahead(better_post, prior, pairs=False)  # post-norm higher than the prior
-words_grid = deep_taggers.grid_words(final, prior_loss, top, warmup, steps)
+words_grid = deep_tagger_readings.grid_words(final, prior_loss, top, warmup, steps)
 report.glue_all(words_grid | verdicts)
 
 
@@ -567,7 +568,7 @@ plt.show()
 # tokens the tagger labels with the most frequent tag, `O`. For post-norm the head reads
 # the stream after the last block; for pre-norm it reads the stream after the final
 # LayerNorm, which centres each token and so changes the cosines: the cell prints both
-# (`deep_taggers.head_collapse` measures them).
+# (`deep_tagger_readings.head_collapse` measures them).
 
 # %% tags=["nbval-ignore-output"]
 most = 0  # tags are numbered by falling training frequency: 0 is the most frequent
@@ -576,12 +577,16 @@ print(f"tag {tags.itos[most]!r} is the true tag of {truth:.0%} of the probe's to
 after = {}  # placement -> per seed: (cosine after the last block, at the head, share O)
 for p in ("post", "pre"):
     runs = trained[p, top, 0]
-    after[p] = [deep_taggers.head_collapse(m.cpu(), probe[0], keep, most) for m in runs]
+    after[p] = [
+        deep_tagger_readings.head_collapse(m.cpu(), probe[0], keep, most) for m in runs
+    ]
     print(f"{p}-norm, per seed: cosine after the last block, at the head; share O:",
           "; ".join(f"{c:.2f}, {h:.2f}; {s:.0%}" for c, h, s in after[p]))  # fmt: skip
 cos_after = {p: [h for _, h, _ in v] for p, v in after.items()}  # what the head sees
 share_post = min(s for _, _, s in after["post"])  # the smallest share over the seeds
-report.glue_all(deep_taggers.collapse_words(after, truth))  # cosines, shares in words
+report.glue_all(
+    deep_tagger_readings.collapse_words(after, truth)
+)  # cosines, shares in words
 assert min(cos_after["post"]) > 0.95 > 0.9 > max(cos_after["pre"])  # collapsed or not
 assert share_post > 0.95  # post-norm: (almost) every token tagged O
 
@@ -626,7 +631,9 @@ seconds = (time.process_time() - started) / n_shallow  # per run, with its dev l
 glued = report.glue("shallow_seconds", seconds, "{:.1f}")
 print(f"{glued} CPU seconds per 2-block run")
 deep = final["post", top, 0]  # the 12-block runs of section 4
-k_shallow, k_deep = (deep_taggers.learned(v, prior_loss, 0.1) for v in (shallow, deep))
+k_shallow, k_deep = (
+    deep_tagger_readings.learned(v, prior_loss, 0.1) for v in (shallow, deep)
+)
 print("post-norm, 2 blocks: ", ", ".join(f"{v:.3f}" for v in shallow))
 # Fisher's exact test: if depth made no difference, how likely is a split at least this
 # lopsided, the runs that learned being dealt out at random over the two depths?
@@ -634,7 +641,9 @@ p_value = report.fisher_one_sided(k_shallow, n_shallow, k_deep, len(deep))
 print(f"Fisher's exact test, one-sided: p = {p_value:.2f}")
 assert k_shallow >= 2  # a 2-block post-norm tagger can learn at this rate
 split = (k_shallow, n_shallow, k_deep, len(deep), p_value)
-for name, text in deep_taggers.depth_words(*split).items():  # k: 0.1 nats below prior
+for name, text in deep_tagger_readings.depth_words(
+    *split
+).items():  # k: 0.1 nats below prior
     print(f"{name}: {report.glue(name, text)}")
 
 # %% [markdown]
@@ -826,16 +835,18 @@ print("nn.RMSNorm:  ", backward_nodes(nn.RMSNorm(16)(x)))
 rms_runs = [task.dev_loss(train_tagger(True, top, 0, s, norm="rms"))
             for s in range(n_seeds)]  # fmt: skip
 ln_runs = final["pre", top, 0]
-print(f"pre-norm + LayerNorm: {deep_taggers.seed_summary(ln_runs, prior_loss)}")
-print(f"pre-norm + RMSNorm:   {deep_taggers.seed_summary(rms_runs, prior_loss)}")
+print(f"pre-norm + LayerNorm: {deep_tagger_readings.seed_summary(ln_runs, prior_loss)}")
+print(
+    f"pre-norm + RMSNorm:   {deep_tagger_readings.seed_summary(rms_runs, prior_loss)}"
+)
 diffs = [a - b for a, b in zip(rms_runs, ln_runs)]  # same seed, same initial weights
 print("RMSNorm - LayerNorm, seed by seed:", ", ".join(f"{v:+.3f}" for v in diffs))
 assert report.ahead(prior, [v + 0.05 for v in rms_runs], pairs=False)  # below the prior
 rms_words = {
     "rms_gap": f"{statistics.mean(diffs):+.3f}",
-    "rms_vs_prior": deep_taggers.seed_verdict(prior, rms_runs),
+    "rms_vs_prior": deep_tagger_readings.seed_verdict(prior, rms_runs),
     # paired: the same seed, the same attention and feed-forward weights, batches
-    "rms_verdict": deep_taggers.seed_verdict(ln_runs, rms_runs, pairs=True),
+    "rms_verdict": deep_tagger_readings.seed_verdict(ln_runs, rms_runs, pairs=True),
 }
 for name, text in rms_words.items():
     print(f"{name}: {report.glue(name, text)}")
@@ -994,7 +1005,8 @@ checks.check_logit_growth(logit_growth, predicted_growth, make_tagger(24, True).
 # - `transformer_book.deep_taggers`: `deep_tagger` (chapter 5's tagger with a deep
 #   stack of a chosen norm placement and kind), `tagging_task` (a training and a dev
 #   split numbered and padded into a `TaggingTask`: training and dev batches, the probe
-#   batch, the prior's dev loss, `dev_loss`), `seed_summary`, `learned`, `seed_verdict`,
+#   batch, the prior's dev loss, `dev_loss`).
+# - `transformer_book.deep_tagger_readings`: `seed_summary`, `learned`, `seed_verdict`,
 #   `head_collapse`, the tables the chapter prints (`stream_table`, `grid_table`) and
 #   the verdicts in words (`separation_words`, `spread_change`, `grid_words`,
 #   `depth_words`, `collapse_words`).
