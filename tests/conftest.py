@@ -1,5 +1,6 @@
-"""Shared fixtures: the book rendered once per test session, and all-MiniLM-L6-v2
-loaded once."""
+"""Shared fixtures: the book rendered once per test session, all-MiniLM-L6-v2 loaded
+once, and every figure a test opened closed after it (so that no test draws on another
+test's current axes)."""
 
 import os
 import pickle
@@ -11,6 +12,14 @@ import pytest
 from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")  # only if the test used pyplot
+    if plt is not None:
+        plt.close("all")
 
 
 @pytest.fixture(scope="session")

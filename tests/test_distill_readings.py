@@ -98,7 +98,10 @@ def test_arm_tests_read_each_arm_and_the_figure_draws_them():
     assert arm_test["fine-tuned", "soft"] == pytest.approx([0.84, 0.844, 0.848])
     assert matched["fine-tuned"] == "higher for every seed"  # 0.84 against 0.78
     assert lines[0].startswith("fine-tuned teacher: test 0.850")
-    ax = distill_readings.students_figure(results, arm_test, arms, [0, 2, 4])
+    _, ax = plt.subplots()  # its own axes: plt.gca() may be another test's figure
+    assert (
+        distill_readings.students_figure(results, arm_test, arms, [0, 2, 4], ax) is ax
+    )
     assert len(ax.collections) == 2 * (2 + 1 + 1)  # per teacher: arms, copy, line
     plt.close("all")
     with pytest.raises(ValueError, match="arm_names"):
