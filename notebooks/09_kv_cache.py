@@ -514,10 +514,10 @@ plt.show()
 # in Python one module at a time, at one token per step. The book keeps the modules,
 # since they are what the chapters teach.
 #
-# What separates the bare run from the floor is the rest of the step: about twenty
-# small calls a layer (norms, cache writes, attention over the cache, GELU, residual
-# additions), each doing little arithmetic for one token, so that much of each one's
-# time is the call itself. Decoders built for speed remove both parts at once by compiling the
+# What separates the bare run from the floor is the rest of the step: the small calls
+# of every layer (norms, cache writes, attention over the cache, GELU, residual
+# additions), each doing little arithmetic for one token; how much of each one's time
+# is the call itself, no cell here splits. Decoders built for speed remove both parts at once by compiling the
 # whole step, which fuses these calls too: PyTorch's gpt-fast runs its one-token step
 # through `torch.compile` with CUDA graphs, on GPUs. No cell here measures that.
 #

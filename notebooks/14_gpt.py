@@ -452,6 +452,12 @@ print(f"chosen on the first half: {half_choice}; on the second, against nanogpt:
 
 # %% tags=["hide-input"]
 assert half_choice == "book-quick" and half_verdict == "lower for every seed"
+first_means = {n: statistics.mean(halves[n][0]) for n in candidates}
+runner_up = min((m for n, m in first_means.items() if n != half_choice))
+assert runner_up - first_means[half_choice] > 0.1  # a wide margin on the first half
+assert all(  # every recipe scores worse on the second half than on the first
+    statistics.mean(halves[n][1]) > statistics.mean(halves[n][0]) for n in candidates
+)
 half_words = {"half_choice": half_choice, "half_verdict": half_verdict,
               "half_book": report.mean_sd(halves[half_choice][1]),
               "half_nano": report.mean_sd(halves["nanogpt"][1]),
