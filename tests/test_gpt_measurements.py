@@ -55,11 +55,10 @@ def test_reruns_ablation_and_live_clock():
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert gpt_measurements.reruns_ablation(quick, ABLATION, on_cpu=True)
     assert not gpt_measurements.reruns_ablation(quick, ABLATION, on_cpu=False)
-    assert not gpt_measurements.reruns_ablation(
-        replace(quick, threads=2), ABLATION, True
-    )
+    # the recipe, whatever the threads: they change the clock, not the recipe
+    assert gpt_measurements.reruns_ablation(replace(quick, threads=2), ABLATION, True)
     assert not gpt_measurements.reruns_ablation(replace(quick, lr=1e-3), ABLATION, True)
-    result = {"train_cpu_seconds": 99.0, "val_loss": 1.8}
+    result = {"train_cpu_seconds": 99.0, "val_loss": 1.8, "threads": 1}
     said = gpt_measurements.live_clock(result, quick, ABLATION, "book-quick", cpu)
     assert "seed 1" in said and "1.00 times" in said and "45%" in said  # 99/99, 99/220
     assert "the file's 1.810" in said
@@ -74,6 +73,13 @@ def test_reruns_ablation_and_live_clock():
         result, quick, on_file, "book-quick", cpu, cpu_name="Chip B"
     )
     assert "another processor (Chip B; the table's: Chip A)" in said
+    assert "times the table's" not in said and "the file's 1.810" in said
+    # two threads where the table had one: the loss compares, the CPU seconds do not
+    two = {**result, "threads": 2}
+    said = gpt_measurements.live_clock(
+        two, replace(quick, threads=2), on_file, "book-quick", cpu, cpu_name="Chip A"
+    )
+    assert "on 2 threads where the table's runs had 1" in said
     assert "times the table's" not in said and "the file's 1.810" in said
 
 

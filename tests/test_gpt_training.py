@@ -32,6 +32,7 @@ def test_a_run_writes_config_checkpoint_and_history(tmp_path, caplog):
         assert (out / name).is_file(), name
     h = history(out)
     assert h["history"] == result["history"] and h["world_size"] == 1
+    assert h["threads"] == 1  # the config's one thread, recorded with the clock
     assert len(h["history"]) == 6 and [s for s, _ in h["evals"]] == [3, 6]
     assert h["val_loss"] == pytest.approx(h["evals"][-1][1])
     assert h["val_loss"] < 4.17  # ln 65: better than a uniform guess

@@ -229,6 +229,7 @@ def _run_gpt(config: TrainConfig, out, resume: bool, stop_at: int | None,
         "evals": evals,
         "train_cpu_seconds": train_cpu,
         "train_wall_seconds": train_wall,
+        "threads": torch.get_num_threads(),  # CPU threads the steps ran on
         "world_size": world.world_size,
     }
     if len(history) == config.steps and world.is_main:
