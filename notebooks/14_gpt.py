@@ -672,12 +672,18 @@ assert share["τ = 0.5"] > share["τ = 1"] > share["τ = 1.5"]  # colder: more r
 assert variety["greedy"] < variety["τ = 0.5"] < variety["τ = 1"]  # and more repeats
 assert variety["greedy"] < reference / 2  # greedy repeats itself: a loop
 assert share["top-p 0.9"] > share["τ = 1"]  # cutting the tail removes misspellings
-# of the words not in the training text at τ = 1, the share top-p no longer produces
-removed = 1 - (1 - share["top-p 0.9"]) / (1 - share["τ = 1"])
-print(f"top-p 0.9 removes {removed:.0%} of the unknown words of τ = 1")
-report.glue("topp_removed", f"{removed:.0%}")
-report.glue("topp_removed_words", "most of them" if removed > 0.5 else
-            "a minority of them: most misspellings survive")  # fmt: skip
+# of the words not in the training text at τ = 1, the share top-p no longer produces,
+# and how far another draw of as many samples could move it (bootstrap, 90 %)
+removed, low, high = metrics.unknown_words_removed(
+    texts["τ = 1"], texts["top-p 0.9"], known
+)
+print(f"top-p 0.9 removes {removed:.0%} of the unknown words of τ = 1 "
+      f"(90 % bootstrap interval {low:.0%} to {high:.0%})")  # fmt: skip
+report.glue("topp_removed", f"{removed:.0%} ({low:.0%} to {high:.0%})")
+report.glue("topp_removed_words", "most of them" if low > 0.5 else
+            "a minority of them: most misspellings survive" if high < 0.5 else
+            f"about half, and {samples_per_setting} samples per setting cannot say "
+            "whether more or less")  # fmt: skip
 
 # %% [markdown]
 # Colder sampling produces more real words and repeats itself more. Greedy decoding,
@@ -687,9 +693,11 @@ report.glue("topp_removed_words", "most of them" if removed > 0.5 else
 # own distribution, mistakes included. Top-$p$ cuts off the unlikely tail, and with it,
 # in this draw of {glue:text}`samples_per_setting` samples per setting,
 # {glue:text}`topp_removed` of the words that sampling at $\tau = 1$ invents (words
-# found nowhere in the training text): {glue:text}`topp_removed_words`. The rest come
-# from characters inside the nucleus, each plausible after the one before it, that
-# together make no word. The start of greedy's text, and a sample at $\tau = 1$:
+# found nowhere in the training text; in brackets the 90 % interval when the samples
+# are drawn again from the ones we have): {glue:text}`topp_removed_words`. The words
+# it keeps come from characters inside the nucleus, each plausible after the one
+# before it, that together make no word. The start of greedy's text, and a sample at
+# $\tau = 1$:
 
 # %% tags=["nbval-ignore-output"]
 print("greedy:\nROMEO:\nI will" + greedy_text[:120] + "...\n")
@@ -963,6 +971,7 @@ checks.check_training_days(training_days)
 #   and `report.compare_seeds`, which words the ablation's comparisons.
 # - `plotting.training_curve` (a run's loss beside its baselines) and
 #   `plotting.kept_distributions` (what each decoding rule leaves);
-#   `sampling.next_logits`, `sampling.certainty_lines`, `metrics.mean_distinct_share`
+#   `sampling.next_logits`, `sampling.certainty_lines`, `metrics.mean_distinct_share`,
+#   `metrics.unknown_words_removed` (with its bootstrap interval)
 #   and `gpt2_weights.random_hf_gpt2` (a GPT-2 with random weights, no download).
 # - `diagrams.gpt` (next-token prediction, data parallelism) and `checks.gpt`.

@@ -304,3 +304,19 @@ def test_auc_counts_the_pairs_ranked_right_ties_half():
     assert metrics.auc(positive, negative) == pytest.approx(by_pairs)
     with pytest.raises(ValueError, match="positive and negative"):
         metrics.auc([], [0.1])
+
+
+def test_unknown_words_removed_with_its_bootstrap_interval():
+    known = {"to", "be"}
+    base = ["to qq", "be zz"]  # half the words unknown
+    cut = ["to be", "be zz"]  # a quarter unknown: half of base's unknown share removed
+    share, low, high = metrics.unknown_words_removed(base, cut, known, resamples=400)
+    assert share == pytest.approx(0.5)
+    assert low <= share <= high and low < high  # the texts differ: draws spread
+    # a draw of the cut texts may keep all the unknown words, or remove them all
+    assert low == pytest.approx(0.0) and high == pytest.approx(1.0)
+    # identical texts on each side: every draw is the same, the interval a point
+    same = metrics.unknown_words_removed(["qq to"] * 4, ["to be"] * 4, known)
+    assert same == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="no unknown word"):
+        metrics.unknown_words_removed(["to be"], ["qq"], known)

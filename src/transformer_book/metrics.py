@@ -18,6 +18,7 @@ Reading a tagger's mistakes: :func:`tag_confusions` counts (gold, predicted) pai
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections import Counter
 from collections.abc import Container, Hashable, Sequence
@@ -260,6 +261,39 @@ def known_word_share(texts: Sequence[str], known: Container[str]) -> float:
     training text's words, say), pooled over all texts (chapter 14)."""
     words = [w for t in texts for w in t.split()]
     return sum(w in known for w in words) / len(words)
+
+
+def unknown_words_removed(
+    base: Sequence[str],
+    cut: Sequence[str],
+    known: Container[str],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """The share of ``base``'s unknown words (not in ``known``) that ``cut`` no longer
+    writes, ``1 - unknown(cut) / unknown(base)`` with each share pooled over its texts
+    (:func:`known_word_share`), and a 90 % bootstrap interval for it: both lists'
+    texts drawn again with replacement, ``resamples`` times (chapter 14: what top-p
+    removes of the words sampling at τ = 1 invents, from a few samples each).
+    Returns: (share, low, high)."""
+    if not base or not cut:
+        raise ValueError(f"need texts on both sides, got {len(base)} and {len(cut)}")
+
+    def removed(b: Sequence[str], c: Sequence[str]) -> float | None:
+        unknown = 1 - known_word_share(b, known)  # None: nothing to remove
+        return None if unknown == 0 else 1 - (1 - known_word_share(c, known)) / unknown
+
+    share = removed(base, cut)
+    if share is None:
+        raise ValueError("base writes no unknown word: there is nothing to remove")
+    rng = random.Random(seed)
+    draws = (
+        removed(rng.choices(base, k=len(base)), rng.choices(cut, k=len(cut)))
+        for _ in range(resamples)
+    )
+    shares = sorted(d for d in draws if d is not None)
+    n = len(shares)
+    return share, shares[int(0.05 * n)], shares[max(int(0.95 * n) - 1, 0)]
 
 
 def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
