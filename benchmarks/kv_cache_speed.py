@@ -86,11 +86,10 @@ def timed_generate(
 @torch.no_grad()
 def step_seconds(model, prompt, n_new, use_cache) -> list[float]:
     """Wall seconds of every step of greedy decoding (step 0 reads the prompt), run as
-    ``generate`` runs them: the query, key and value weights stacked
-    (``gpt.weights_for_one_token``) and the steps in inference mode."""
+    ``generate`` runs them: in inference mode."""
     cache = kv_cache.new_cache(model.config.n_layers, prompt.shape[1] + n_new)
     ids, times = prompt, []
-    with gpt.weights_for_one_token(model), torch.inference_mode():
+    with torch.inference_mode():
         for _ in range(n_new):
             _sync(prompt.device)
             start = time.perf_counter()
@@ -122,8 +121,8 @@ def timed_weights_once(model, n_new) -> tuple[float, float, None]:
 
 def bare_weights(model: gpt.GPT) -> list[tuple]:
     """Each block's tensors for :func:`timed_bare`, read from ``model``: its two
-    norms' (weight, bias, eps), the stacked query/key/value weight and bias, and the
-    output, up and down projections' (weight, bias)."""
+    norms' (weight, bias, eps), the stacked query/key/value weight and bias
+    (``qkv_proj``), and the output, up and down projections' (weight, bias)."""
     c = model.config
     plain = ("learned", "layer", "gelu", c.n_heads, True)
     if (c.positions, c.norm, c.activation, c.kv_heads, c.bias) != plain:
@@ -131,8 +130,7 @@ def bare_weights(model: gpt.GPT) -> list[tuple]:
     layers = []
     for block in model.blocks.layers:
         a, ff = block.attn, block.ff
-        qkv = [torch.cat([p.weight for p in (a.q_proj, a.k_proj, a.v_proj)]),
-               torch.cat([p.bias for p in (a.q_proj, a.k_proj, a.v_proj)])]  # fmt: skip
+        qkv = (a.qkv_proj.weight, a.qkv_proj.bias)  # (3D, D), (3D,): q, k, v rows
         layers.append((
             (block.norm1.weight, block.norm1.bias, block.norm1.eps), qkv,
             (a.o_proj.weight, a.o_proj.bias),
@@ -151,8 +149,8 @@ def timed_bare(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     structure (module calls, argument checks, the cache's bookkeeping) in Python. One
     difference in work, not in structure: on the prompt, ``generate`` runs the final
     norm and the output layer at every position, this decoder at the last one only
-    (16 rows against 1, once per run). The weights are stacked inside the timed
-    region, as ``generate`` stacks them.
+    (16 rows against 1, once per run). Its tensors are gathered inside the timed
+    region.
     Shapes: prompt (1, T0) -> tokens (1, T0 + n_new)."""
     c = model.config
     D, H, T0 = c.d_model, c.n_heads, prompt.shape[1]
@@ -161,7 +159,7 @@ def timed_bare(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     final = model.blocks.final_norm
     _sync(prompt.device)
     w0, c0 = time.perf_counter(), time.process_time()
-    layers = bare_weights(model)  # stacked once per run, as generate stacks them
+    layers = bare_weights(model)  # the model's own tensors, no copy
     out = prompt.new_empty(1, T0 + n_new)
     out[:, :T0] = prompt
     keys = [wte.new_empty(1, H, T0 + n_new, Dh) for _ in layers]  # (1, H, room, Dh)

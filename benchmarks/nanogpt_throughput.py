@@ -7,18 +7,18 @@ Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 lay
 heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
 trained with the same step: forward, cross-entropy, backward, gradient clipping, AdamW,
 the optimiser as the book's ``training.train`` builds it (multi-tensor,
-``foreach=True``, on every device). ``gpt.GPT`` keeps the query, key and value
-projections as three tensors (35 parameter tensors in all against nanoGPT's 27), and an
-optimiser pays per tensor, so the script also times the step with AdamW as a Python loop
-over the tensors (torch's CPU default; ``per_tensor_loop``) and counts the operations of
-one step of each kind (``torch.profiler``). The models take turns, ``--steps`` steps
-at a time, ``--repeats`` times, in the same process and with the same threads, so a
-busy machine slows both alike; the result is the median of each model's tokens per second
-(wall clock, and per CPU second), and their ratio. A last pass, taking turns the same
-way, times the phases of the multi-tensor step apart (forward and backward, gradient
-clipping, AdamW; ``phases``), to say where a difference between the models comes
-from. nanoGPT's ``model.py`` is imported
-from the folder given (it is not part of this project: Karpathy's nanoGPT, MIT licence).
+``foreach=True``, on every device). Both keep the query, key and value projections as
+one matrix (``gpt.GPT`` since chapter 14's stacking, nanoGPT's ``c_attn``): 27 parameter
+tensors each. An optimiser pays per tensor, so the script also times the step with AdamW
+as a Python loop over the tensors (torch's CPU default; ``per_tensor_loop``), and it
+counts the operations of one step of each kind (``torch.profiler``). The models take
+turns, ``--steps`` steps at a time, ``--repeats`` times, in the same process and with
+the same threads, so a busy machine slows both alike; the result is the median of each
+model's tokens per second (wall clock, and per CPU second), and their ratio. A last
+pass, taking turns the same way, times the phases of the multi-tensor step apart
+(forward and backward, gradient clipping, AdamW; ``phases``), to say where a difference
+between the models comes from. nanoGPT's ``model.py`` is imported from the folder given
+(it is not part of this project: Karpathy's nanoGPT, MIT licence).
 The result is written as JSON with the machine, the torch version and the date; chapter
 14 shows it.
 """

@@ -529,9 +529,9 @@ plt.show()
 # {glue:text}`bench_cached` s for the book's). Paired round by round
 # (`report.compare_seeds`, with the rounds in the role of seeds), the book's speed-up is
 # {glue:text}`ref_verdict`. The script does not split where that lead comes from. One
-# product for the query, key and value projections is not the difference: `generate`
-# stacks the three weights once per call (`gpt.weights_for_one_token`), and GPT-2's
-# attention already stores them as one matrix (`c_attn`). The book's steps run in
+# product for the query, key and value projections is not the difference: both models
+# store the three as one matrix (`gpt.GPT`'s `qkv_proj`, which chapter 14 explains;
+# GPT-2's `c_attn`). The book's steps run in
 # `torch.inference_mode()`, without the autograd bookkeeping that `torch.no_grad()`
 # still keeps, while the reference's `generate` also does more per step (its cache
 # object, an attention mask, its logits processors); no cell times these apart.

@@ -128,7 +128,7 @@ def test_a_model_on_a_base_stores_only_what_it_trained(tiny, tmp_path):
     with torch.no_grad():
         model.blocks.layers[0].attn.q_proj.weight.add_(1.0)  # changed outside `stored`
     torch.manual_seed(0)
-    with pytest.raises(ValueError, match=r"blocks\.layers\.0\.attn\.q_proj\.weight"):
+    with pytest.raises(ValueError, match=r"blocks\.layers\.0\.attn\.qkv_proj\.weight"):
         checkpoints.save(model, config, tmp_path / "bad", stored=["blocks.layers.1."])
     with pytest.raises(ValueError, match="matches none"):
         checkpoints.save(model, config, tmp_path / "bad", stored=["nothing."])

@@ -131,37 +131,65 @@ def test_decoding_past_the_context_window_reads_the_last_max_len(positions):
     assert torch.equal(last, plain[:, -1])
 
 
-def test_decoding_leaves_the_parameters_as_they_were():
+def test_every_attention_keeps_query_key_value_as_one_matrix():
     model = model_of(small(n_kv_heads=2))
-    params = list(model.parameters())
-    before = {name: p.clone() for name, p in model.named_parameters()}
-    with gpt.weights_for_one_token(model):
-        assert model.lm_head.weight is model.tok_emb.weight  # still tied
-        logits = model(ids_of(2, 5))
-    assert list(model.parameters()) == params  # the same Parameter objects
-    for name, p in model.named_parameters():
-        assert p.is_contiguous() and torch.equal(p, before[name]), name
-    torch.testing.assert_close(logits, model(ids_of(2, 5)), atol=1e-6, rtol=0)
-    with pytest.raises(RuntimeError, match="stop"), gpt.weights_for_one_token(model):
-        assert model.blocks.layers[0].attn.decoding_qkv is not None
-        raise RuntimeError("stop")
-    # dropped on the way out of an error too
-    assert all(b.attn.decoding_qkv is None for b in model.blocks.layers)
+    for block in model.blocks.layers:
+        attn = block.attn
+        assert attn.stacked and attn.qkv_proj.weight.shape == (32 + 2 * 16, 32)
+        # q_proj, k_proj, v_proj are views of its rows: writing one writes the matrix
+        assert attn.k_proj.weight.shape == (16, 32) and attn.v_proj.bias.shape == (16,)
+        assert attn.q_proj.weight.data_ptr() == attn.qkv_proj.weight.data_ptr()
+    names = [n for n, _ in model.named_parameters() if ".attn." in n]
+    roles = {n.split(".")[-2] for n in names}  # the layer each parameter belongs to
+    assert roles == {"qkv_proj", "o_proj"}
+    # per layer: qkv and o weights and biases, against six tensors for three layers
+    assert len(names) == 4 * model.config.n_layers
 
 
-def test_decoding_stacks_query_key_value_weights_for_the_run():
-    model = model_of(small(n_kv_heads=2))
-    attn = model.blocks.layers[0].attn
+def test_stacking_moves_the_weights_draws_nothing_and_keeps_the_outputs():
+    from transformer_book.attention import MultiHeadAttention
+
+    torch.manual_seed(3)
+    attn = MultiHeadAttention(32, 4, n_kv_heads=2)
+    three = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     x = torch.randn(2, 5, 32)
     with torch.no_grad():
-        three = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
-        with gpt.weights_for_one_token(model):
-            weight, bias = attn.decoding_qkv
-            assert weight.shape == (32 + 2 * 16, 32) and bias.shape == (64,)
-            one = attn._project_qkv(x)  # one product with the stacked weight
-        assert attn.decoding_qkv is None  # dropped at the end of the run
-    for a, b in zip(one, three):
+        before = attn(x)[0], attn.q_proj(x), attn.v_proj(x), attn(x, context=x + 1)[0]
+        rng = torch.get_rng_state()
+        assert attn.stack_projections() is attn and attn.stacked
+        assert torch.equal(torch.get_rng_state(), rng)  # no random draw
+        assert torch.equal(attn.qkv_proj.weight, three)  # the rows, in order q, k, v
+        after = attn(x)[0], attn.q_proj(x), attn.v_proj(x), attn(x, context=x + 1)[0]
+    for a, b in zip(before, after):  # self- and cross-attention alike
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    assert attn.stack_projections() is attn  # twice: nothing more to do
+
+
+def test_a_state_dict_from_before_the_stacking_still_loads():
+    model = model_of(small(n_kv_heads=2))
+    old = {}  # the keys a checkpoint written with three projections holds
+    for name, tensor in model.state_dict().items():
+        if ".attn.qkv_proj." not in name:
+            old[name] = tensor.clone()
+            continue
+        kind = name.rsplit(".", 1)[1]
+        q, k, v = tensor.split((32, 16, 16))
+        for role, part in zip(("q_proj", "k_proj", "v_proj"), (q, k, v)):
+            old[name.replace("qkv_proj", role)] = part.clone()
+        assert kind in ("weight", "bias")
+    fresh = model_of(small(n_kv_heads=2))
+    fresh.load_state_dict(old)  # strict: no key missing, none left over
+    ids = ids_of(2, 7)
+    torch.testing.assert_close(fresh(ids), model(ids), atol=0, rtol=0)
+
+
+def test_stacking_refuses_wrapped_projections():
+    from transformer_book.attention import MultiHeadAttention
+
+    attn = MultiHeadAttention(16, 4)
+    attn.q_proj = torch.nn.Sequential(attn.q_proj)  # a wrapper, say
+    with pytest.raises(TypeError, match="plain nn.Linear projections; got Sequential"):
+        attn.stack_projections()
 
 
 def test_generated_ids_and_weights_stay_usable_for_training():
@@ -295,3 +323,25 @@ def test_uptrain_losses_equal_the_loop_written_out():
             assert after[g][i] == lm_data.mean_loss(student, heldout)
     assert after[4][0] != after[4][1]  # the seeds draw different batches
     assert after[4][0] != after[1][0]  # and the conversion changes the model
+
+
+def test_stacking_keeps_the_parameter_order_and_guards_the_row_blocks():
+    from transformer_book.attention import MultiHeadAttention
+
+    attn = MultiHeadAttention(16, 4)
+    attn.stack_projections()
+    # qkv_proj where q_proj was: a walk over the modules draws in the same order
+    assert list(attn._modules) == ["qkv_proj", "o_proj"]
+    with pytest.raises(AttributeError, match="k_proj is a block of rows of qkv_proj"):
+        attn.k_proj = torch.nn.Linear(16, 16)
+    frozen = MultiHeadAttention(16, 4)
+    frozen.v_proj.weight.requires_grad_(False)
+    with pytest.raises(ValueError, match="all be trainable or all frozen"):
+        frozen.stack_projections()
+    for p in frozen.q_proj.parameters():
+        p.requires_grad_(False)
+    for p in frozen.k_proj.parameters():
+        p.requires_grad_(False)
+    frozen.v_proj.bias.requires_grad_(False)
+    frozen.stack_projections()  # all three frozen: the matrix is frozen too
+    assert not any(p.requires_grad for p in frozen.qkv_proj.parameters())

@@ -128,7 +128,18 @@ def test_measured_on_and_throughput():
         words["rounds_mult"] == "1.00 to 1.20"
         and words["rounds_loop"] == "0.80 to 1.00"
     )
-    assert words["extra_ops"] == "354" and words["our_tensors"] == "35"
+    assert (
+        words["extra_ops"] == "354 more operations than nanoGPT's"
+        and words["our_tensors"] == "35"
+    )
+    fewer = {
+        **BENCH,
+        "operations_per_step": {
+            "gpt.GPT": {"foreach": 2544, "loop": 1},
+            "nanoGPT": {"foreach": 2578, "loop": 1},
+        },
+    }
+    assert gpt_measurements.throughput(fewer)[1]["extra_ops"].startswith("34 fewer")
     assert words["ratio"] == "1.25" and words["loop_ratio"] == "0.90"
     assert "seed" not in words["loop_verdict"]
     assert "the AdamW update 2.70 against 2.40" in lines[-2]

@@ -17,6 +17,11 @@ Ainslie et al., 2023) and ``n_kv_heads=1`` multi-query attention (MQA, Shazeer, 
 (:mod:`transformer_book.grouped_heads` converts a trained MHA into a GQA and back),
 and ``forward(..., cache=...)`` appends the new keys and values to a
 :class:`transformer_book.kv_cache.KVCache` for decoding one token at a time.
+
+Chapter 14 stores the query, key and value projections as one matrix
+(:meth:`MultiHeadAttention.stack_projections`, as nanoGPT's ``c_attn`` and torch's
+``in_proj_weight``): ``q_proj``, ``k_proj`` and ``v_proj`` are then
+:class:`RowBlock` views of its rows.
 """
 
 from __future__ import annotations
@@ -209,6 +214,43 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     )  # (B, H, T, Dh): head h uses kv head h // n_rep
 
 
+class RowBlock:
+    """Rows ``start … stop - 1`` of a linear layer, used as a layer of its own: the
+    query, key or value projection inside a stacked matrix
+    (:meth:`MultiHeadAttention.stack_projections`). ``weight`` and ``bias`` are views
+    of the stacked layer's parameters, so writing into them (under ``torch.no_grad``)
+    writes into it. Shapes: x (..., in_features) -> (..., stop - start)."""
+
+    def __init__(self, linear: nn.Linear, start: int, stop: int) -> None:
+        self.linear, self.start, self.stop = linear, start, stop
+
+    @property
+    def weight(self) -> Tensor:
+        return self.linear.weight[self.start : self.stop]  # (stop - start, in), a view
+
+    @property
+    def bias(self) -> Tensor | None:
+        bias = self.linear.bias
+        return None if bias is None else bias[self.start : self.stop]  # a view
+
+    @property
+    def in_features(self) -> int:
+        return self.linear.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self.stop - self.start
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)  # (..., stop - start)
+
+    def __repr__(self) -> str:
+        return f"RowBlock(rows {self.start}:{self.stop} of {self.linear})"
+
+
+_ROLES = ("q_proj", "k_proj", "v_proj")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: per-head projections, attention, concatenation, output projection.
 
@@ -230,7 +272,8 @@ class MultiHeadAttention(nn.Module):
     ``scale`` multiplies the scores ``q · k``: ``None`` is 1/√d_head (Vaswani et al.);
     T5 passes 1.0, having folded the scaling into its initialisation (chapter 10).
     ``is_causal=True`` is causal self-attention without a mask tensor (torch's
-    fused kernel builds none; chapter 14).
+    fused kernel builds none; chapter 14). :meth:`stack_projections` stores the query,
+    key and value projections as one matrix (chapter 14's GPT).
     """
 
     def __init__(
@@ -269,36 +312,122 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.o_proj = nn.Linear(d_model, d_model, bias=bias)
-        # (weight, bias) of q_proj, k_proj, v_proj stacked, while a decoding run lasts
-        self.decoding_qkv: tuple[Tensor, Tensor | None] | None = None
+        self.stacked = False  # True: q_proj, k_proj, v_proj are rows of qkv_proj
+
+    # q_proj, k_proj, v_proj: the three layers, or after stack_projections the row
+    # blocks of qkv_proj that play their part (the same names either way)
+    @property
+    def q_proj(self) -> nn.Module | RowBlock:
+        return self._projection(0)
+
+    @property
+    def k_proj(self) -> nn.Module | RowBlock:
+        return self._projection(1)
+
+    @property
+    def v_proj(self) -> nn.Module | RowBlock:
+        return self._projection(2)
+
+    def _projection(self, role: int) -> nn.Module | RowBlock:
+        if not self.stacked:
+            return self._modules[_ROLES[role]]
+        kv_width = self.n_kv_heads * self.head_dim
+        edges = (0, self.d_model, self.d_model + kv_width, self.d_model + 2 * kv_width)
+        return RowBlock(self._modules["qkv_proj"], edges[role], edges[role + 1])
+
+    @torch.no_grad()
+    def stack_projections(self) -> MultiHeadAttention:
+        """Store ``q_proj``, ``k_proj`` and ``v_proj`` as one layer, ``qkv_proj``, whose
+        weight is theirs stacked row-wise, (d_model + 2·kv_width, d_model), as nanoGPT's
+        ``c_attn`` and torch's ``in_proj_weight`` are (chapter 14). Self-attention then
+        makes one product for the three, forward and backward, and an optimiser or a
+        gradient clip sees one tensor instead of three. The weights are moved, not drawn
+        again: the attention computes what it computed. ``q_proj``, ``k_proj`` and
+        ``v_proj`` become :class:`RowBlock` views of the rows. A state dict written
+        before (three keys) still loads. Returns the attention itself.
+        Shapes: qkv_proj.weight (d_model + 2·kv_width, d_model), bias (… ,) or None.
+        """
+        if self.stacked:
+            return self
+        parts = [self._modules[name] for name in _ROLES]
+        if not all(type(p) is nn.Linear for p in parts):
+            raise TypeError(
+                "stack_projections stacks plain nn.Linear projections; got "
+                + ", ".join(type(p).__name__ for p in parts)
+            )
+        trainable = {p.weight.requires_grad for p in parts}
+        if len(trainable) > 1:
+            raise ValueError(
+                "q_proj, k_proj and v_proj must all be trainable or all frozen to share "
+                "one matrix; got requires_grad "
+                + ", ".join(
+                    f"{n}={p.weight.requires_grad}" for n, p in zip(_ROLES, parts)
+                )
+            )
+        has_bias = parts[0].bias is not None
+        total = sum(p.out_features for p in parts)
+        stacked = nn.Linear(self.d_model, total, bias=has_bias, device="meta")
+        stacked.weight = nn.Parameter(
+            torch.cat([p.weight for p in parts])
+        )  # (total, D)
+        if has_bias:
+            stacked.bias = nn.Parameter(torch.cat([p.bias for p in parts]))  # (total,)
+        for param in stacked.parameters():  # trainable as the three were
+            param.requires_grad_(trainable == {True})
+        # qkv_proj takes q_proj's place among the submodules: the parameters keep their
+        # order (an initialisation that walks the modules draws in the same order)
+        modules = list(self._modules.items())
+        self._modules.clear()
+        for name, module in modules:
+            if name == "q_proj":
+                self._modules["qkv_proj"] = stacked
+            elif name not in _ROLES:
+                self._modules[name] = module
+        self.stacked = True
+        return self
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _ROLES and self.__dict__.get("stacked"):
+            raise AttributeError(
+                f"{name} is a block of rows of qkv_proj since stack_projections; write "
+                f"into {name}.weight under torch.no_grad() instead of replacing it"
+            )
+        super().__setattr__(name, value)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # a stacked attention reading a state dict from before the stacking: the three
+        # projections' keys become qkv_proj's, their rows stacked in the same order
+        for kind in ("weight", "bias"):
+            keys = [f"{prefix}{name}.{kind}" for name in _ROLES]
+            if self.stacked and all(k in state_dict for k in keys):
+                stacked = torch.cat([state_dict.pop(k) for k in keys])
+                state_dict[f"{prefix}qkv_proj.{kind}"] = stacked
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``q_proj(x), k_proj(x), v_proj(x)``; while training, as one matrix product.
+        """``q_proj(x), k_proj(x), v_proj(x)``, as one matrix product where it can.
 
-        With gradients the three weights are stacked, (d_model + 2·kv_width, d_model),
-        like torch's ``in_proj_weight`` and nanoGPT's ``c_attn``: one product forward
-        and one for the input's gradient instead of three (chapter 14); the three
-        ``nn.Linear`` stay the parameters. Without gradients (decoding, chapter 09)
-        stacking would copy all three weights at every step to multiply them by one
-        token, so the three products run as they are, unless a decoding run stacked them
-        once for all its steps (``decoding_qkv``, set by
-        :func:`transformer_book.gpt.weights_for_one_token` while ``generate`` runs).
+        Stacked (:meth:`stack_projections`), the three are one layer: one product.
+        Otherwise, with gradients, the three weights are stacked at every call, (d_model
+        + 2·kv_width, d_model): one product forward and one for the input's gradient
+        instead of three, the three ``nn.Linear`` staying the parameters. Without
+        gradients (decoding, chapter 09) that stacking would copy all three weights to
+        multiply them by one token, so the three products run as they are.
         Shapes: (B, T, d_model) -> (B, T, d_model), (B, T, kv_width), (B, T, kv_width).
         """
-        grad = torch.is_grad_enabled()
-        if self.decoding_qkv is not None and not grad:
-            weight, bias = self.decoding_qkv  # stacked once for a whole decoding run
-        elif not grad or not (  # wrapped (a LoRA projection, say): each called as it is
-            type(self.q_proj) is type(self.k_proj) is type(self.v_proj) is nn.Linear
-        ):
-            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        else:
-            projections = (self.q_proj, self.k_proj, self.v_proj)
-            weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
-            bias = None
-            if self.q_proj.bias is not None:
-                bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
         kv_width = self.n_kv_heads * self.head_dim
+        if self.stacked:
+            qkv = self._modules["qkv_proj"](x)  # (B, T, D + 2·kv_width)
+            return qkv.split((self.d_model, kv_width, kv_width), dim=-1)
+        projections = [self._modules[name] for name in _ROLES]
+        if not torch.is_grad_enabled() or not all(  # wrapped (a LoRA projection, say)
+            type(p) is nn.Linear for p in projections
+        ):
+            return projections[0](x), projections[1](x), projections[2](x)
+        weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
+        bias = None
+        if projections[0].bias is not None:
+            bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
         qkv = F.linear(x, weight, bias)  # (B, T, D + 2·kv_width)
         return qkv.split((self.d_model, kv_width, kv_width), dim=-1)
 

@@ -7,7 +7,10 @@
 The block is :class:`transformer_book.blocks.EncoderBlock` itself: GPT's block *is* the
 pre-norm encoder block; the causal mask alone makes it a decoder. Positions are learned
 vectors (GPT-2) or RoPE inside attention (Llama); the head may share the token
-embedding's weights (``tie_embeddings``, Press & Wolf, 2017). :meth:`GPT.generate`
+embedding's weights (``tie_embeddings``, Press & Wolf, 2017). Each attention keeps its
+query, key and value projections as one matrix, as nanoGPT's ``c_attn`` does
+(:meth:`~transformer_book.attention.MultiHeadAttention.stack_projections`, chapter 14).
+:meth:`GPT.generate`
 decodes with a KV cache (:mod:`transformer_book.kv_cache`) or without, and picks tokens
 with :mod:`transformer_book.sampling`. Radford et al. (2019), GPT-2; the layout follows
 nanoGPT's ``model.py``, the names this book's (``q_proj``, ``up_proj``, ...).
@@ -18,10 +21,9 @@ a little further (chapter 09).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +31,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import grouped_heads, kv_cache, masks, sampling
-from .attention import MultiHeadAttention
 from .blocks import Encoder
 from .norms import NORMS
 from .positions import LearnedPositionalEmbedding, RotaryEmbedding
@@ -39,7 +40,6 @@ __all__ = [
     "POSITIONS",
     "GPTConfig",
     "GPT",
-    "weights_for_one_token",
     "gqa_from_mha",
     "uptrain_losses",
 ]
@@ -168,6 +168,9 @@ class GPT(nn.Module):
             n_kv_heads=c.n_kv_heads,
             bias=c.bias,
         )
+        # q, k and v as one matrix: one product, one parameter tensor (chapter 14)
+        for block in self.blocks.layers:
+            block.attn.stack_projections()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:
@@ -238,9 +241,7 @@ class GPT(nn.Module):
         two give the same tokens. The cache is allocated once, with room for every
         position it will hold (:class:`~transformer_book.kv_cache.KVCache`; a full
         window resets it and refills the same buffers), and so is the output, each
-        step writing its token into the next column. While it runs, each attention's
-        query, key and value weights are stacked into one matrix
-        (:func:`weights_for_one_token`), and the steps run in inference mode. Call
+        step writing its token into the next column. The steps run in inference mode. Call
         ``model.eval()`` first: dropout would make every step random.
         Shapes: ids (B, T0) -> (B, T0 + max_new_tokens).
         """
@@ -258,8 +259,8 @@ class GPT(nn.Module):
             room = min(max_len, T0 + max_new_tokens)
             cache = kv_cache.new_cache(self.config.n_layers, max_len=room)
         # inference mode: no autograd bookkeeping at all (views and version counters
-        # included), a few per cent of a cached step; the weights are stacked outside it
-        with weights_for_one_token(self), torch.inference_mode():
+        # included), a few per cent of a cached step
+        with torch.inference_mode():
             for T in range(T0, T0 + max_new_tokens):  # T tokens so far
                 if cache is not None and 0 < cache[0].seq_len < max_len:
                     logits = self(out[:, T - 1 : T], cache=cache)  # (B, 1, V): newest
@@ -274,43 +275,6 @@ class GPT(nn.Module):
         return out.clone()
 
 
-@contextlib.contextmanager
-def weights_for_one_token(model: nn.Module) -> Iterator[None]:
-    """Stack every attention's query, key and value weights into one matrix while the
-    block runs, as nanoGPT's ``c_attn`` stores them, then drop the stacked copies.
-
-    A cached decoding step multiplies one token by every weight matrix; with the three
-    projections stacked (``MultiHeadAttention.decoding_qkv``) it makes one product for
-    the three instead of three, one call fewer of each kind per layer and token. The
-    stack is a copy, 3·d_model² values a layer for multi-head attention, made once per
-    :meth:`GPT.generate` call and dropped when it ends; the parameters themselves are
-    not touched (a training step stacks them itself, with gradients). Attentions whose
-    projections are not plain ``nn.Linear`` (a LoRA wrapper, say) are left to make
-    their three products.
-    Shapes: ``decoding_qkv`` weight (d_model + 2·kv_width, d_model), bias
-    (d_model + 2·kv_width,) or None.
-    """
-    attentions = [
-        m
-        for m in model.modules()
-        if isinstance(m, MultiHeadAttention)
-        and all(type(p) is nn.Linear for p in (m.q_proj, m.k_proj, m.v_proj))
-    ]
-    try:
-        with torch.no_grad():
-            for attn in attentions:
-                projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-                weight = torch.cat([p.weight for p in projections])  # (D + 2·kv, D)
-                bias = None
-                if attn.q_proj.bias is not None:
-                    bias = torch.cat([p.bias for p in projections])  # (D + 2·kv,)
-                attn.decoding_qkv = (weight, bias)
-        yield
-    finally:
-        for attn in attentions:
-            attn.decoding_qkv = None
-
-
 def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
     """A copy of ``model`` whose every attention has ``n_kv_heads`` key/value heads,
     each the mean of its group's (:func:`transformer_book.grouped_heads.gqa_from_mha`).
@@ -320,17 +284,14 @@ def gqa_from_mha(model: GPT, n_kv_heads: int) -> GPT:
     config = dataclasses.replace(model.config, n_kv_heads=n_kv_heads)  # validates
     ref = model.lm_head.weight
     new = GPT(config).to(device=ref.device, dtype=ref.dtype)
-    state = {
-        k: v
-        for k, v in model.state_dict().items()
-        if ".attn.k_proj." not in k and ".attn.v_proj." not in k
+    state = {  # everything but the attentions' stacked q, k, v (another shape now)
+        k: v for k, v in model.state_dict().items() if ".attn.qkv_proj." not in k
     }
     missing = new.load_state_dict(state, strict=False).missing_keys
-    assert all(".k_proj." in k or ".v_proj." in k for k in missing), missing
+    assert all(".attn.qkv_proj." in k for k in missing), missing
     for mine, theirs in zip(new.blocks.layers, model.blocks.layers):
-        pooled = grouped_heads.gqa_from_mha(theirs.attn, n_kv_heads)
-        mine.attn.k_proj.load_state_dict(pooled.k_proj.state_dict())
-        mine.attn.v_proj.load_state_dict(pooled.v_proj.state_dict())
+        pooled = grouped_heads.gqa_from_mha(theirs.attn, n_kv_heads)  # stacked, too
+        mine.attn.load_state_dict(pooled.state_dict())
     new.train(model.training)
     return new
 

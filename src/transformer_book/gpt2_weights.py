@@ -55,7 +55,8 @@ def load_hf_gpt2(model: GPT, hf_model: nn.Module) -> GPT:
 
     GPT-2 stores its linear layers as ``Conv1D`` with weights (in, out), the transpose
     of ``nn.Linear``'s, and the query, key and value projections side by side in one
-    ``c_attn`` of width 3·d_model: here they are cut apart and transposed.
+    ``c_attn`` of width 3·d_model: here each third is transposed into its row block of
+    the model's stacked ``qkv_proj``.
     """
     hf = hf_model.config
     theirs = dict(

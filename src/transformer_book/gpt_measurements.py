@@ -78,6 +78,15 @@ def measured_on(bench: dict) -> str:
     )
 
 
+def _more_or_fewer(difference: int) -> str:
+    """gpt.GPT's operations per step against nanoGPT's, in words: ``12 more operations
+    than nanoGPT's``, ``34 fewer …``, ``as many operations as nanoGPT's``."""
+    if difference == 0:
+        return "as many operations as nanoGPT's"
+    more = "more" if difference > 0 else "fewer"
+    return f"{abs(difference):,} {more} operations than nanoGPT's"
+
+
 def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     """The committed throughput ``bench`` (``nanogpt_throughput.json``) read back.
 
@@ -86,7 +95,8 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     multi-tensor AdamW and with AdamW as a loop over the tensors, each phase's time) and,
     as text for ``report.glue_all``: ``ratio``, ``ratio_cpu`` and ``loop_ratio``
     (gpt.GPT's tokens over nanoGPT's), ``rounds_mult`` and ``rounds_loop`` (their range
-    over the rounds), ``extra_ops``, ``our_tensors``, ``their_tensors``,
+    over the rounds), ``extra_ops`` (gpt.GPT's operations per step against nanoGPT's:
+    "12 more operations than nanoGPT's"), ``our_tensors``, ``their_tensors``,
     ``loop_verdict`` (the loop's rounds against the multi-tensor ones, paired round by
     round, :func:`transformer_book.report.compare_seeds`); per phase of a step,
     gpt.GPT's time over nanoGPT's (``phase_forward_backward``, ``phase_clip``,
@@ -147,7 +157,7 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
         "ratio_cpu": f"{bench['ratio_cpu']:.2f}",
         "rounds_mult": spread["multi-tensor"],
         "rounds_loop": spread["loop"],
-        "extra_ops": f"{ops[ours]['foreach'] - ops[theirs]['foreach']:,}",
+        "extra_ops": _more_or_fewer(ops[ours]["foreach"] - ops[theirs]["foreach"]),
         "our_tensors": str(tensors[ours]),
         "their_tensors": str(tensors[theirs]),
         "loop_ratio": f"{bench['per_tensor_loop']['ratio']:.2f}",

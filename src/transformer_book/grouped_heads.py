@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .attention import MultiHeadAttention
 
-__all__ = ["gqa_from_mha", "mha_from_gqa", "permute_heads"]
+__all__ = ["copy_projection", "gqa_from_mha", "mha_from_gqa", "permute_heads"]
 
 
 def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tensor:
@@ -33,9 +33,19 @@ def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tenso
     return w.mean(dim=1).reshape(n_groups * head_dim, *rest)  # (G·Dh, ...)
 
 
+def copy_projection(to, source) -> None:
+    """Copy ``source``'s weight and bias into ``to``'s, in place: two ``nn.Linear`` or
+    :class:`~transformer_book.attention.RowBlock` views of a stacked matrix, of the
+    same shapes. Call under ``torch.no_grad()``."""
+    to.weight.copy_(source.weight)
+    if to.bias is not None:
+        to.bias.copy_(source.bias)
+
+
 def _with_kv_heads(attn: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttention:
-    """A copy of ``attn``'s settings with ``n_kv_heads`` key/value heads, its query and
-    output projections copied, the key/value projections left for the caller to fill."""
+    """A copy of ``attn``'s settings (stacked or not) with ``n_kv_heads`` key/value
+    heads, its query and output projections copied, the key/value projections left for
+    the caller to fill."""
     ref = attn.q_proj.weight
     new = MultiHeadAttention(
         attn.d_model,
@@ -46,8 +56,10 @@ def _with_kv_heads(attn: MultiHeadAttention, n_kv_heads: int) -> MultiHeadAttent
         n_kv_heads=n_kv_heads,
         scale=attn.scale,
     ).to(device=ref.device, dtype=ref.dtype)
+    if attn.stacked:
+        new.stack_projections()
     for name in ("q_proj", "o_proj"):
-        getattr(new, name).load_state_dict(getattr(attn, name).state_dict())
+        copy_projection(getattr(new, name), getattr(attn, name))
     return new
 
 
