@@ -312,7 +312,7 @@ plt.show()
 # no new weights. Afterwards `q_proj`, `k_proj` and `v_proj` are no longer layers of
 # their own but views of the matrix's row blocks: they leave the list of modules, and a
 # checkpoint stores one `qkv_proj` where it stored three (a checkpoint written before
-# still loads). One product gives Q, K and V, forward and backward; the attention's
+# still loads: chapter 9's does). One product gives Q, K and V, forward and backward; the attention's
 # output stays what it was:
 
 # %%

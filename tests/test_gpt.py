@@ -336,8 +336,14 @@ def test_stacking_keeps_the_parameter_order_and_guards_the_row_blocks():
         attn.k_proj = torch.nn.Linear(16, 16)
     frozen = MultiHeadAttention(16, 4)
     frozen.v_proj.weight.requires_grad_(False)
-    with pytest.raises(ValueError, match="all be trainable or all frozen"):
+    with pytest.raises(ValueError, match="must all be trainable or all frozen"):
         frozen.stack_projections()
+    for p in frozen.v_proj.parameters():  # a frozen bias beside trainable weights too
+        p.requires_grad_(False)
+    frozen.v_proj.weight.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"v_proj=\[False, True\]"):
+        frozen.stack_projections()
+    frozen.v_proj.weight.requires_grad_(False)
     for p in frozen.q_proj.parameters():
         p.requires_grad_(False)
     for p in frozen.k_proj.parameters():

@@ -355,21 +355,19 @@ class MultiHeadAttention(nn.Module):
                 "stack_projections stacks plain nn.Linear projections; got "
                 + ", ".join(type(p).__name__ for p in parts)
             )
-        trainable = {p.weight.requires_grad for p in parts}
+        flags = [{t.requires_grad for t in p.parameters()} for p in parts]
+        trainable = set().union(*flags)
         if len(trainable) > 1:
             raise ValueError(
-                "q_proj, k_proj and v_proj must all be trainable or all frozen to share "
-                "one matrix; got requires_grad "
-                + ", ".join(
-                    f"{n}={p.weight.requires_grad}" for n, p in zip(_ROLES, parts)
-                )
+                "q_proj, k_proj and v_proj (weights and biases) must all be trainable "
+                "or all frozen to share one matrix; got requires_grad "
+                + ", ".join(f"{n}={sorted(f)}" for n, f in zip(_ROLES, flags))
             )
         has_bias = parts[0].bias is not None
         total = sum(p.out_features for p in parts)
         stacked = nn.Linear(self.d_model, total, bias=has_bias, device="meta")
-        stacked.weight = nn.Parameter(
-            torch.cat([p.weight for p in parts])
-        )  # (total, D)
+        weight = torch.cat([p.weight for p in parts])  # (total, D)
+        stacked.weight = nn.Parameter(weight)
         if has_bias:
             stacked.bias = nn.Parameter(torch.cat([p.bias for p in parts]))  # (total,)
         for param in stacked.parameters():  # trainable as the three were
@@ -397,9 +395,9 @@ class MultiHeadAttention(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         # a stacked attention reading a state dict from before the stacking: the three
         # projections' keys become qkv_proj's, their rows stacked in the same order
-        for kind in ("weight", "bias"):
+        for kind in ("weight", "bias") if self.stacked else ():
             keys = [f"{prefix}{name}.{kind}" for name in _ROLES]
-            if self.stacked and all(k in state_dict for k in keys):
+            if all(k in state_dict for k in keys):
                 stacked = torch.cat([state_dict.pop(k) for k in keys])
                 state_dict[f"{prefix}qkv_proj.{kind}"] = stacked
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
