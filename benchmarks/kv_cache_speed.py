@@ -27,6 +27,11 @@ run's operations alone, called as plain functions on the model's tensors (no mod
 calls, argument checks or cache object): what the cached run takes beyond it is what
 the package's structure costs in Python, per token.
 
+One more cached run in every round keeps oneDNN for the one-token steps
+(``model.one_token_native_kernels = False``), which ``generate`` otherwise runs with
+torch's own CPU kernels (``runtime.native_cpu_kernels``). Its ``saving`` is
+1 - cached / oneDNN kept: the share of that run's time the choice saves (``onednn``).
+
 A last run in every round measures the floor under any cached run on this machine:
 ``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each,
 and nothing else: the weights read once per token, which a
@@ -54,7 +59,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import benchmark, gpt, kv_cache  # noqa: E402
+from transformer_book import benchmark, gpt, kv_cache, runtime  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "kv_cache_speed.json"
 # nanoGPT's character-level Shakespeare model (its GPU configuration), random weights
@@ -144,7 +149,8 @@ def bare_weights(model: gpt.GPT) -> list[tuple]:
 def timed_bare(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     """Wall and CPU seconds of the cached greedy run with the model's operations and
     nothing else: the same products, norms, attention kernel and cache writes as
-    ``generate``, called as plain functions on its tensors, with no module, no check
+    ``generate`` (and its kernels: torch's own, not oneDNN's, for one token), called
+    as plain functions on its tensors, with no module, no check
     and no cache object. What the cached run takes beyond this is the package's
     structure (module calls, argument checks, the cache's bookkeeping) in Python. One
     difference in work, not in structure: on the prompt, ``generate`` runs the final
@@ -169,19 +175,21 @@ def timed_bare(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     for start, T in steps:
         n = T - start
         x = (wte[out[0, start:T]] + wpe[start:T]).unsqueeze(0)  # (1, n, D)
-        for i, (n1, (w, b), o, n2, up, down) in enumerate(layers):
-            h = F.layer_norm(x, (D,), *n1[:2], n1[2])
-            qkv = F.linear(h, w, b).view(1, n, 3 * H, Dh)  # (1, n, 3H, Dh)
-            qkv = qkv.transpose(1, 2)  # (1, 3H, n, Dh)
-            q, k, v = qkv.split(H, dim=1)  # (1, H, n, Dh) each
-            keys[i][:, :, start:T] = k
-            values[i][:, :, start:T] = v
-            a = F.scaled_dot_product_attention(
-                q, keys[i][:, :, :T], values[i][:, :, :T], is_causal=start == 0
-            )  # (1, H, n, Dh): the prompt causal, a single new token sees all
-            x = x + F.linear(a.transpose(1, 2).reshape(1, n, D), *o)  # (1, n, D)
-            h = F.layer_norm(x, (D,), *n2[:2], n2[2])
-            x = x + F.linear(F.gelu(F.linear(h, *up)), *down)
+        # generate's kernels: torch's own, not oneDNN's, for one token on the CPU
+        with runtime.native_cpu_kernels(n == 1 and x.device.type == "cpu"):
+            for i, (n1, (w, b), o, n2, up, down) in enumerate(layers):
+                h = F.layer_norm(x, (D,), *n1[:2], n1[2])
+                qkv = F.linear(h, w, b).view(1, n, 3 * H, Dh)  # (1, n, 3H, Dh)
+                qkv = qkv.transpose(1, 2)  # (1, 3H, n, Dh)
+                q, k, v = qkv.split(H, dim=1)  # (1, H, n, Dh) each
+                keys[i][:, :, start:T] = k
+                values[i][:, :, start:T] = v
+                a = F.scaled_dot_product_attention(
+                    q, keys[i][:, :, :T], values[i][:, :, :T], is_causal=start == 0
+                )  # (1, H, n, Dh): the prompt causal, a single new token sees all
+                x = x + F.linear(a.transpose(1, 2).reshape(1, n, D), *o)  # (1, n, D)
+                h = F.layer_norm(x, (D,), *n2[:2], n2[2])
+                x = x + F.linear(F.gelu(F.linear(h, *up)), *down)
         x = F.layer_norm(x[:, -1], (D,), final.weight, final.bias, final.eps)  # (1, D)
         out[0, T] = F.linear(x, model.lm_head.weight).argmax(-1)[0]
     _sync(prompt.device)
@@ -269,7 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
         outs[mode] = timed_reference(reference, prompt, 8, mode == "ref_cached")[2]
     outs["bare"] = timed_bare(model, prompt, 8)[2]
     # the bare decoder beside the cached run, whose time its share is read against
-    every = ("cached", "bare", "uncached", *refs, "floor")
+    every = ("cached", "bare", "uncached", *refs, "onednn", "floor")
     runs = {m: {"wall": [], "cpu": []} for m in every}
     for r in range(args.repeats):
         for mode in every if r % 2 == 0 else every[::-1]:
@@ -277,6 +285,10 @@ def main(argv: list[str] | None = None) -> dict:
                 wall, cpu, _ = timed_weights_once(model, args.new_tokens)
             elif mode == "bare":
                 wall, cpu, out = timed_bare(model, prompt, args.new_tokens)
+            elif mode == "onednn":  # the cached run, oneDNN kept for one token
+                model.one_token_native_kernels = False
+                wall, cpu, out = timed_generate(model, prompt, args.new_tokens, True)
+                model.one_token_native_kernels = True
             elif mode in refs:
                 wall, cpu, out = timed_reference(
                     reference, prompt, args.new_tokens, mode == "ref_cached"
@@ -294,7 +306,13 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("cached and uncached decoding wrote different tokens")
     if not torch.equal(outs["bare"], outs["cached"]):
         raise SystemExit("the bare decoder wrote other tokens than generate")
-    floor, bare = runs.pop("floor"), runs.pop("bare")
+    if not torch.equal(outs["onednn"], outs["cached"]):
+        raise SystemExit("oneDNN's kernels changed the tokens generate wrote")
+    floor, bare, onednn = runs.pop("floor"), runs.pop("bare"), runs.pop("onednn")
+    onednn_rounds = {
+        "speedup": [u / o for u, o in zip(runs["uncached"]["wall"], onednn["wall"])],
+        "saving": [1 - c / o for c, o in zip(runs["cached"]["wall"], onednn["wall"])],
+    }
     bare_rounds = {
         "speedup": [u / b for u, b in zip(runs["uncached"]["wall"], bare["wall"])],
         "structure_share": [
@@ -370,6 +388,17 @@ def main(argv: list[str] | None = None) -> dict:
             "rounds": bare_rounds,
             "runs": bare,
         },
+        "onednn": {
+            "what": "the cached run with oneDNN's kernels kept for the one-token steps "
+            "(GPT.one_token_native_kernels = False); saving: 1 - cached / this run, "
+            "the share of this run's time that torch's own kernels save",
+            "same_tokens": True,
+            "seconds": {clock: spread(v) for clock, v in onednn.items()},
+            "speedup": spread(onednn_rounds["speedup"]),
+            "saving": spread(onednn_rounds["saving"]),
+            "rounds": onednn_rounds,
+            "runs": onednn,
+        },
         "floor": {
             "what": "every nn.Linear weight read once per token (one row by each), "
             "new_tokens times: the least a cached run can take",
@@ -404,6 +433,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"[{w['min']:.1f}, {w['max']:.1f}]; reference (transformers' GPT-2) "
         + (f"{statistics.median(ref_ratios):.1f}x; " if refs else "not run; ")
         + f"bare operations {statistics.median(bare_rounds['speedup']):.1f}x; "
+        f"with oneDNN for one token "
+        f"{statistics.median(onednn_rounds['speedup']):.1f}x; "
         f"ceiling (uncached / weights read "
         f"once per token) {statistics.median(over_floor['uncached']):.1f}x, cached "
         f"{statistics.median(over_floor['cached']):.2f}x the floor; "

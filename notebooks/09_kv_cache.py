@@ -429,7 +429,8 @@ print("self-attention cache", tuple(dec_cache[0].self_attn.keys.shape),
 # nanoGPT's character-level shape (6 layers, 6 heads, $d_\text{model} = 384$) with
 # random weights: the time of a step does not depend on what the weights are. It
 # writes 256 tokens greedily after a 16-token prompt, on 2 threads, with the cache and
-# without (beside a reference decoder, a bare decoder and a floor, described below), all the runs
+# without (beside a reference decoder, a bare decoder, a cached run that keeps oneDNN
+# and a floor, all described below), all the runs
 # taking turns within each of several rounds so that a busy machine slows them alike,
 # and it checks that both write the same tokens. Each round gives one ratio. Its committed result, read back with `benchmark.committed_result` (the numbers the text quotes, by name, with `decoding_speed.speed_benchmark_summary`):
 
@@ -446,7 +447,8 @@ print(
 
 # %% tags=["nbval-ignore-output"]
 # medians over the rounds (wall clock): the cache's, the reference's (transformers'
-# GPT-2, same shape, same rounds) and the floor's (every weight read once per token)
+# GPT-2, same shape, same rounds), the floor's (every weight read once per token), the
+# bare decoder's and the cached run's with oneDNN kept for one token
 found = decoding_speed.speed_benchmark_summary(bench)
 print(found.text)
 report.glue_all(found.values, found.formats)
@@ -516,10 +518,88 @@ plt.show()
 #
 # What separates the bare run from the floor is the rest of the step: the small calls
 # of every layer (norms, cache writes, attention over the cache, GELU, residual
-# additions), each doing little arithmetic for one token; how much of each one's time
-# is the call itself, no cell here splits. Decoders built for speed remove both parts at once by compiling the
-# whole step, which fuses these calls too: PyTorch's gpt-fast runs its one-token step
-# through `torch.compile` with CUDA graphs, on GPUs. No cell here measures that.
+# additions), each doing little arithmetic for one token. One of them would cost
+# more than its arithmetic, for a reason outside Python, if the package let it. On
+# the CPU, torch hands the exact GELU to the oneDNN library whenever it may, and
+# oneDNN prepares every call at a fixed cost: worth paying on a batch of tokens, not
+# on one token's $4\,d_\text{model}$ values. The cell below times one such call both
+# ways on this machine's CPU, with the benchmark's threads (or as many as this page
+# may use), oneDNN allowed and switched off, for one token and for the 64 tokens of
+# a short prompt (`decoding_speed.onednn_call_seconds`, wall clock, the two taking
+# turns):
+
+# %% tags=["nbval-ignore-output"]
+threads = runtime.thread_count(bench["threads"])  # the benchmark's, capped
+gelu_us = {}  # tokens -> {"oneDNN": µs, "torch": µs} for one call
+for tokens in (1, 64):
+    h = torch.randn(1, tokens, 4 * shape["d_model"])  # (1, tokens, 4·d_model)
+    gelu = lambda: F.gelu(h)  # noqa: E731
+    per_call = decoding_speed.onednn_call_seconds(gelu, calls=500, threads=threads)
+    gelu_us[tokens] = {kernel: 1e6 * s for kernel, s in per_call.items()}
+    timings = ", ".join(f"{k} {us:6.1f} µs" for k, us in gelu_us[tokens].items())
+    print(
+        f"{tokens:2d} token(s), {h.numel():6,} values, {threads} thread(s): {timings}"
+    )
+one, batch = gelu_us[1], gelu_us[64]
+with runtime.native_cpu_kernels():
+    own = F.gelu(h)  # (1, 64, 4·d_model) through torch's kernel
+diff = (own - F.gelu(h)).abs().max().item()  # against oneDNN's, where torch uses it
+assert diff < 1e-5  # the same function, to float rounding
+report.glue("gelu_diff", diff, "{:.1g}")
+report.glue("gelu_onednn_us", one["oneDNN"], "{:.1f}")
+report.glue("gelu_torch_us", one["torch"], "{:.1f}")
+gelu_ratio = one["oneDNN"] / one["torch"]
+verdict = "about as long as torch's own kernel"
+if gelu_ratio > 1.2:
+    verdict = f"{gelu_ratio:.1f} times as long as torch's own kernel"
+elif gelu_ratio < 1 / 1.2:
+    verdict = "less time than torch's own kernel"
+report.glue("gelu_verdict", verdict)
+report.glue("gelu_batch", "oneDNN was the faster" if batch["oneDNN"] < batch["torch"]
+            else "torch's kernel was still the faster")  # fmt: skip
+# the oneDNN run's extra time, spread over its one-token GELU calls (one per layer
+# and step after the prompt)
+one_token_calls = shape["n_layers"] * (bench["new_tokens"] - 1)
+extra_s = bench["onednn"]["seconds"]["wall"]["median"] - v["bench_cached"]
+loop_us, gap_us = 1e6 * extra_s / one_token_calls, one["oneDNN"] - one["torch"]
+report.glue("loop_gelu_us", loop_us, "{:.0f}")
+report.glue("one_token_calls", f"{one_token_calls:,}")
+loop_verdict = f"against a gap of {gap_us:.1f} µs that the cell above measures alone"
+if gap_us > 0 and loop_us > 1.5 * gap_us:
+    loop_verdict = (
+        f"{loop_us / gap_us:.0f} times the gap the cell above measures alone: inside "
+        "the decoding loop a oneDNN call costs more than on its own, and no cell here "
+        "splits why"
+    )
+report.glue("loop_verdict", loop_verdict)
+saving = (v["onednn_saving"], v["onednn_saving_min"], v["onednn_saving_max"])
+assert bench["onednn"]["same_tokens"] and min(saving) > 0  # saved in every round
+assert v["ref_speedup"] < v["onednn_speedup"] < v["bench_speedup"]
+
+# %% [markdown]
+# Through oneDNN the call took {glue:text}`gelu_onednn_us` µs,
+# {glue:text}`gelu_verdict` ({glue:text}`gelu_torch_us` µs). The package makes the
+# choice once, from the numbers of the benchmark's machine: `GPT.forward` runs a
+# one-token step on the CPU with torch's own kernels, `runtime.native_cpu_kernels`
+# switching oneDNN off for the step and back on after it (the switch is process-wide:
+# another thread's operations during the step take torch's kernels too). Longer
+# inputs keep oneDNN, whose fixed cost a batch shares: here, at 64 tokens,
+# {glue:text}`gelu_batch`. The two kernels compute the same function to float
+# rounding, not always to the last bit (largest difference over those 64 tokens
+# here: {glue:text}`gelu_diff`).
+#
+# The benchmark measures what the choice is worth: one more cached run in every round
+# keeps oneDNN (`model.one_token_native_kernels = False`) and writes the same tokens.
+# Torch's own kernels saved {glue:text}`onednn_saving` of that run's time (from
+# {glue:text}`onednn_saving_min` to {glue:text}`onednn_saving_max` over the rounds);
+# with oneDNN kept, the speed-up would be {glue:text}`onednn_speedup`×. Spread over
+# its {glue:text}`one_token_calls` one-token GELU calls, the oneDNN run's extra time
+# comes to {glue:text}`loop_gelu_us` µs a call, {glue:text}`loop_verdict`.
+#
+# Decoders built for speed remove the structure's cost and these small calls' cost
+# at once by compiling the whole step, which fuses the calls: PyTorch's gpt-fast runs
+# its one-token step through `torch.compile` with CUDA graphs, on GPUs. No cell here
+# measures that.
 #
 # Is {glue:text}`bench_speedup`× fast or slow for this shape on this machine? The
 # script runs a reference decoder in the same rounds: Hugging Face's `GPT2LMHeadModel`
@@ -528,13 +608,17 @@ plt.show()
 # {glue:text}`ref_speedup`× ({glue:text}`ref_cached` s for the cached run, against
 # {glue:text}`bench_cached` s for the book's). Paired round by round
 # (`report.compare_seeds`, with the rounds in the role of seeds), the book's speed-up is
-# {glue:text}`ref_verdict`. The script does not split where that lead comes from. One
+# {glue:text}`ref_verdict`. With oneDNN kept for one token it was still
+# {glue:text}`onednn_speedup`×, so the kernel choice above is part of that lead, not
+# all of it; the script does not split the rest. One
 # product for the query, key and value projections is not the difference: both models
 # store the three as one matrix (`gpt.GPT`'s `qkv_proj`, which chapter 14 explains;
 # GPT-2's `c_attn`). The book's steps run in
 # `torch.inference_mode()`, without the autograd bookkeeping that `torch.no_grad()`
-# still keeps, while the reference's `generate` also does more per step (its cache
-# object, an attention mask, its logits processors); no cell times these apart.
+# still keeps, and their one-token steps take torch's own GELU kernel, while the
+# reference's `generate` sends GELU to oneDNN and does more per step (its cache
+# object, an attention mask, its logits processors). The oneDNN run above isolates
+# the kernel choice; no cell times the others apart.
 #
 # The same measurement, live on the machine running this page, on a smaller model so
 # that the page stays quick ({glue:text}`speed_shape`, {glue:text}`speed_where`,

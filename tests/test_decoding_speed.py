@@ -68,6 +68,7 @@ def _speed_result():
             "speedup": spread(8.75),
             "structure_share": spread(0.2),
         },
+        "onednn": {"speedup": spread(6.3), "saving": spread(0.1)},
         "load_average": {"before": [0.5, 0.4, 0.3], "after": [1.0, 0.5, 0.3]},
     }
 
@@ -85,6 +86,11 @@ def test_speed_benchmark_summary_reads_the_medians_by_name():
     assert found.formats["structure_min"].format(v["structure_min"]) == "10%"
     assert "speed-up 8.8x; the package's structure is 20% of" in found.text
     assert "speed-up over 3 rounds: median 7.0x" in found.text
+    assert (v["onednn_speedup"], v["onednn_saving"]) == (6.3, 0.1)
+    assert (
+        "oneDNN kept for one token: speed-up 6.3x; torch's own kernels save 10% of"
+        in (found.text)
+    )
     assert "transformers 4.0 GPT-2" in found.text
     with pytest.raises(ValueError, match="result lacks"):
         decoding_speed.speed_benchmark_summary({"seconds": {}})
@@ -97,7 +103,7 @@ def test_speed_benchmark_summary_reads_the_committed_result():
         benchmark.committed_result("kv_cache_speed.json")
     )
     assert found.values["bench_min"] <= found.values["bench_speedup"]
-    assert found.text.count("\n") == 7  # eight lines
+    assert found.text.count("\n") == 8  # nine lines
 
 
 def test_weights_rate_reading_says_what_the_rate_means():
@@ -108,3 +114,27 @@ def test_weights_rate_reading_says_what_the_rate_means():
     assert "fill 50%" in part and "per-operation costs" in part
     with pytest.raises(ValueError, match="read_rate must be a positive rate"):
         decoding_speed.weights_rate_reading(1.0, 0.0)
+
+
+def test_onednn_call_seconds_times_each_switch_setting_in_turns():
+    seen = []  # (oneDNN's switch, torch's threads) at every call
+    fn = lambda: seen.append(  # noqa: E731
+        (torch.backends.mkldnn.enabled, torch.get_num_threads())
+    )
+    before = torch.backends.mkldnn.enabled, torch.get_num_threads()
+    torch.backends.mkldnn.enabled = True
+    try:
+        times = decoding_speed.onednn_call_seconds(fn, calls=3, repeats=2, threads=1)
+        assert (torch.backends.mkldnn.enabled, torch.get_num_threads()) == (
+            True, before[1]
+        )  # fmt: skip  # both left as they were
+    finally:
+        torch.backends.mkldnn.enabled = before[0]
+    assert set(times) == {"oneDNN", "torch"} and all(t > 0 for t in times.values())
+    # a warm-up turn and two timed turns, who goes first alternating
+    on, off = [(True, 1)] * 3, [(False, 1)] * 3
+    assert seen == on + off + off + on + on + off
+    with pytest.raises(ValueError, match="calls and repeats"):
+        decoding_speed.onednn_call_seconds(fn, calls=0)
+    with pytest.raises(ValueError, match="threads"):
+        decoding_speed.onednn_call_seconds(fn, threads=0)

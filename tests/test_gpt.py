@@ -351,3 +351,33 @@ def test_stacking_keeps_the_parameter_order_and_guards_the_row_blocks():
     frozen.v_proj.bias.requires_grad_(False)
     frozen.stack_projections()  # all three frozen: the matrix is frozen too
     assert not any(p.requires_grad for p in frozen.qkv_proj.parameters())
+
+
+def test_one_token_steps_take_torchs_own_kernels_and_the_same_values():
+    model = model_of(small())
+    seen = []  # (tokens, oneDNN's switch) as each block's feed-forward saw them
+
+    def watched_gelu(x):
+        seen.append((x.shape[1], torch.backends.mkldnn.enabled))
+        return F.gelu(x)
+
+    for block in model.blocks.layers:
+        block.ff.activation = watched_gelu
+    ids = ids_of(1, 7)
+    cache = kv_cache.new_cache(2)
+    before = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = True
+    try:
+        with torch.no_grad():
+            model(ids[:, :6], cache=cache)  # the prompt: six tokens, oneDNN on
+            step = model(ids[:, 6:], cache=cache)  # one token: off
+            assert seen == [(6, True), (6, True), (1, False), (1, False)]
+            assert torch.backends.mkldnn.enabled  # on again after the step
+            whole = model(ids)[:, 6:]  # the same position, read with oneDNN on
+            seen.clear()
+            model.one_token_native_kernels = False  # keep oneDNN, as the benchmark
+            model(ids[:, 6:], cache=kv_cache.filled_cache(model, ids[:, :6]))
+            assert seen[-2:] == [(1, True), (1, True)]
+    finally:
+        torch.backends.mkldnn.enabled = before
+    torch.testing.assert_close(step, whole, atol=1e-5, rtol=0)

@@ -1,6 +1,7 @@
 """benchmarks/kv_cache_speed.py: the script runs (briefly) and its result holds what
 chapter 09 reads, consistent with itself: the cached and uncached runs wrote the same
-tokens, the floor's ratios are each round's seconds over the floor's, and the reference
+tokens, the floor's ratios are each round's seconds over the floor's, the run that
+keeps oneDNN for one token is read against the cached run beside it, and the reference
 decoder (transformers' GPT-2) has the book's model's size and its ratios its rounds'."""
 
 import json
@@ -37,6 +38,14 @@ def check_result(result: dict) -> None:
     )
     assert bare["rounds"]["structure_share"] == pytest.approx(
         [1 - b / c for b, c in zip(bare["runs"]["wall"], runs["cached"]["wall"])]
+    )
+    onednn = result["onednn"]  # the cached run with oneDNN kept for one token
+    assert onednn["same_tokens"]
+    assert onednn["rounds"]["saving"] == pytest.approx(
+        [1 - c / o for c, o in zip(runs["cached"]["wall"], onednn["runs"]["wall"])]
+    )
+    assert onednn["rounds"]["speedup"] == pytest.approx(
+        [u / o for u, o in zip(runs["uncached"]["wall"], onednn["runs"]["wall"])]
     )
     ceiling = statistics.median(floor["rounds"]["uncached"])
     assert floor["ceiling"]["median"] == pytest.approx(ceiling)

@@ -118,3 +118,21 @@ def test_a_bad_thread_cap_is_named(monkeypatch, bad):
         runtime.thread_count(1)
     with pytest.raises(ValueError, match="threads must be 0"):
         runtime.thread_count(-1)
+
+
+def test_native_cpu_kernels_switches_onednn_off_inside_and_restores_it():
+    before = torch.backends.mkldnn.enabled
+    try:
+        for start in (True, False):  # restores what it found, not a fixed value
+            torch.backends.mkldnn.enabled = start
+            with runtime.native_cpu_kernels():
+                assert torch.backends.mkldnn.enabled is False
+            assert torch.backends.mkldnn.enabled is start
+            with runtime.native_cpu_kernels(active=False):
+                assert torch.backends.mkldnn.enabled is start
+        torch.backends.mkldnn.enabled = True
+        with pytest.raises(RuntimeError, match="inside"), runtime.native_cpu_kernels():
+            raise RuntimeError("inside")
+        assert torch.backends.mkldnn.enabled is True  # restored after an error too
+    finally:
+        torch.backends.mkldnn.enabled = before

@@ -1,6 +1,7 @@
 """How fast a decoder with a KV cache runs (chapter 09): the decoding steps timed one by
 one, with the cache and without; one cached step after a given number of cached
-positions; ``benchmarks/kv_cache_speed.py``'s committed result read back by name; and
+positions; one call of a small operation with torch's oneDNN kernels and with its
+own; ``benchmarks/kv_cache_speed.py``'s committed result read back by name; and
 what a step's rate of reading its weights says about where its time goes.
 
 The cache itself, and its size in bytes, is :mod:`transformer_book.kv_cache`.
@@ -8,7 +9,9 @@ The cache itself, and its size in bytes, is :mod:`transformer_book.kv_cache`.
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -16,10 +19,12 @@ from torch import Tensor
 
 from . import benchmark
 from .kv_cache import new_cache
+from .runtime import native_cpu_kernels
 
 __all__ = [
     "decode_step_times",
     "cached_step_seconds",
+    "onednn_call_seconds",
     "SpeedSummary",
     "speed_benchmark_summary",
     "weights_rate_reading",
@@ -71,6 +76,45 @@ def cached_step_seconds(
         return benchmark.median_time(step, repeats=repeats, device=device, clock="auto")
 
 
+def onednn_call_seconds(
+    fn: Callable[[], object],
+    calls: int = 2000,
+    repeats: int = 5,
+    threads: int | None = None,
+) -> dict[str, float]:
+    """Wall-clock seconds of one call of ``fn`` (an operation on CPU tensors) with
+    torch's oneDNN kernels allowed, ``"oneDNN"``, and with torch's own kernels,
+    ``"torch"`` (inside :func:`transformer_book.runtime.native_cpu_kernels`): the
+    median over ``repeats`` turns of ``calls`` calls each, after a warm-up turn. The
+    two take turns, and who goes first alternates from turn to turn. ``threads``: torch's
+    CPU threads for the measurement (None: as they are), set back after it. Where
+    torch sends ``fn`` to no oneDNN kernel, the two time the same kernel. The clock
+    is the wall clock: with several threads the CPU time of a oneDNN call counts the
+    others too (twice its wall-clock time for a one-token GELU on two threads).
+    """
+    if calls < 1 or repeats < 1:
+        raise ValueError(f"calls and repeats must be >= 1, got {calls}, {repeats}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1 or None, got {threads}")
+    before = torch.get_num_threads()
+    times: dict[str, list[float]] = {"oneDNN": [], "torch": []}
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        for turn in range(repeats + 1):  # turn 0 warms both up
+            order = ("oneDNN", "torch") if turn % 2 == 0 else ("torch", "oneDNN")
+            for name in order:
+                with native_cpu_kernels(active=name == "torch"):
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        fn()
+                    if turn > 0:
+                        times[name].append((time.perf_counter() - start) / calls)
+    finally:
+        torch.set_num_threads(before)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 class SpeedSummary(NamedTuple):
     """:func:`speed_benchmark_summary`'s numbers by name, their formats, their text."""
 
@@ -87,16 +131,22 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
     (``over_floor``, and its inverse ``floor_share``), the bare decoder's seconds and
     speed-up (``bare_s``, ``bare_speedup``) and the share of the cached run it does not
     need (``structure_share``, with its range over the rounds, ``structure_min`` and
-    ``structure_max``), the load before; from the step-by-step pass, the last
-    uncached step in ms and the sum of the cached ones."""
+    ``structure_max``), the cached run with oneDNN kept for one token (its speed-up
+    ``onednn_speedup``, and the share of that run's time that torch's own kernels
+    save, 1 - cached / oneDNN kept, ``onednn_saving``, with ``onednn_saving_min``
+    and ``onednn_saving_max`` over the rounds), the load before; from the
+    step-by-step pass, the last uncached step in ms and the sum of the cached
+    ones."""
     needed = (
-        "seconds", "speedup", "rounds", "step_seconds", "reference", "floor", "bare"
+        "seconds", "speedup", "rounds", "step_seconds", "reference", "floor", "bare",
+        "onednn",
     )  # fmt: skip
     missing = [k for k in (*needed, "load_average") if k not in result]
     if missing:
         raise ValueError(f"result lacks {missing}: not a kv_cache_speed.py result")
     secs, up = result["seconds"], result["speedup"]["wall"]
     ref, floor, bare = result["reference"], result["floor"], result["bare"]
+    onednn = result["onednn"]
     ref_up = ref["speedup"]
     # (n_new,) per mode, in ms: the float32 arithmetic the chapter's plot reads
     steps_ms = {m: 1e3 * torch.tensor(result["step_seconds"][m]) for m in secs}
@@ -119,12 +169,18 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
         "structure_share": bare["structure_share"]["median"],
         "structure_min": bare["structure_share"]["min"],
         "structure_max": bare["structure_share"]["max"],
+        "onednn_speedup": onednn["speedup"]["median"],
+        "onednn_saving": onednn["saving"]["median"],
+        "onednn_saving_min": onednn["saving"]["min"],
+        "onednn_saving_max": onednn["saving"]["max"],
     }
     seconds = ("all_cached_s", "ref_cached", "bench_cached", "floor_s", "bare_s")
     formats = dict.fromkeys(values, "{:.1f}") | dict.fromkeys(seconds, "{:.2f}")
     formats.update(last_plain_ms="{:.0f}", floor_share="{:.0%}")
     formats.update(dict.fromkeys(("structure_share", "structure_min"), "{:.0%}"))
     formats.update(structure_max="{:.0%}")
+    shares = ("onednn_saving", "onednn_saving_min", "onednn_saving_max")
+    formats.update(dict.fromkeys(shares, "{:.0%}"))
     lines = []
     for mode in ("cached", "uncached"):
         s = secs[mode]["wall"]
@@ -147,6 +203,8 @@ def speed_benchmark_summary(result: dict) -> SpeedSummary:
         f"the same operations bare (no modules, checks or cache object): "
         f"{values['bare_s']:.2f} s, speed-up {values['bare_speedup']:.1f}x; the "
         f"package's structure is {values['structure_share']:.0%} of the cached run",
+        f"oneDNN kept for one token: speed-up {values['onednn_speedup']:.1f}x; "
+        f"torch's own kernels save {values['onednn_saving']:.0%} of that run's time",
     ]
     return SpeedSummary(values, formats, "\n".join(lines))
 

@@ -15,9 +15,11 @@ to the tolerances its cells assert, not bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +28,7 @@ import torch
 __all__ = [
     "PROFILES",
     "Run",
+    "native_cpu_kernels",
     "resolve_device",
     "resolve_profile",
     "seed_everything",
@@ -121,6 +124,31 @@ def thread_count(wanted: int) -> int:
     if not cap.isdigit() or int(cap) < 1:
         raise ValueError(f"${MAX_THREADS_ENV} must be a positive integer, got {cap!r}")
     return int(cap) if wanted == 0 else min(wanted, int(cap))
+
+
+@contextlib.contextmanager
+def native_cpu_kernels(active: bool = True) -> Iterator[None]:
+    """Inside the block, CPU operations take torch's own kernels, not oneDNN's.
+
+    torch sends some CPU operations to the oneDNN library whenever it may, the exact
+    GELU (``F.gelu``) among them. oneDNN prepares every call at a fixed cost, which a
+    batch of tokens shares and one token does not: on the 2-core Xeon of chapter 09's
+    benchmark, one token's GELU (1,536 values) took about 8 µs through oneDNN and
+    2 µs through torch's kernel, while at 64 tokens oneDNN was the faster. So
+    :meth:`transformer_book.gpt.GPT.forward` runs a one-token step on the CPU inside
+    this block; chapter 09 measures what it saves. The two kernels agree to float
+    rounding, not to the last bit (GELU's outputs differ by about 1e-6). The switch
+    (``torch.backends.mkldnn.enabled``) is process-wide: another thread's operations
+    during the block take torch's kernels too. It is set back to what it was, also
+    after an error. ``active=False``: a block that changes nothing.
+    """
+    before = torch.backends.mkldnn.enabled
+    if active:
+        torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = before
 
 
 def setup(
