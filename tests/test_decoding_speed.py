@@ -138,3 +138,20 @@ def test_onednn_call_seconds_times_each_switch_setting_in_turns():
         decoding_speed.onednn_call_seconds(fn, calls=0)
     with pytest.raises(ValueError, match="threads"):
         decoding_speed.onednn_call_seconds(fn, threads=0)
+    with pytest.raises(ValueError, match="sweep_bytes"):
+        decoding_speed.onednn_call_seconds(fn, sweep_bytes=-1)
+
+
+def test_onednn_call_seconds_sweeps_the_bytes_before_every_call(monkeypatch):
+    events = []  # what ran, in order: a sweep of n values, or the timed call
+    real_sum = torch.Tensor.sum
+
+    def counting_sum(self, *args, **kwargs):
+        events.append(("sweep", self.numel()))
+        return real_sum(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "sum", counting_sum)
+    fn = lambda: events.append(("call", 0))  # noqa: E731
+    decoding_speed.onednn_call_seconds(fn, calls=2, repeats=1, sweep_bytes=4096)
+    # (1 warm-up + 1 timed turn) × 2 settings × 2 calls, each after a 1,024-value sweep
+    assert events == [("sweep", 1024), ("call", 0)] * 8

@@ -81,21 +81,29 @@ def onednn_call_seconds(
     calls: int = 2000,
     repeats: int = 5,
     threads: int | None = None,
+    sweep_bytes: int = 0,
 ) -> dict[str, float]:
     """Wall-clock seconds of one call of ``fn`` (an operation on CPU tensors) with
     torch's oneDNN kernels allowed, ``"oneDNN"``, and with torch's own kernels,
     ``"torch"`` (inside :func:`transformer_book.runtime.native_cpu_kernels`): the
-    median over ``repeats`` turns of ``calls`` calls each, after a warm-up turn. The
-    two take turns, and who goes first alternates from turn to turn. ``threads``: torch's
-    CPU threads for the measurement (None: as they are), set back after it. Where
-    torch sends ``fn`` to no oneDNN kernel, the two time the same kernel. The clock
-    is the wall clock: with several threads the CPU time of a oneDNN call counts the
-    others too (twice its wall-clock time for a one-token GELU on two threads).
+    median call of ``repeats`` turns of ``calls`` calls each, every call timed on its
+    own, after a warm-up turn. The two take turns, and who goes first alternates from
+    turn to turn. ``sweep_bytes``: before every call, untimed, read that many bytes
+    (the sum of a float32 tensor), as a decoding step streams a layer's weights through
+    the CPU's caches between two calls of one operation; 0: the call finds its code
+    and data where the last call left them. ``threads``: torch's CPU threads for the
+    measurement (None: as they are), set back after it. Where torch sends ``fn`` to no
+    oneDNN kernel, the two time the same kernel. The clock is the wall clock: with
+    several threads the CPU time of a oneDNN call counts the others too (twice its
+    wall-clock time for a one-token GELU on two threads).
     """
     if calls < 1 or repeats < 1:
         raise ValueError(f"calls and repeats must be >= 1, got {calls}, {repeats}")
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1 or None, got {threads}")
+    if sweep_bytes < 0:
+        raise ValueError(f"sweep_bytes must be >= 0, got {sweep_bytes}")
+    sweep = torch.ones(sweep_bytes // 4) if sweep_bytes else None  # float32: 4 bytes
     before = torch.get_num_threads()
     times: dict[str, list[float]] = {"oneDNN": [], "torch": []}
     try:
@@ -105,11 +113,13 @@ def onednn_call_seconds(
             order = ("oneDNN", "torch") if turn % 2 == 0 else ("torch", "oneDNN")
             for name in order:
                 with native_cpu_kernels(active=name == "torch"):
-                    start = time.perf_counter()
                     for _ in range(calls):
+                        if sweep is not None:
+                            sweep.sum()  # the caches now hold the sweep's bytes
+                        start = time.perf_counter()
                         fn()
-                    if turn > 0:
-                        times[name].append((time.perf_counter() - start) / calls)
+                        if turn > 0:
+                            times[name].append(time.perf_counter() - start)
     finally:
         torch.set_num_threads(before)
     return {name: statistics.median(t) for name, t in times.items()}
