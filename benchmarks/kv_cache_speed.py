@@ -30,7 +30,9 @@ the package's structure costs in Python, per token.
 One more cached run in every round keeps oneDNN for the one-token steps
 (``model.one_token_native_kernels = False``), which ``generate`` otherwise runs with
 torch's own CPU kernels (``runtime.native_cpu_kernels``). Its ``saving`` is
-1 - cached / oneDNN kept: the share of that run's time the choice saves (``onednn``).
+1 - cached / oneDNN kept: the share of that run's time the choice saves (``onednn``);
+its extra time per one-token GELU call stands beside one such call timed alone, warm
+and after one layer's weight bytes were read (``gelu_call_us``).
 
 A last run in every round measures the floor under any cached run on this machine:
 ``--new-tokens`` passes over every ``nn.Linear`` weight of the model, one row by each,
@@ -59,7 +61,13 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import benchmark, gpt, kv_cache, runtime  # noqa: E402
+from transformer_book import (  # noqa: E402
+    benchmark,
+    decoding_speed,
+    gpt,
+    kv_cache,
+    runtime,
+)
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "kv_cache_speed.json"
 # nanoGPT's character-level Shakespeare model (its GPU configuration), random weights
@@ -122,6 +130,35 @@ def timed_weights_once(model, n_new) -> tuple[float, float, None]:
             F.linear(rows[w.shape[1]], w)  # (1, in) -> (1, out)
     _sync(weights[0].device)
     return time.perf_counter() - w0, time.process_time() - c0, None
+
+
+def timed_onednn_kept(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
+    """``timed_generate`` with the cache, oneDNN kept for the one-token steps."""
+    model.one_token_native_kernels = False
+    try:
+        return timed_generate(model, prompt, n_new, True)
+    finally:
+        model.one_token_native_kernels = True
+
+
+def gelu_call_us(model: gpt.GPT) -> dict:
+    """Microseconds of one call of one token's GELU (1, 1, d_ff) with oneDNN and
+    with torch's kernel (``decoding_speed.onednn_call_seconds``, the median call):
+    warm, and cold, after reading one layer's weight bytes before every call, as a
+    decoding step streams them between two GELU calls."""
+    c = model.config
+    h = torch.randn(1, 1, c.ff_width)  # (1, 1, d_ff): one token's hidden layer
+    layer = model.blocks.layers[0]
+    layer_bytes = sum(
+        m.weight.nbytes for m in layer.modules() if isinstance(m, torch.nn.Linear)
+    )
+    result = {"sweep_bytes": layer_bytes}
+    for case, sweep in (("warm", 0), ("cold", layer_bytes)):
+        seconds = decoding_speed.onednn_call_seconds(
+            lambda: F.gelu(h), calls=300, sweep_bytes=sweep
+        )
+        result[case] = {kernel: 1e6 * s for kernel, s in seconds.items()}
+    return result
 
 
 def bare_weights(model: gpt.GPT) -> list[tuple]:
@@ -276,6 +313,7 @@ def main(argv: list[str] | None = None) -> dict:
     for mode in refs:
         outs[mode] = timed_reference(reference, prompt, 8, mode == "ref_cached")[2]
     outs["bare"] = timed_bare(model, prompt, 8)[2]
+    outs["onednn"] = timed_onednn_kept(model, prompt, 8)[2]
     # the bare decoder beside the cached run, whose time its share is read against
     every = ("cached", "bare", "uncached", *refs, "onednn", "floor")
     runs = {m: {"wall": [], "cpu": []} for m in every}
@@ -286,9 +324,7 @@ def main(argv: list[str] | None = None) -> dict:
             elif mode == "bare":
                 wall, cpu, out = timed_bare(model, prompt, args.new_tokens)
             elif mode == "onednn":  # the cached run, oneDNN kept for one token
-                model.one_token_native_kernels = False
-                wall, cpu, out = timed_generate(model, prompt, args.new_tokens, True)
-                model.one_token_native_kernels = True
+                wall, cpu, out = timed_onednn_kept(model, prompt, args.new_tokens)
             elif mode in refs:
                 wall, cpu, out = timed_reference(
                     reference, prompt, args.new_tokens, mode == "ref_cached"
@@ -346,6 +382,10 @@ def main(argv: list[str] | None = None) -> dict:
         m: [statistics.median(s) for s in zip(*per_repeat)]
         for m, per_repeat in steps.items()
     }
+    # one GELU per layer in every one-token step (the first step reads the prompt)
+    one_token_calls = CONFIG["n_layers"] * (args.new_tokens - 1)
+    cached_wall = runs["cached"]["wall"]
+    gelu_calls = gelu_call_us(model)
     load_after = os.getloadavg()
 
     result = {
@@ -398,6 +438,11 @@ def main(argv: list[str] | None = None) -> dict:
             "saving": spread(onednn_rounds["saving"]),
             "rounds": onednn_rounds,
             "runs": onednn,
+            "one_token_gelu_calls": one_token_calls,
+            "extra_us_per_call": 1e6
+            * (statistics.median(onednn["wall"]) - statistics.median(cached_wall))
+            / one_token_calls,
+            "gelu_call_us": gelu_calls,
         },
         "floor": {
             "what": "every nn.Linear weight read once per token (one row by each), "

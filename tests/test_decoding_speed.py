@@ -122,18 +122,24 @@ def test_onednn_call_seconds_times_each_switch_setting_in_turns():
         (torch.backends.mkldnn.enabled, torch.get_num_threads())
     )
     before = torch.backends.mkldnn.enabled, torch.get_num_threads()
-    torch.backends.mkldnn.enabled = True
     try:
-        times = decoding_speed.onednn_call_seconds(fn, calls=3, repeats=2, threads=1)
-        assert (torch.backends.mkldnn.enabled, torch.get_num_threads()) == (
-            True, before[1]
-        )  # fmt: skip  # both left as they were
+        for switch in (True, False):  # the oneDNN arm switches oneDNN on either way
+            torch.backends.mkldnn.enabled = switch
+            torch.set_num_threads(2)
+            seen.clear()
+            times = decoding_speed.onednn_call_seconds(
+                fn, calls=3, repeats=2, threads=1
+            )
+            # both set back: the switch as it was, two threads
+            assert torch.backends.mkldnn.enabled is switch
+            assert torch.get_num_threads() == 2
+            # a warm-up turn and two timed turns, who goes first alternating, 1 thread
+            on, off = [(True, 1)] * 3, [(False, 1)] * 3
+            assert seen == on + off + off + on + on + off
     finally:
         torch.backends.mkldnn.enabled = before[0]
+        torch.set_num_threads(before[1])
     assert set(times) == {"oneDNN", "torch"} and all(t > 0 for t in times.values())
-    # a warm-up turn and two timed turns, who goes first alternating
-    on, off = [(True, 1)] * 3, [(False, 1)] * 3
-    assert seen == on + off + off + on + on + off
     with pytest.raises(ValueError, match="calls and repeats"):
         decoding_speed.onednn_call_seconds(fn, calls=0)
     with pytest.raises(ValueError, match="threads"):

@@ -353,7 +353,7 @@ def test_stacking_keeps_the_parameter_order_and_guards_the_row_blocks():
     assert not any(p.requires_grad for p in frozen.qkv_proj.parameters())
 
 
-def test_one_token_steps_take_torchs_own_kernels_and_the_same_values():
+def test_single_token_steps_take_torchs_own_kernels_and_the_same_values():
     model = model_of(small())
     seen = []  # (tokens, oneDNN's switch) as each block's feed-forward saw them
 
@@ -374,6 +374,10 @@ def test_one_token_steps_take_torchs_own_kernels_and_the_same_values():
             assert seen == [(6, True), (6, True), (1, False), (1, False)]
             assert torch.backends.mkldnn.enabled  # on again after the step
             whole = model(ids)[:, 6:]  # the same position, read with oneDNN on
+            seen.clear()  # two texts, one token each: B · T = 2 keeps oneDNN
+            two = ids_of(2, 7)
+            model(two[:, 6:], cache=kv_cache.filled_cache(model, two[:, :6]))
+            assert seen[-2:] == [(1, True), (1, True)]
             seen.clear()
             model.one_token_native_kernels = False  # keep oneDNN, as the benchmark
             model(ids[:, 6:], cache=kv_cache.filled_cache(model, ids[:, :6]))

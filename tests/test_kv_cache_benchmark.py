@@ -44,6 +44,17 @@ def check_result(result: dict) -> None:
     assert onednn["rounds"]["saving"] == pytest.approx(
         [1 - c / o for c, o in zip(runs["cached"]["wall"], onednn["runs"]["wall"])]
     )
+    calls = onednn["one_token_gelu_calls"]  # one per layer and one-token step
+    assert calls == result["config"]["n_layers"] * (result["new_tokens"] - 1)
+    extra = statistics.median(onednn["runs"]["wall"]) - statistics.median(
+        runs["cached"]["wall"]
+    )
+    assert onednn["extra_us_per_call"] == pytest.approx(1e6 * extra / calls)
+    gelu = onednn["gelu_call_us"]  # one call alone: warm, and after a layer's bytes
+    assert gelu["sweep_bytes"] == 4 * 12 * result["config"]["d_model"] ** 2
+    for case in ("warm", "cold"):
+        assert set(gelu[case]) == {"oneDNN", "torch"}
+        assert all(us > 0 for us in gelu[case].values())
     assert onednn["rounds"]["speedup"] == pytest.approx(
         [u / o for u, o in zip(runs["uncached"]["wall"], onednn["runs"]["wall"])]
     )

@@ -19,7 +19,6 @@ from torch import Tensor
 
 from . import benchmark
 from .kv_cache import new_cache
-from .runtime import native_cpu_kernels
 
 __all__ = [
     "decode_step_times",
@@ -84,16 +83,19 @@ def onednn_call_seconds(
     sweep_bytes: int = 0,
 ) -> dict[str, float]:
     """Wall-clock seconds of one call of ``fn`` (an operation on CPU tensors) with
-    torch's oneDNN kernels allowed, ``"oneDNN"``, and with torch's own kernels,
-    ``"torch"`` (inside :func:`transformer_book.runtime.native_cpu_kernels`): the
-    median call of ``repeats`` turns of ``calls`` calls each, every call timed on its
-    own, after a warm-up turn. The two take turns, and who goes first alternates from
-    turn to turn. ``sweep_bytes``: before every call, untimed, read that many bytes
-    (the sum of a float32 tensor), as a decoding step streams a layer's weights through
-    the CPU's caches between two calls of one operation; 0: the call finds its code
-    and data where the last call left them. ``threads``: torch's CPU threads for the
-    measurement (None: as they are), set back after it. Where torch sends ``fn`` to no
-    oneDNN kernel, the two time the same kernel. The clock is the wall clock: with
+    torch's oneDNN kernels switched on, ``"oneDNN"``, and off, ``"torch"`` (as
+    :func:`transformer_book.runtime.native_cpu_kernels` switches them off): the median
+    call of ``repeats`` turns of ``calls`` calls each, every call timed on its own,
+    after a warm-up turn. The two take turns, and who goes first alternates from turn
+    to turn. ``sweep_bytes``: before every call, untimed, read a float32 buffer of that
+    many bytes (its sum), as a decoding step streams a layer's weights between two
+    calls of one operation. Reading the same buffer each time, it evicts what the
+    core's own caches (L1 data, L2) held, and a shared L3 only where the buffer is
+    larger than it; 0: the call finds its data where the last call left them.
+    ``threads``: torch's CPU threads for the measurement (None: as they are). The
+    switch and the threads are set back afterwards. Where torch has no oneDNN
+    (``torch.backends.mkldnn.is_available()`` is False) or sends ``fn`` to none of
+    its kernels, the two time the same kernel. The clock is the wall clock: with
     several threads the CPU time of a oneDNN call counts the others too (twice its
     wall-clock time for a one-token GELU on two threads).
     """
@@ -104,7 +106,7 @@ def onednn_call_seconds(
     if sweep_bytes < 0:
         raise ValueError(f"sweep_bytes must be >= 0, got {sweep_bytes}")
     sweep = torch.ones(sweep_bytes // 4) if sweep_bytes else None  # float32: 4 bytes
-    before = torch.get_num_threads()
+    before = torch.get_num_threads(), torch.backends.mkldnn.enabled
     times: dict[str, list[float]] = {"oneDNN": [], "torch": []}
     try:
         if threads is not None:
@@ -112,16 +114,17 @@ def onednn_call_seconds(
         for turn in range(repeats + 1):  # turn 0 warms both up
             order = ("oneDNN", "torch") if turn % 2 == 0 else ("torch", "oneDNN")
             for name in order:
-                with native_cpu_kernels(active=name == "torch"):
-                    for _ in range(calls):
-                        if sweep is not None:
-                            sweep.sum()  # the caches now hold the sweep's bytes
-                        start = time.perf_counter()
-                        fn()
-                        if turn > 0:
-                            times[name].append(time.perf_counter() - start)
+                torch.backends.mkldnn.enabled = name == "oneDNN"
+                for _ in range(calls):
+                    if sweep is not None:
+                        sweep.sum()  # the caches now hold the sweep's bytes
+                    start = time.perf_counter()
+                    fn()
+                    if turn > 0:
+                        times[name].append(time.perf_counter() - start)
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(before[0])
+        torch.backends.mkldnn.enabled = before[1]
     return {name: statistics.median(t) for name, t in times.items()}
 
 

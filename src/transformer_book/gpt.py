@@ -137,8 +137,8 @@ class GPT(nn.Module):
     ones already in ``cache`` (one :class:`~transformer_book.kv_cache.KVCache` per layer).
     Weights start as in GPT-2: normal(0, 0.02), and the projections that write into the
     residual stream (``o_proj``, ``down_proj``) scaled by 1/√(2·n_layers).
-    ``one_token_native_kernels``: a one-token step on the CPU (a cached decoding step)
-    runs with torch's own kernels, not oneDNN's
+    ``one_token_native_kernels``: a step that reads a single token on the CPU (one
+    text's cached decoding step, B = T = 1) runs with torch's own kernels, not oneDNN's
     (:func:`transformer_book.runtime.native_cpu_kernels`, chapter 09); set it to False
     on a model (or the class) to keep oneDNN, as ``benchmarks/kv_cache_speed.py`` does
     to time what the choice saves.
@@ -225,8 +225,8 @@ class GPT(nn.Module):
         if T > 1 and offset > 0:
             mask = masks.causal_mask(T, offset + T, device=ids.device)  # (T, offset+T)
         is_causal = T > 1 and offset == 0
-        # one token (a cached decoding step): torch's own kernels, not oneDNN's
-        native = self.one_token_native_kernels and T == 1
+        # a single token (one text's cached decoding step): torch's own kernels
+        native = self.one_token_native_kernels and ids.numel() == 1  # B · T = 1
         with runtime.native_cpu_kernels(native and ids.device.type == "cpu"):
             x = self.blocks(x, mask, cache=cache, is_causal=is_causal)  # (B, T, D)
         return self.lm_head(x)  # (B, T, vocab_size), after the final norm

@@ -131,16 +131,19 @@ def native_cpu_kernels(active: bool = True) -> Iterator[None]:
     """Inside the block, CPU operations take torch's own kernels, not oneDNN's.
 
     torch sends some CPU operations to the oneDNN library whenever it may, the exact
-    GELU (``F.gelu``) among them. oneDNN prepares every call at a fixed cost, which a
-    batch of tokens shares and one token does not: on the 2-core Xeon of chapter 09's
-    benchmark, one token's GELU (1,536 values) took about 8 µs through oneDNN and
-    2 µs through torch's kernel, while at 64 tokens oneDNN was the faster. So
-    :meth:`transformer_book.gpt.GPT.forward` runs a one-token step on the CPU inside
-    this block; chapter 09 measures what it saves. The two kernels agree to float
-    rounding, not to the last bit (GELU's outputs differ by about 1e-6). The switch
-    (``torch.backends.mkldnn.enabled``) is process-wide: another thread's operations
-    during the block take torch's kernels too. It is set back to what it was, also
-    after an error. ``active=False``: a block that changes nothing.
+    GELU (``F.gelu``) among them. A oneDNN call has a cost that does not grow with its
+    input, which a batch of tokens shares and a single token does not: on the 2-core
+    Xeon of chapter 09's benchmark, one token's GELU (1,536 values) took about 8 µs
+    through oneDNN and 2 µs through torch's kernel, 64 tokens' (98,304 values) 28 µs
+    through oneDNN and 34 µs through torch's. So
+    :meth:`transformer_book.gpt.GPT.forward` runs a step that reads a single token on
+    the CPU inside this block; chapter 09 measures what it saves. The two kernels
+    agree to float rounding, not to the last bit (GELU's outputs differ by about
+    1e-6). The switch (``torch.backends.mkldnn.enabled``) is process-wide: another
+    thread's operations during the block take torch's kernels too, and the block is
+    not thread-safe (two threads inside it at once can leave oneDNN off). On leaving,
+    the switch is set back to what it was, also after an error. ``active=False``: a
+    block that changes nothing.
     """
     before = torch.backends.mkldnn.enabled
     if active:
