@@ -285,6 +285,20 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def beside_cached(what: str, runs: dict, rounds: dict) -> dict:
+    """A run taken in every round beside the cached one, which wrote the same tokens:
+    what it is, its seconds per clock and each per-round measure in ``rounds`` as
+    min / median / max, then the rounds and the runs themselves."""
+    return {
+        "what": what,
+        "same_tokens": True,
+        "seconds": {clock: spread(v) for clock, v in runs.items()},
+        **{measure: spread(v) for measure, v in rounds.items()},
+        "rounds": rounds,
+        "runs": runs,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -417,27 +431,21 @@ def main(argv: list[str] | None = None) -> dict:
             "runs": ref_runs,
             "rounds": ref_ratios,
         },
-        "bare": {
-            "what": "the cached run's operations alone (the same products, norms, "
-            "attention kernel and cache writes, as plain functions on the model's "
-            "tensors): no module calls, argument checks or cache object",
-            "same_tokens": True,
-            "seconds": {clock: spread(v) for clock, v in bare.items()},
-            "speedup": spread(bare_rounds["speedup"]),
-            "structure_share": spread(bare_rounds["structure_share"]),
-            "rounds": bare_rounds,
-            "runs": bare,
-        },
-        "onednn": {
-            "what": "the cached run with oneDNN's kernels kept for the one-token steps "
+        "bare": beside_cached(
+            "the cached run's operations alone (the same products, norms, attention "
+            "kernel and cache writes, as plain functions on the model's tensors): no "
+            "module calls, argument checks or cache object",
+            bare,
+            bare_rounds,
+        ),
+        "onednn": beside_cached(
+            "the cached run with oneDNN's kernels kept for the one-token steps "
             "(GPT.one_token_native_kernels = False); saving: 1 - cached / this run, "
             "the share of this run's time that torch's own kernels save",
-            "same_tokens": True,
-            "seconds": {clock: spread(v) for clock, v in onednn.items()},
-            "speedup": spread(onednn_rounds["speedup"]),
-            "saving": spread(onednn_rounds["saving"]),
-            "rounds": onednn_rounds,
-            "runs": onednn,
+            onednn,
+            onednn_rounds,
+        )
+        | {
             "one_token_gelu_calls": one_token_calls,
             "extra_us_per_call": 1e6
             * (statistics.median(onednn["wall"]) - statistics.median(cached_wall))
