@@ -1,7 +1,7 @@
 """Training throughput of the book's ``gpt.GPT`` next to nanoGPT's own model.
 
     python benchmarks/nanogpt_throughput.py [--nanogpt ../shared/reference/nanogpt]
-        [--threads 2] [--repeats 9] [--steps 20] [--out benchmarks/results/...json]
+        [--threads 2] [--repeats 21] [--steps 20] [--out benchmarks/results/...json]
 
 Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 layers, 4
 heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
@@ -14,13 +14,22 @@ as a Python loop over the tensors (torch's CPU default; ``per_tensor_loop``), an
 counts the operations of one step of each kind (``torch.profiler``). The models take
 turns, ``--steps`` steps at a time, ``--repeats`` times, in the same process and with
 the same threads, so a busy machine slows both alike; the result is the median of each
-model's tokens per second (wall clock, and per CPU second), and their ratio. A last
+model's tokens per second (wall clock, and per CPU second), and their ratio; and, each
+round's two turns paired, the geometric mean of the rounds' ratios with its 95 %
+interval (``paired``): where the interval holds 1, the rounds cannot tell the models'
+speeds apart. A last
 pass, taking turns the same way, times the phases of the multi-tensor step apart
 (forward and backward, gradient clipping, AdamW; ``phases``), to say where a difference
 between the models comes from. nanoGPT's ``model.py`` is imported from the folder given
 (it is not part of this project: Karpathy's nanoGPT, MIT licence).
-The result is written as JSON with the machine, the torch version and the date; chapter
-14 shows it.
+The result is written as JSON with the machine (with the code path torch's kernels
+took: ``machine.cpu_capability``), the torch version and the date; chapter 14 shows it.
+The committed results are two runs on one chip: as it comes (AVX-512), and held to
+another kind of CPU's instructions, AVX2:
+
+    ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \
+        python benchmarks/nanogpt_throughput.py \
+        --out benchmarks/results/nanogpt_throughput_avx2.json
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the book's package, also when not installed
 
-from transformer_book import benchmark, gpt  # noqa: E402
+from transformer_book import benchmark, gpt, report  # noqa: E402
 
 DEFAULT_NANOGPT = "../shared/reference/nanogpt"  # relative to the repository root
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "nanogpt_throughput.json"
@@ -214,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nanogpt", default=DEFAULT_NANOGPT, help="nanoGPT's folder")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--steps", type=int, default=20, help="steps per repeat")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cpu")
@@ -252,6 +261,10 @@ def main(argv: list[str] | None = None) -> dict:
     loop["ratio_cpu"] = (
         loop["tokens_per_cpu_s"]["gpt.GPT"] / loop["tokens_per_cpu_s"]["nanoGPT"]
     )
+    paired = {
+        clock: report.paired_ratio(per["gpt.GPT"], per["nanoGPT"])
+        for clock, per in runs.items()
+    }  # clock -> (ratio, low, high) over the rounds, each round's two turns paired
     result = {
         "benchmark": "training tokens/s, gpt.GPT vs nanoGPT's GPT, same configuration",
         "config": CONFIG,
@@ -263,6 +276,14 @@ def main(argv: list[str] | None = None) -> dict:
         "repeats": {
             clock: {k: v for k, v in per.items() if k in models}
             for clock, per in runs.items()
+        },
+        "paired": {
+            "what": "gpt.GPT's tokens/s over nanoGPT's, round by round: the geometric "
+            "mean of the rounds' ratios and its 95 % interval (paired t on the logs)",
+            **{
+                clock: {"ratio": r, "low": lo, "high": hi}
+                for clock, (r, lo, hi) in paired.items()
+            },
         },
         "per_tensor_loop": loop,
         "phases": phases,
@@ -289,7 +310,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"gpt.GPT {median['wall']['gpt.GPT']:,.0f} tokens/s, nanoGPT "
         f"{median['wall']['nanoGPT']:,.0f} tokens/s: ratio {result['ratio']:.3f} "
-        f"(per CPU second {result['ratio_cpu']:.3f}); AdamW as a loop over the "
+        f"(per CPU second {result['ratio_cpu']:.3f}); paired by round "
+        f"{paired['wall'][0]:.3f}, 95 % interval {paired['wall'][1]:.3f} to "
+        f"{paired['wall'][2]:.3f} over {args.repeats} rounds on "
+        f"{result['machine']['cpu_capability']}; AdamW as a loop over the "
         f"tensors: ratio {loop['ratio']:.3f}; time per phase, gpt.GPT / nanoGPT: "
         + ", ".join(f"{k} {v:.3f}" for k, v in phases["ratio"].items())
         + "; operations per step "

@@ -397,6 +397,31 @@ report.glue_all(words)  # the ratios, rounds, tensors and the loop's verdict
 # model eight more tensors for clipping and AdamW to handle (35 against 27) and add a
 # stacking of the weights to every step.
 #
+# How close is "about"? In each round the two models trained back to back, so the
+# ratio of their speeds in that round leaves out what the machine was doing then: the
+# rounds are paired measurements, as seeds were in the chapters before. The geometric
+# mean of the rounds' ratios, with a 95 % interval from the paired t-test on their
+# logarithms, says how far from the measured ratio the rounds let the true one lie. The
+# script ran a second time on the same chip held to AVX2, the vector instructions of
+# CPUs without AVX-512 such as AMD's before Zen 4 (their instructions, not their caches
+# or clocks): torch, MKL and oneDNN each read an environment variable for that, and the
+# file records which were set:
+
+# %%
+# the same benchmark, the same chip, held to another kind of CPU's instructions
+avx2 = benchmark.committed_result("nanogpt_throughput_avx2.json")
+lines, words = gpt_measurements.code_paths([bench, avx2])  # rounds paired, per file
+print("\n".join(lines))
+intervals = [b["paired"]["wall"] for b in (bench, avx2)]  # as the script wrote them
+assert all(i["low"] <= 1 <= i["high"] for i in intervals)  # neither path ranks them
+assert min(i["low"] for i in intervals) > 0.95  # nor leaves gpt.GPT 5 % behind
+report.glue_all(words)  # each path's interval and what the intervals say
+
+# %% [markdown]
+# Paired round by round, `gpt.GPT`'s speed over nanoGPT's was {glue:text}`paths`:
+# {glue:text}`paths_verdict`. Within those intervals `gpt.GPT` is
+# {glue:text}`paths_slowest` than nanoGPT's model.
+#
 # So the implementation saves no time: at equal configuration a step costs about what
 # nanoGPT's does. The time the book's recipe saves comes from the recipe itself.
 #

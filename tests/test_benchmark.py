@@ -132,6 +132,15 @@ def test_machine_names_the_cpu_and_counts_cores():
     assert m["cores"] >= 1 and m["platform"]
 
 
+def test_machine_records_the_cpu_code_path_and_what_chose_it(monkeypatch):
+    for name in benchmark.CPU_PATH_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    m = benchmark.machine()
+    assert m["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert m["cpu_path_settings"] == {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
 def test_time_and_peak_measures_every_function_at_every_key():
     calls = []
 

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from transformer_book import report
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "nanogpt_throughput.py"
 RESULT = ROOT / "benchmarks" / "results" / "nanogpt_throughput.json"
+# the same benchmark on the same chip, torch and MKL held to AVX2 code (another kind of CPU)
+RESULT_AVX2 = ROOT / "benchmarks" / "results" / "nanogpt_throughput_avx2.json"
 NANOGPT = Path(os.environ.get("NANOGPT_DIR", ROOT.parent / "shared/reference/nanogpt"))
 MODELS = ("gpt.GPT", "nanoGPT")
 
@@ -36,6 +40,14 @@ def check_result(result: dict) -> None:
     for key in ("torch", "python", "date", "command", "device", "nanogpt_model_sha256"):
         assert isinstance(result[key], str) and result[key]
     assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
+    assert result["machine"]["cpu_capability"]  # the code path torch's kernels took
+    for clock in ("wall", "cpu"):  # the rounds paired: ratio and interval, recomputed
+        per = result["repeats"][clock]
+        ratio, low, high = report.paired_ratio(per["gpt.GPT"], per["nanoGPT"])
+        assert result["paired"][clock] == pytest.approx(
+            {"ratio": ratio, "low": low, "high": high}
+        )
+        assert low <= ratio <= high
     assert result["threads"] >= 1 and result["steps_per_repeat"] >= 1
     loop = result["per_tensor_loop"]
     assert set(loop["tokens_per_s"]) == set(MODELS)
@@ -66,8 +78,14 @@ def check_result(result: dict) -> None:
         )
 
 
-def test_committed_result_is_well_formed():
-    check_result(json.loads(RESULT.read_text()))
+def test_committed_results_are_well_formed_and_ran_on_two_code_paths():
+    results = [json.loads(path.read_text()) for path in (RESULT, RESULT_AVX2)]
+    for result in results:
+        check_result(result)
+    default, avx2 = (r["machine"] for r in results)
+    assert avx2["cpu_capability"] == "AVX2" and default["cpu_capability"] != "AVX2"
+    assert avx2["cpu_path_settings"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+    assert default["cpu"] == avx2["cpu"]  # the same chip, another code path
 
 
 @pytest.mark.skipif(

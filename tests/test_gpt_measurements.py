@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from transformer_book import gpt_measurements, gpt_training
+from transformer_book import gpt_measurements, gpt_training, report
 
 ABLATION = {
     "threads": 1,
@@ -161,6 +161,53 @@ def test_measured_on_and_throughput():
     )
     with pytest.raises(ValueError, match="bench must be.*missing.*ratio"):
         gpt_measurements.throughput({"date": "x"})
+
+
+def _on_path(path: str, ours: list[float], settings: dict | None = None) -> dict:
+    """BENCH measured on the code path ``path``, gpt.GPT's rounds ``ours`` against
+    nanoGPT's 1.0 in every round."""
+    machine = {**BENCH["machine"], "cpu_capability": path,
+               "cpu_path_settings": settings or {}}  # fmt: skip
+    rounds = {"gpt.GPT": ours, "nanoGPT": [1.0] * len(ours)}
+    return {**BENCH, "machine": machine, "repeats": {"wall": rounds}}
+
+
+def test_code_paths_read_each_run_as_paired_rounds():
+    even = _on_path("AVX512", [0.98, 1.02, 1.0])  # geometric mean 1, interval about 1
+    avx2 = _on_path("AVX2", [0.97, 1.01, 0.99], {"MKL_ENABLE_INSTRUCTIONS": "AVX2"})
+    lines, words = gpt_measurements.code_paths([even, avx2])
+    ratio, low, high = report.paired_ratio([0.97, 1.01, 0.99], [1.0] * 3)
+    assert lines[1] == (
+        f"AVX2    3 rounds: {ratio:.3f}, 95 % interval {low:.3f} to {high:.3f}"
+        "  (MKL_ENABLE_INSTRUCTIONS=AVX2)"
+    )
+    assert lines[0].endswith("(no setting: as the chip comes)")
+    assert words["paths"].startswith("1.000 on AVX512 (95 % interval 0.951 to 1.051)")
+    assert words["paths_verdict"] == (
+        "each interval holds 1: on either code path the rounds cannot tell the two "
+        "models' speeds apart"
+    )
+    assert (
+        words["paths_slowest"] == f"at most {100 * (1 - low):.1f} % slower"
+    )  # AVX2's end
+    fast = _on_path("AVX2", [1.05, 1.06, 1.07])  # above 1 every round, tight
+    _, words = gpt_measurements.code_paths([even, fast])
+    assert words["paths_verdict"] == (
+        "the intervals put gpt.GPT the faster on AVX2, no ranking on AVX512"
+    )
+    assert gpt_measurements.code_paths([fast])[1]["paths_slowest"] == "not slower"
+    slow = _on_path("AVX2", [0.90, 0.91, 0.92])
+    assert (
+        "gpt.GPT the slower on AVX2"
+        in gpt_measurements.code_paths([slow])[1]["paths_verdict"]
+    )
+
+
+def test_code_paths_name_a_run_that_did_not_record_its_path():
+    with pytest.raises(ValueError, match="record its code path.*2026-01-02"):
+        gpt_measurements.code_paths([BENCH])
+    with pytest.raises(ValueError, match="at least one"):
+        gpt_measurements.code_paths([])
 
 
 def test_ladder_steps_words_each_rung_against_the_one_before():

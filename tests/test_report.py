@@ -1,5 +1,7 @@
 """transformer_book.report.glue: the value reaches the book the way myst-nb expects."""
 
+import math
+
 import pytest
 import torch
 from IPython.core.interactiveshell import InteractiveShell
@@ -126,6 +128,27 @@ def test_paired_differences_their_mean_and_standard_error():
     assert mean == pytest.approx(0.3) and se == pytest.approx(0.1 / 3**0.5)
     with pytest.raises(ValueError, match="pair at least two seeds, got 2 and 1"):
         report.paired([0.9, 0.8], [0.5])
+
+
+def test_paired_ratio_is_the_geometric_mean_with_a_t_interval_on_the_logs():
+    # ratios 2, 1/2, 1: logs ln2, -ln2, 0: mean 0, sd ln2, SE ln2 / sqrt(3)
+    ratio, low, high = report.paired_ratio([2.0, 1.0, 3.0], [1.0, 2.0, 3.0])
+    half = 4.303 * math.log(2) / 3**0.5  # t(0.975, 2 degrees of freedom) · SE
+    assert ratio == pytest.approx(1.0)
+    assert low == pytest.approx(math.exp(-half), rel=1e-3)
+    assert high == pytest.approx(math.exp(half), rel=1e-3)
+    assert low * high == pytest.approx(1.0)  # symmetric about 1 on the log scale
+    # the same ratio in every round: no spread, the interval shrinks to the ratio
+    assert report.paired_ratio([3.0, 6.0], [2.0, 4.0]) == pytest.approx((1.5,) * 3)
+    narrower = report.paired_ratio([2.0, 1.0, 3.0], [1.0, 2.0, 3.0], level=0.5)
+    assert low < narrower[1] < 1 < narrower[2] < high
+
+
+def test_paired_ratio_names_a_value_that_is_not_positive():
+    with pytest.raises(ValueError, match="positive values"):
+        report.paired_ratio([1.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="pair at least two seeds"):
+        report.paired_ratio([1.0], [1.0])
 
 
 def test_ahead_needs_the_t_threshold_not_twice_the_standard_error():

@@ -326,9 +326,18 @@ def committed_result(name: str, start: str | Path | None = None) -> dict:
         return json.load(f)
 
 
+# settings that send torch, MKL and oneDNN down another CPU code path on the same chip
+CPU_PATH_SETTINGS = (
+    "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA",
+)  # fmt: skip
+
+
 def machine() -> dict:
     """What a committed result says about the machine that measured it: the CPU's
-    model name, its cores, the platform and the load average (None where unknown)."""
+    model name, its cores, the platform, the load average (None where unknown), the
+    vector instructions torch's own kernels use (``cpu_capability``: "AVX512",
+    "AVX2", "DEFAULT", ...) and which of ``CPU_PATH_SETTINGS`` were set, and to what
+    (``cpu_path_settings``)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -342,6 +351,10 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_path_settings": {
+            k: os.environ[k] for k in CPU_PATH_SETTINGS if k in os.environ
+        },
     }
 
 

@@ -3,7 +3,8 @@
 
 ``benchmarks/nanogpt_throughput.py`` times both models on one configuration, taking
 turns; :func:`measured_on` says where and when, :func:`throughput` reads its ratios and
-their spread over rounds. ``benchmarks/shakespeare_ablation.py`` trains a ladder of
+their spread over rounds, :func:`code_paths` reads runs on different CPU code paths as
+paired rounds. ``benchmarks/shakespeare_ablation.py`` trains a ladder of
 recipes over seeds: :func:`ablation_rows` reads one row per variant,
 :func:`ablation_notes` and :func:`ablation_table` print them, :func:`ladder_steps`
 words each rung against the one before, :func:`clock_noise` and :func:`clock_lines`
@@ -174,6 +175,66 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
         ),
     }
     return lines, words
+
+
+def code_paths(benches: Sequence[dict]) -> tuple[list[str], dict[str, str]]:
+    """Committed throughputs (``nanogpt_throughput*.json``) of the same benchmark run on
+    different CPU code paths, read as paired rounds: in each round the two models took
+    their turns back to back, so each round's ratio (gpt.GPT's tokens per second over
+    nanoGPT's) leaves out what the machine did in that round. Per file: the code path
+    (``machine.cpu_capability`` and the settings that chose it), the geometric mean of
+    the rounds' ratios and its 95 % interval (:func:`transformer_book.report.
+    paired_ratio`), recomputed from the rounds.
+
+    Returns the lines to print and, as text for ``report.glue_all``: ``paths`` (each
+    path's ratio and interval), ``paths_verdict`` (what the intervals say: where each
+    holds 1, the rounds cannot tell the speeds apart), ``paths_slowest`` (the lowest
+    interval end as "at most x % slower", or "not slower" where it is above 1)."""
+    if not benches:
+        raise ValueError("benches must hold at least one committed throughput")
+    rows = []
+    for bench in benches:
+        _check_throughput(bench)
+        machine = bench["machine"]
+        if "cpu_capability" not in machine:
+            raise ValueError(
+                "bench must record its code path (machine.cpu_capability): measured "
+                f"{bench['date'][:10]} before the benchmark recorded it; run it again"
+            )
+        wall = bench["repeats"]["wall"]
+        ratio, low, high = report.paired_ratio(wall[MODELS[0]], wall[MODELS[1]])
+        settings = machine.get("cpu_path_settings", {})
+        chosen = ", ".join(f"{k}={v}" for k, v in settings.items())
+        rows.append((machine["cpu_capability"], chosen or "no setting: as the chip comes",
+                     len(wall[MODELS[0]]), ratio, low, high))  # fmt: skip
+    lines = [
+        f"{path:7s} {n} rounds: {ratio:.3f}, 95 % interval {low:.3f} to {high:.3f}"
+        f"  ({chosen})"
+        for path, chosen, n, ratio, low, high in rows
+    ]
+    paths = " and ".join(
+        f"{ratio:.3f} on {path} (95 % interval {low:.3f} to {high:.3f})"
+        for path, _, _, ratio, low, high in rows
+    )
+    holds = [low <= 1 <= high for *_, low, high in rows]
+    faster = [p for p, *_, low, _ in rows if low > 1]
+    slower = [p for p, *_, high in rows if high < 1]
+    if all(holds):
+        verdict = (
+            f"{'every' if len(rows) > 2 else 'each'} interval holds 1: on "
+            f"{'either code path' if len(rows) == 2 else 'these code paths'} the "
+            "rounds cannot tell the two models' speeds apart"
+        )
+    else:
+        parts = [f"gpt.GPT the faster on {p}" for p in faster]
+        parts += [f"gpt.GPT the slower on {p}" for p in slower]
+        parts += [f"no ranking on {r[0]}" for r, h in zip(rows, holds) if h]
+        verdict = "the intervals put " + ", ".join(parts)
+    lowest = min(low for *_, low, _ in rows)
+    slowest = (
+        f"at most {100 * (1 - lowest):.1f} % slower" if lowest < 1 else "not slower"
+    )
+    return lines, {"paths": paths, "paths_verdict": verdict, "paths_slowest": slowest}
 
 
 def ablation_rows(ablation: dict) -> dict[str, dict]:

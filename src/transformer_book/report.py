@@ -158,6 +158,21 @@ def paired(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], float, 
     return diffs, mean, sd / len(diffs) ** 0.5
 
 
+def paired_ratio(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95
+) -> tuple[float, float, float]:
+    """How many times ``b`` ``a`` is when a[i] and b[i] were measured together (a round
+    of a benchmark, a seed): the geometric mean of the ratios a[i] / b[i] and its
+    ``level`` confidence interval, ``(ratio, low, high)``. The interval is the paired
+    t-interval of the log ratios, mean ± t · SE (:func:`paired` on the logs), taken back
+    through exp, so 2 and 1/2 lie as far from 1. Values must be positive."""
+    if any(not x > 0 for x in [*a, *b]):
+        raise ValueError("a and b must hold positive values (a ratio's two sides)")
+    _, mean, se = paired([math.log(x) for x in a], [math.log(y) for y in b])
+    half = t_quantile((1 + level) / 2, len(a) - 1) * se
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """The difference of the means of two independent samples, mean(a) - mean(b), its
     standard error sqrt(s_a²/n_a + s_b²/n_b) and Welch–Satterthwaite's degrees of
