@@ -20,8 +20,9 @@ and ``forward(..., cache=...)`` appends the new keys and values to a
 
 Chapter 14 stores the query, key and value projections as one matrix
 (:meth:`MultiHeadAttention.stack_projections`, as nanoGPT's ``c_attn`` and torch's
-``in_proj_weight``): ``q_proj``, ``k_proj`` and ``v_proj`` are then
-:class:`RowBlock` views of its rows.
+``in_proj_weight``; :mod:`transformer_book.stacked_linear`): ``q_proj``, ``k_proj``
+and ``v_proj`` are then :class:`~transformer_book.stacked_linear.RowBlock` views of its
+rows.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from . import stacked_linear
+from .stacked_linear import RowBlock
 
 if TYPE_CHECKING:
     from .kv_cache import KVCache
@@ -214,40 +218,6 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     )  # (B, H, T, Dh): head h uses kv head h // n_rep
 
 
-class RowBlock:
-    """Rows ``start … stop - 1`` of a linear layer, used as a layer of its own: the
-    query, key or value projection inside a stacked matrix
-    (:meth:`MultiHeadAttention.stack_projections`). ``weight`` and ``bias`` are views
-    of the stacked layer's parameters, so writing into them (under ``torch.no_grad``)
-    writes into it. Shapes: x (..., in_features) -> (..., stop - start)."""
-
-    def __init__(self, linear: nn.Linear, start: int, stop: int) -> None:
-        self.linear, self.start, self.stop = linear, start, stop
-
-    @property
-    def weight(self) -> Tensor:
-        return self.linear.weight[self.start : self.stop]  # (stop - start, in), a view
-
-    @property
-    def bias(self) -> Tensor | None:
-        bias = self.linear.bias
-        return None if bias is None else bias[self.start : self.stop]  # a view
-
-    @property
-    def in_features(self) -> int:
-        return self.linear.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.stop - self.start
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias)  # (..., stop - start)
-
-    def __repr__(self) -> str:
-        return f"RowBlock(rows {self.start}:{self.stop} of {self.linear})"
-
-
 _ROLES = ("q_proj", "k_proj", "v_proj")
 
 
@@ -342,36 +312,15 @@ class MultiHeadAttention(nn.Module):
         ``c_attn`` and torch's ``in_proj_weight`` are (chapter 14). Self-attention then
         makes one product for the three, forward and backward, and an optimiser or a
         gradient clip sees one tensor instead of three. The weights are moved, not drawn
-        again: the attention computes what it computed. ``q_proj``, ``k_proj`` and
-        ``v_proj`` become :class:`RowBlock` views of the rows. A state dict written
-        before (three keys) still loads. Returns the attention itself.
+        again (:func:`transformer_book.stacked_linear.stack`): the attention computes
+        what it computed. ``q_proj``, ``k_proj`` and ``v_proj`` become
+        :class:`~transformer_book.stacked_linear.RowBlock` views of the rows. A state
+        dict written before (three keys) still loads. Returns the attention itself.
         Shapes: qkv_proj.weight (d_model + 2·kv_width, d_model), bias (… ,) or None.
         """
         if self.stacked:
             return self
-        parts = [self._modules[name] for name in _ROLES]
-        if not all(type(p) is nn.Linear for p in parts):
-            raise TypeError(
-                "stack_projections stacks plain nn.Linear projections; got "
-                + ", ".join(type(p).__name__ for p in parts)
-            )
-        flags = [{t.requires_grad for t in p.parameters()} for p in parts]
-        trainable = set().union(*flags)
-        if len(trainable) > 1:
-            raise ValueError(
-                "q_proj, k_proj and v_proj (weights and biases) must all be trainable "
-                "or all frozen to share one matrix; got requires_grad "
-                + ", ".join(f"{n}={sorted(f)}" for n, f in zip(_ROLES, flags))
-            )
-        has_bias = parts[0].bias is not None
-        total = sum(p.out_features for p in parts)
-        stacked = nn.Linear(self.d_model, total, bias=has_bias, device="meta")
-        weight = torch.cat([p.weight for p in parts])  # (total, D)
-        stacked.weight = nn.Parameter(weight)
-        if has_bias:
-            stacked.bias = nn.Parameter(torch.cat([p.bias for p in parts]))  # (total,)
-        for param in stacked.parameters():  # trainable as the three were
-            param.requires_grad_(trainable == {True})
+        stacked = stacked_linear.stack([self._modules[n] for n in _ROLES], _ROLES)
         # qkv_proj takes q_proj's place among the submodules: the parameters keep their
         # order (an initialisation that walks the modules draws in the same order)
         modules = list(self._modules.items())
@@ -395,11 +344,8 @@ class MultiHeadAttention(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         # a stacked attention reading a state dict from before the stacking: the three
         # projections' keys become qkv_proj's, their rows stacked in the same order
-        for kind in ("weight", "bias") if self.stacked else ():
-            keys = [f"{prefix}{name}.{kind}" for name in _ROLES]
-            if all(k in state_dict for k in keys):
-                stacked = torch.cat([state_dict.pop(k) for k in keys])
-                state_dict[f"{prefix}qkv_proj.{kind}"] = stacked
+        if self.stacked:
+            stacked_linear.stack_state_dict(state_dict, prefix, _ROLES, "qkv_proj")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -422,11 +368,7 @@ class MultiHeadAttention(nn.Module):
             type(p) is nn.Linear for p in projections
         ):
             return projections[0](x), projections[1](x), projections[2](x)
-        weight = torch.cat([p.weight for p in projections])  # (D + 2·kv_width, D)
-        bias = None
-        if projections[0].bias is not None:
-            bias = torch.cat([p.bias for p in projections])  # (D + 2·kv_width,)
-        qkv = F.linear(x, weight, bias)  # (B, T, D + 2·kv_width)
+        qkv = stacked_linear.stacked_product(x, projections)  # (B, T, D + 2·kv_width)
         return qkv.split((self.d_model, kv_width, kv_width), dim=-1)
 
     def forward(

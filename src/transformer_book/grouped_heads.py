@@ -35,7 +35,7 @@ def _regroup_heads(w: Tensor, n_groups: int, group: int, head_dim: int) -> Tenso
 
 def copy_projection(to, source) -> None:
     """Copy ``source``'s weight and bias into ``to``'s, in place: two ``nn.Linear`` or
-    :class:`~transformer_book.attention.RowBlock` views of a stacked matrix, of the
+    :class:`~transformer_book.stacked_linear.RowBlock` views of a stacked matrix, of the
     same shapes. Call under ``torch.no_grad()``."""
     to.weight.copy_(source.weight)
     if to.bias is not None:
