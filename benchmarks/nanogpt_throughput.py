@@ -1,7 +1,7 @@
 """Training throughput of the book's ``gpt.GPT`` next to nanoGPT's own model.
 
     python benchmarks/nanogpt_throughput.py [--nanogpt ../shared/reference/nanogpt]
-        [--threads 2] [--repeats 21] [--steps 20] [--out benchmarks/results/...json]
+        [--threads 2] [--repeats 22] [--steps 20] [--out benchmarks/results/...json]
 
 Both models are built in nanoGPT's CPU configuration for Tiny Shakespeare (4 layers, 4
 heads, d_model 128, context 64, batch 12, no dropout, no biases, 65 characters) and
@@ -15,12 +15,12 @@ counts the operations of one step of each kind (``torch.profiler``). The models 
 turns, ``--steps`` steps at a time, ``--repeats`` times, in the same process and with
 the same threads, so a busy machine slows both alike; the result is the median of each
 model's tokens per second (wall clock, and per CPU second), and their ratio; and, each
-round's two turns paired, the geometric mean of the rounds' ratios with its 95 %
-interval (``paired``): where the interval holds 1, the rounds cannot tell the models'
-speeds apart. A last
-pass, taking turns the same way, times the phases of the multi-tensor step apart
-(forward and backward, gradient clipping, AdamW; ``phases``), to say where a difference
-between the models comes from. nanoGPT's ``model.py`` is imported from the folder given
+round's two turns paired, the median of the rounds' ratios with its 95 % interval
+(``paired``; the sign test's, which a stalled round cannot stretch): where the interval
+holds 1, the rounds cannot tell the models' speeds apart. A last pass, taking turns
+the same way, times the phases of the multi-tensor step apart (forward and backward,
+gradient clipping, AdamW; ``phases``), to say where a difference between the models
+comes from. nanoGPT's ``model.py`` is imported from the folder given
 (it is not part of this project: Karpathy's nanoGPT, MIT licence).
 The result is written as JSON with the machine (with the code path torch's kernels
 took: ``machine.cpu_capability``), the torch version and the date; chapter 14 shows it.
@@ -223,12 +223,21 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nanogpt", default=DEFAULT_NANOGPT, help="nanoGPT's folder")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument(
+        "--repeats", type=int, default=22, help="rounds, even: each model goes first "
+        "in half of them",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=20, help="steps per repeat")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
+    if args.repeats < 6 or args.repeats % 2:
+        raise SystemExit(
+            f"--repeats must be even and at least 6, got {args.repeats}: the models "
+            "take turns going first, each as often as the other, and a 95 % interval "
+            "for the median of the rounds' ratios needs 6 rounds"
+        )
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     nanogpt, source = load_nanogpt(args.nanogpt)
@@ -262,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict:
         loop["tokens_per_cpu_s"]["gpt.GPT"] / loop["tokens_per_cpu_s"]["nanoGPT"]
     )
     paired = {
-        clock: report.paired_ratio(per["gpt.GPT"], per["nanoGPT"])
+        clock: report.median_ratio(per["gpt.GPT"], per["nanoGPT"])
         for clock, per in runs.items()
     }  # clock -> (ratio, low, high) over the rounds, each round's two turns paired
     result = {
@@ -278,8 +287,8 @@ def main(argv: list[str] | None = None) -> dict:
             for clock, per in runs.items()
         },
         "paired": {
-            "what": "gpt.GPT's tokens/s over nanoGPT's, round by round: the geometric "
-            "mean of the rounds' ratios and its 95 % interval (paired t on the logs)",
+            "what": "gpt.GPT's tokens/s over nanoGPT's, round by round: the median of "
+            "the rounds' ratios and its 95 % interval (the sign test's)",
             **{
                 clock: {"ratio": r, "low": lo, "high": hi}
                 for clock, (r, lo, hi) in paired.items()
@@ -301,8 +310,11 @@ def main(argv: list[str] | None = None) -> dict:
             timespec="seconds"
         ),
         "nanogpt_model_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
-        "command": "python benchmarks/nanogpt_throughput.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(  # the code path's settings first, as they were set
+            [f"{k}={v}" for k, v in benchmark.machine()["cpu_path_settings"].items()]
+            + ["python benchmarks/nanogpt_throughput.py"]
+            + (argv if argv is not None else sys.argv[1:])
+        ),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -310,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"gpt.GPT {median['wall']['gpt.GPT']:,.0f} tokens/s, nanoGPT "
         f"{median['wall']['nanoGPT']:,.0f} tokens/s: ratio {result['ratio']:.3f} "
-        f"(per CPU second {result['ratio_cpu']:.3f}); paired by round "
+        f"(per CPU second {result['ratio_cpu']:.3f}); median of the rounds' ratios "
         f"{paired['wall'][0]:.3f}, 95 % interval {paired['wall'][1]:.3f} to "
         f"{paired['wall'][2]:.3f} over {args.repeats} rounds on "
         f"{result['machine']['cpu_capability']}; AdamW as a loop over the "

@@ -333,11 +333,12 @@ print(f"parameter tensors of gpt.GPT here: {len(list(toy.parameters()))}")
 assert same
 
 # %% [markdown]
-# `benchmarks/nanogpt_throughput.py` trains both models on the same
-# configuration, in the same process and with the same threads, taking turns, and
-# writes the medians; its result is committed in the repository (the script needs
-# nanoGPT's `model.py`, which this book does not ship): `benchmark.committed_result`
-# reads it back, and `gpt_measurements.throughput` reads its ratios:
+# `benchmarks/nanogpt_throughput.py` trains both models on the same configuration, in
+# the same process and with the same threads, taking turns, and writes the medians and
+# the rounds' paired ratios (below). Its result is committed in the repository (the
+# script needs nanoGPT's `model.py`, which this book does not ship):
+# `benchmark.committed_result` reads it back, and `gpt_measurements.throughput` reads
+# its ratios:
 
 # %%
 bench = benchmark.committed_result("nanogpt_throughput.json")
@@ -353,77 +354,78 @@ print(gpt_measurements.live_throughput(result, config, run.device))  # the same 
 assert min(bench["ratio"], bench["ratio_cpu"]) > 0.9  # about equal speed, or faster
 tensors = bench["parameter_tensors"]
 assert tensors["gpt.GPT"] == tensors["nanoGPT"]  # q, k, v stacked: as many tensors
-phase_rounds = bench["phases"]["rounds"][
-    "ratio"
-]  # phase -> gpt.GPT / nanoGPT per round
-assert all(min(r) <= 1 <= max(r) for r in phase_rounds.values())  # no phase ranks them
-wall = bench["repeats"]["wall"]  # tokens/s per round, each model
-step_rounds = [a / b for a, b in zip(wall["gpt.GPT"], wall["nanoGPT"])]
-assert min(step_rounds) < 1 < max(step_rounds)  # nor does the whole step
-report.glue_all(words)  # the ratios, rounds, tensors and the loop's verdict
+assert bench["paired"]["wall"]["low"] <= 1  # fewer operations: not measurably faster
+report.glue_all(words)  # the ratios, rounds, tensors, the loop's and phases' verdicts
 
 # %% [markdown]
-# On the committed measurement, `gpt.GPT` processes {glue:text}`ratio` times as many
-# tokens per wall-clock second as nanoGPT's model, and {glue:text}`ratio_cpu` times as
-# many per CPU second. The ratio is the fair comparison: both models measured side by
-# side, taking turns. The live number is a different model (narrower, so more tokens
-# per second) on other threads or another device, and includes what the benchmark
-# leaves out (drawing batches, the schedule); it ran at another time, on a machine that
-# may be busier or quieter. Round by round the ratio ran from
-# {glue:text}`rounds_mult`.
+# The script ran {glue:text}`rounds` rounds. In each round the two models trained back
+# to back, each going first in half of the rounds, so a round's ratio of their speeds
+# leaves out what the machine was doing then: the rounds are paired measurements, as
+# seeds were in the chapters before. Their median comes with the sign test's interval,
+# which only counts how many rounds fall above or below a value. Each round lands
+# above the true median ratio with probability 1/2, so sorting the ratios and taking
+# the {glue:text}`rank` from each end gives an interval that holds the true median with
+# probability {glue:text}`coverage` (95 % at least), whatever the shape of the noise,
+# provided the rounds are independent. A round in which the machine stalled moves that
+# interval by one rank, where it would stretch an interval around the mean.
+#
+# On the committed measurement, the median of the rounds' ratios of `gpt.GPT`'s tokens
+# per second to nanoGPT's is {glue:text}`ratio` by the wall clock (interval
+# {glue:text}`ratio_interval`) and {glue:text}`ratio_cpu` per CPU second
+# ({glue:text}`ratio_cpu_interval`); single rounds ran from {glue:text}`rounds_mult`.
+# The ratio is the fair comparison: both models measured side by side, taking turns.
+# The live number is a different model (narrower, so more tokens per second) on other
+# threads or another device, and includes what the benchmark leaves out (drawing
+# batches, the schedule); it ran at another time, on a machine that may be busier or
+# quieter.
 #
 # The two models have the same parameters (checked above), so the same matrix
 # products, and with the projections stacked the same parameter tensors
 # ({glue:text}`our_tensors` each). A step of `gpt.GPT` runs {glue:text}`extra_ops`
-# (the profiler's count of small operations). An optimiser works tensor by tensor, so the script
-# also timed the step with AdamW as a plain loop over the tensors (PyTorch's default on
-# a CPU) instead of the book's multi-tensor AdamW: ratio {glue:text}`loop_ratio`, from
-# {glue:text}`rounds_loop` round by round. Against the multi-tensor rounds, paired
-# round by round: {glue:text}`loop_verdict`.
+# (the profiler's count of small operations). An optimiser works tensor by tensor, so
+# the script also timed the step with AdamW as a plain loop over the tensors
+# (PyTorch's default on a CPU) instead of the book's multi-tensor AdamW:
+# {glue:text}`loop_ratio` ({glue:text}`loop_ratio_interval`); {glue:text}`loop_verdict`.
 #
-# The script's last pass times the phases of a step apart (medians per step, the
-# models again taking turns; added up, the phases come close to the step time from the
-# throughput: {glue:text}`phase_sums`). Against nanoGPT's, `gpt.GPT` takes
-# {glue:text}`phase_forward_backward` times the time for the forward and backward
-# passes ({glue:text}`phase_forward_backward_rounds` round by round),
-# {glue:text}`phase_clip` times for gradient clipping
-# ({glue:text}`phase_clip_rounds`) and {glue:text}`phase_adamw` times for the AdamW
-# update ({glue:text}`phase_adamw_rounds`); in milliseconds per step,
-# {glue:text}`phase_extra`. Forward and backward are {glue:text}`phase_forward_backward_vs_one`,
-# clipping {glue:text}`phase_clip_vs_one`, AdamW {glue:text}`phase_adamw_vs_one`: at
-# this spread the page cannot rank the two models in any phase, and fewer operations
-# did not make `gpt.GPT`'s step measurably faster. What the stacking settles is the
-# tensor count: kept as three tensors per attention, the projections would give the
-# model eight more tensors for clipping and AdamW to handle (35 against 27) and add a
-# stacking of the weights to every step.
+# The script's last pass times the phases of a step apart, the models again taking
+# turns (added up, the phases come close to the step time from the throughput:
+# {glue:text}`phase_sums`). Per phase, `gpt.GPT`'s time over nanoGPT's, each round
+# timed as the median of its steps and the rounds read the same way:
+# {glue:text}`phase_intervals`; {glue:text}`phase_verdict`. In milliseconds per step,
+# `gpt.GPT`'s time minus nanoGPT's: {glue:text}`phase_extra`. Fewer operations did not
+# make `gpt.GPT`'s step measurably faster. What the stacking settles is the tensor count: kept as three
+# tensors per attention, the projections would give the model eight more tensors for
+# clipping and AdamW to handle (35 against 27) and add a stacking of the weights to
+# every step.
 #
-# How close is "about"? In each round the two models trained back to back, so the
-# ratio of their speeds in that round leaves out what the machine was doing then: the
-# rounds are paired measurements, as seeds were in the chapters before. The geometric
-# mean of the rounds' ratios, with a 95 % interval from the paired t-test on their
-# logarithms, says how far from the measured ratio the rounds let the true one lie. The
-# script ran a second time on the same chip held to AVX2, the vector instructions of
-# CPUs without AVX-512 such as AMD's before Zen 4 (their instructions, not their caches
-# or clocks): torch, MKL and oneDNN each read an environment variable for that, and the
-# file records which were set:
+# The script also ran a second time on the same chip, held to AVX2: the vector
+# instructions of CPUs without AVX-512, such as AMD's before Zen 4. Three environment
+# variables do that, one each for torch's own kernels, for MKL (which makes the matrix
+# products) and for oneDNN; the file records which were set, and torch confirms its
+# own. This imitates those CPUs' instructions only, not their caches, their clocks or
+# how MKL treats a chip that is not Intel's:
 
 # %%
 # the same benchmark, the same chip, held to another kind of CPU's instructions
 avx2 = benchmark.committed_result("nanogpt_throughput_avx2.json")
 lines, words = gpt_measurements.code_paths([bench, avx2])  # rounds paired, per file
 print("\n".join(lines))
-intervals = [b["paired"]["wall"] for b in (bench, avx2)]  # as the script wrote them
-assert all(i["low"] <= 1 <= i["high"] for i in intervals)  # neither path ranks them
-assert min(i["low"] for i in intervals) > 0.95  # nor leaves gpt.GPT 5 % behind
-report.glue_all(words)  # each path's interval and what the intervals say
+intervals = [b["paired"][clock] for b in (bench, avx2) for clock in ("wall", "cpu")]
+assert all(i["low"] <= 1 for i in intervals)  # gpt.GPT measurably faster nowhere
+assert min(i["low"] for i in intervals) > 0.95  # nor 5 % behind anywhere
+speed = [sum(b["tokens_per_s"].values()) for b in (bench, avx2)]  # both models
+assert speed[1] < speed[0]  # held to AVX2, slower: the settings took effect
+report.glue_all(words)  # each path's intervals and what they say
 
 # %% [markdown]
-# Paired round by round, `gpt.GPT`'s speed over nanoGPT's was {glue:text}`paths`:
-# {glue:text}`paths_verdict`. Within those intervals `gpt.GPT` is
-# {glue:text}`paths_slowest` than nanoGPT's model.
+# On each code path, the median of the rounds' ratios and its interval:
+# {glue:text}`paths`. What the intervals say: {glue:text}`paths_verdict`. Both models
+# together ran {glue:text}`paths_cost`, so the settings took effect.
 #
-# So the implementation saves no time: at equal configuration a step costs about what
-# nanoGPT's does. The time the book's recipe saves comes from the recipe itself.
+# So the implementation saves no measurable time: on both code paths and both clocks
+# the intervals lie {glue:text}`paths_span`, so whatever difference there is, it is
+# smaller than about {glue:text}`paths_bound` in either direction. The time the book's
+# recipe saves comes from the recipe itself.
 #
 # ## 5. What got it there: an ablation
 #
@@ -1016,8 +1018,10 @@ checks.check_training_days(training_days)
 #   held-out loss.
 # - A `gpt.GPT` training step as cheap as nanoGPT's (section 4): causal attention through the fused kernel
 #   (`is_causal`), the query, key and value projections stored as one matrix
-#   (`MultiHeadAttention.stack_projections`, with `attention.RowBlock` views of its
-#   rows), the fused LayerNorm. `gpt2_weights.gpt2_config` and `gpt2_weights.load_hf_gpt2` load a
+#   (`MultiHeadAttention.stack_projections`, built by `stacked_linear`, with
+#   `stacked_linear.RowBlock` views of its rows), the fused LayerNorm; its speed beside
+#   nanoGPT's read as paired rounds (`report.median_ratio`,
+#   `gpt_measurements.code_paths`). `gpt2_weights.gpt2_config` and `gpt2_weights.load_hf_gpt2` load a
 #   Hugging Face GPT-2's weights (checked on GPT-2's layout with random weights).
 # - `training.train` runs under `torchrun` (DistributedDataParallel) and saves and
 #   resumes safetensors checkpoints; its signature and results for chapters 5–9 are

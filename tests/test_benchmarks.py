@@ -36,14 +36,14 @@ def check_result(result: dict) -> None:
     assert result["ratio"] == pytest.approx(wall["gpt.GPT"] / wall["nanoGPT"])
     for clock in ("wall", "cpu"):
         lengths = {len(result["repeats"][clock][m]) for m in MODELS}
-        assert len(lengths) == 1 and lengths.pop() >= 1
+        assert len(lengths) == 1 and lengths.pop() % 2 == 0  # each first in half
     for key in ("torch", "python", "date", "command", "device", "nanogpt_model_sha256"):
         assert isinstance(result[key], str) and result[key]
     assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
     assert result["machine"]["cpu_capability"]  # the code path torch's kernels took
     for clock in ("wall", "cpu"):  # the rounds paired: ratio and interval, recomputed
         per = result["repeats"][clock]
-        ratio, low, high = report.paired_ratio(per["gpt.GPT"], per["nanoGPT"])
+        ratio, low, high = report.median_ratio(per["gpt.GPT"], per["nanoGPT"])
         assert result["paired"][clock] == pytest.approx(
             {"ratio": ratio, "low": low, "high": high}
         )
@@ -85,6 +85,7 @@ def test_committed_results_are_well_formed_and_ran_on_two_code_paths():
     default, avx2 = (r["machine"] for r in results)
     assert avx2["cpu_capability"] == "AVX2" and default["cpu_capability"] != "AVX2"
     assert avx2["cpu_path_settings"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+    assert results[1]["command"].startswith("ATEN_CPU_CAPABILITY=avx2 ")  # repeatable
     assert default["cpu"] == avx2["cpu"]  # the same chip, another code path
 
 
@@ -94,7 +95,7 @@ def test_committed_results_are_well_formed_and_ran_on_two_code_paths():
 def test_the_script_measures_both_models(tmp_path):
     out = tmp_path / "result.json"
     cmd = [sys.executable, str(SCRIPT), "--nanogpt", str(NANOGPT), "--steps", "2",
-           "--repeats", "2", "--warmup", "1", "--threads", "1", "--out", str(out)]  # fmt: skip
+           "--repeats", "6", "--warmup", "1", "--threads", "1", "--out", str(out)]  # fmt: skip
     printed = subprocess.run(
         cmd, check=True, capture_output=True, text=True, timeout=600
     )
@@ -102,7 +103,16 @@ def test_the_script_measures_both_models(tmp_path):
     result = json.loads(out.read_text())
     check_result(result)
     assert result["threads"] == 1 and result["steps_per_repeat"] == 2
-    assert len(result["repeats"]["wall"]["nanoGPT"]) == 2
+    assert len(result["repeats"]["wall"]["nanoGPT"]) == 6
+
+
+@pytest.mark.parametrize("repeats", ["7", "4"])
+def test_an_odd_or_too_small_number_of_rounds_is_refused(tmp_path, repeats):
+    out = str(tmp_path / "x.json")
+    cmd = [sys.executable, str(SCRIPT), "--repeats", repeats, "--out", out]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert f"--repeats must be even and at least 6, got {repeats}" in done.stderr
 
 
 def test_a_missing_nanogpt_folder_is_named(tmp_path):

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from transformer_book import gpt_measurements, gpt_training, report
+from transformer_book import gpt_measurements, gpt_training
 
 ABLATION = {
     "threads": 1,
@@ -94,10 +94,13 @@ BENCH = {
     "ratio_cpu": 1.0,
     "parameter_tensors": {"gpt.GPT": 35, "nanoGPT": 27},
     "operations_per_step": {"gpt.GPT": {"foreach": 2932}, "nanoGPT": {"foreach": 2578}},
-    "repeats": {"wall": {"gpt.GPT": [1.0, 1.2, 1.1], "nanoGPT": [1.0, 1.0, 1.0]}},
+    "repeats": {
+        "wall": {"gpt.GPT": [1.0, 1.2, 1.1] * 2, "nanoGPT": [1.0] * 6},
+        "cpu": {"gpt.GPT": [1.0, 1.1, 1.0] * 2, "nanoGPT": [1.0] * 6},
+    },
     "per_tensor_loop": {
         "ratio": 0.9,
-        "repeats": {"wall": {"gpt.GPT": [0.9, 0.8, 1.0], "nanoGPT": [1.0, 1.0, 1.0]}},
+        "repeats": {"wall": {"gpt.GPT": [0.9, 0.8, 1.0] * 2, "nanoGPT": [1.0] * 6}},
     },
     "phases": {
         "ms": {
@@ -106,10 +109,22 @@ BENCH = {
         },
         "ratio": {"forward_backward": 1.01, "clip": 1.0, "adamw": 1.125},
         "rounds": {
+            "ms": {
+                "gpt.GPT": {
+                    "forward_backward": [19.6, 20.8, 20.2] * 2,
+                    "clip": [0.8] * 6,
+                    "adamw": [2.64, 2.88, 2.76] * 2,
+                },
+                "nanoGPT": {
+                    "forward_backward": [20.0] * 6,
+                    "clip": [0.8] * 6,
+                    "adamw": [2.4] * 6,
+                },
+            },
             "ratio": {
-                "forward_backward": [0.98, 1.04],
-                "clip": [1.0, 1.0],
-                "adamw": [1.1, 1.2],
+                "forward_backward": [0.98, 1.04, 1.01] * 2,
+                "clip": [1.0] * 6,
+                "adamw": [1.1, 1.2, 1.15] * 2,
             },
         },  # fmt: skip
     },
@@ -123,11 +138,20 @@ def test_measured_on_and_throughput():
     )
     lines, words = gpt_measurements.throughput(BENCH)
     assert lines[0].startswith("gpt.GPT ") and "1,000 tokens/s" in lines[0]
-    assert "1.25 (wall), 1.00 (CPU)" in lines[2] and "2,932 against 2,578" in lines[3]
-    assert (
-        words["rounds_mult"] == "1.00 to 1.20"
-        and words["rounds_loop"] == "0.80 to 1.00"
+    assert "2,932 against 2,578" in lines[2]
+    # 6 rounds: the median, and an interval from the smallest round to the largest
+    assert lines[3] == (
+        "gpt.GPT / nanoGPT, median of 6 rounds' ratios (95 % interval): wall 1.100 "
+        "(1.000 to 1.200), CPU 1.000 (1.000 to 1.100), AdamW as a loop 0.900 (0.800 "
+        "to 1.000)"
     )
+    assert (words["rounds"], words["rank"]) == ("6", "1st")
+    assert words["coverage"] == "96.9 %"  # 1 - 2 / 64
+    assert (words["ratio"], words["ratio_interval"]) == ("1.100", "1.000 to 1.200")
+    assert (words["ratio_cpu"], words["loop_ratio"]) == ("1.000", "0.900")
+    assert words["loop_ratio_interval"] == "0.800 to 1.000"
+    assert words["loop_verdict"].startswith("the interval holds 1: with that optimiser")
+    assert words["rounds_mult"] == "1.00 to 1.20"
     assert (
         words["extra_ops"] == "354 more operations than nanoGPT's"
         and words["our_tensors"] == "35"
@@ -140,17 +164,17 @@ def test_measured_on_and_throughput():
         },
     }
     assert gpt_measurements.throughput(fewer)[1]["extra_ops"].startswith("34 fewer")
-    assert words["ratio"] == "1.25" and words["loop_ratio"] == "0.90"
-    assert "seed" not in words["loop_verdict"]
-    assert "the AdamW update 2.70 against 2.40" in lines[-2]
-    assert "forward and backward 0.98 to 1.04" in lines[-1]
-    assert (words["phase_adamw"], words["phase_clip"]) == ("1.12", "1.00")
-    assert words["phase_adamw_rounds"] == "1.10 to 1.20"
-    assert words["phase_adamw_vs_one"] == "above 1 in every round"
-    assert (
-        words["phase_forward_backward_vs_one"] == "on both sides of 1 over the rounds"
+    assert "the AdamW update 2.70 against 2.40" in lines[-1]
+    assert lines[-2].startswith("time per phase, the same way: forward and backward")
+    assert words["phase_intervals"] == (
+        "forward and backward 1.010 (0.980 to 1.040), gradient clipping 1.000 (1.000 "
+        "to 1.000), the AdamW update 1.150 (1.100 to 1.200)"
     )
-    assert words["phase_clip_vs_one"] == "on both sides of 1 over the rounds"  # 1.0
+    # AdamW 1.10 to 1.20 times nanoGPT's: its interval lies above 1; clipping's,
+    # a single point at 1, and forward and backward's hold 1
+    assert words["phase_verdict"] == (
+        "gpt.GPT takes longer in the AdamW update; the others hold 1"
+    )
     assert words["phase_extra"] == (
         "forward and backward +0.20 ms, gradient clipping +0.00 ms, "
         "the AdamW update +0.30 ms"
@@ -159,55 +183,96 @@ def test_measured_on_and_throughput():
     assert words["phase_sums"] == (
         "23.70 ms against 24.00 ms for gpt.GPT and 23.20 ms against 30.00 ms for nanoGPT"
     )
+    loop = {
+        "ratio": 0.9,
+        "repeats": {"wall": {"gpt.GPT": [0.9] * 6, "nanoGPT": [1.0] * 6}},
+    }
+    assert gpt_measurements.throughput({**BENCH, "per_tensor_loop": loop})[1][
+        "loop_verdict"
+    ] == ("the interval lies below 1: with that optimiser gpt.GPT is the slower")
     with pytest.raises(ValueError, match="bench must be.*missing.*ratio"):
         gpt_measurements.throughput({"date": "x"})
 
 
-def _on_path(path: str, ours: list[float], settings: dict | None = None) -> dict:
-    """BENCH measured on the code path ``path``, gpt.GPT's rounds ``ours`` against
-    nanoGPT's 1.0 in every round."""
-    machine = {**BENCH["machine"], "cpu_capability": path,
-               "cpu_path_settings": settings or {}}  # fmt: skip
-    rounds = {"gpt.GPT": ours, "nanoGPT": [1.0] * len(ours)}
-    return {**BENCH, "machine": machine, "repeats": {"wall": rounds}}
+def _on_path(
+    path: str, wall: list[float], cpu: list[float] | None = None, **settings: str
+) -> dict:
+    """BENCH measured on the code path ``path``: gpt.GPT's rounds ``wall`` (and ``cpu``,
+    the same if None) against nanoGPT's 1.0 in every round."""
+    machine = {
+        **BENCH["machine"],
+        "cpu_capability": path,
+        "cpu_path_settings": settings,
+    }
+    theirs = [1.0] * len(wall)
+    repeats = {
+        "wall": {"gpt.GPT": wall, "nanoGPT": theirs},
+        "cpu": {"gpt.GPT": cpu or wall, "nanoGPT": theirs},
+    }
+    return {**BENCH, "machine": machine, "repeats": repeats}
 
 
-def test_code_paths_read_each_run_as_paired_rounds():
-    even = _on_path("AVX512", [0.98, 1.02, 1.0])  # geometric mean 1, interval about 1
-    avx2 = _on_path("AVX2", [0.97, 1.01, 0.99], {"MKL_ENABLE_INSTRUCTIONS": "AVX2"})
+def test_code_paths_read_each_run_as_paired_rounds_on_both_clocks():
+    # 6 rounds: median, and an interval from the smallest round to the largest
+    even = _on_path("AVX512", [0.98, 1.02, 1.0, 0.99, 1.01, 1.0])
+    avx2 = _on_path("AVX2", [0.97, 1.01, 0.99] * 2, MKL_ENABLE_INSTRUCTIONS="AVX2")
     lines, words = gpt_measurements.code_paths([even, avx2])
-    ratio, low, high = report.paired_ratio([0.97, 1.01, 0.99], [1.0] * 3)
-    assert lines[1] == (
-        f"AVX2    3 rounds: {ratio:.3f}, 95 % interval {low:.3f} to {high:.3f}"
-        "  (MKL_ENABLE_INSTRUCTIONS=AVX2)"
+    assert lines[0] == "AVX512, 6 rounds (no setting: as the chip comes):"
+    assert lines[3] == "AVX2, 6 rounds (MKL_ENABLE_INSTRUCTIONS=AVX2):"
+    assert lines[4] == "  wall 0.9900, 95 % interval 0.9700 to 1.0100"
+    assert words["paths"].startswith(
+        "on AVX512, 1.000 (0.980 to 1.020) by the wall clock and 1.000 (0.980 to 1.020) "
+        "by CPU time; on AVX2, 0.990 (0.970 to 1.010)"
     )
-    assert lines[0].endswith("(no setting: as the chip comes)")
-    assert words["paths"].startswith("1.000 on AVX512 (95 % interval 0.951 to 1.051)")
     assert words["paths_verdict"] == (
-        "each interval holds 1: on either code path the rounds cannot tell the two "
+        "on both code paths every interval holds 1: the rounds cannot tell the two "
         "models' speeds apart"
     )
-    assert (
-        words["paths_slowest"] == f"at most {100 * (1 - low):.1f} % slower"
-    )  # AVX2's end
-    fast = _on_path("AVX2", [1.05, 1.06, 1.07])  # above 1 every round, tight
-    _, words = gpt_measurements.code_paths([even, fast])
-    assert words["paths_verdict"] == (
-        "the intervals put gpt.GPT the faster on AVX2, no ranking on AVX512"
+
+    # from AVX2's low end (0.97) to AVX512's high end (1.02); 0.97 lies farther from 1
+    assert words["paths_span"] == "between 0.970 and 1.020"
+    assert words["paths_bound"] == "3.0 %"
+    assert words["paths_cost"] == "1 % fewer tokens per second on AVX2 than on AVX512"
+
+
+def test_code_paths_say_which_clock_resolves_a_difference():
+    fast = _on_path("AVX2", [1.05, 1.06, 1.07] * 2)  # above 1 every round, tight
+    _, words = gpt_measurements.code_paths([_on_path("AVX512", [1.0] * 6), fast])
+    assert words["paths_verdict"].startswith("on AVX512 both intervals hold 1: the ")
+    assert words["paths_verdict"].endswith("; on AVX2 both lie above 1: gpt.GPT is the "
+                                           "faster, by 6.0 % (wall clock, 95 % interval "
+                                           "1.050 to 1.070)")  # fmt: skip
+    slow = _on_path("AVX2", [0.90, 0.91, 0.92] * 2)
+    assert gpt_measurements.code_paths([slow])[1]["paths_verdict"] == (
+        "on AVX2 both lie below 1: gpt.GPT is the slower, by 9.0 % (wall clock, 95 % "
+        "interval 0.900 to 0.920)"
     )
-    assert gpt_measurements.code_paths([fast])[1]["paths_slowest"] == "not slower"
-    slow = _on_path("AVX2", [0.90, 0.91, 0.92])
-    assert (
-        "gpt.GPT the slower on AVX2"
-        in gpt_measurements.code_paths([slow])[1]["paths_verdict"]
+    torn = _on_path("AVX2", [0.90, 0.91, 0.92] * 2, cpu=[1.05, 1.06, 1.07] * 2)
+    assert gpt_measurements.code_paths([torn])[1]["paths_verdict"] == (
+        "on AVX2 the clocks disagree: the wall-clock interval lies below 1 and the "
+        "CPU-time interval lies above 1: no ranking"
+    )
+    split = _on_path("AVX2", [0.95, 1.0, 1.01] * 2, cpu=[0.988, 0.99, 0.992] * 2)
+    assert gpt_measurements.code_paths([split])[1]["paths_verdict"] == (
+        "on AVX2 the CPU-time interval lies below 1: by that clock gpt.GPT ran 1.0 % "
+        "slower; the wall-clock interval holds 1, so one clock resolves the difference "
+        "and the other does not"
     )
 
 
-def test_code_paths_name_a_run_that_did_not_record_its_path():
+def test_code_paths_name_runs_that_cannot_be_compared():
     with pytest.raises(ValueError, match="record its code path.*2026-01-02"):
         gpt_measurements.code_paths([BENCH])
     with pytest.raises(ValueError, match="at least one"):
         gpt_measurements.code_paths([])
+    twice = _on_path("AVX2", [1.0] * 6)
+    with pytest.raises(ValueError, match=r"another code path, got \['AVX2', 'AVX2'\]"):
+        gpt_measurements.code_paths([twice, twice])
+    other = {**_on_path("AVX512", [1.0] * 6), "parameters": 5, "threads": 2}
+    with pytest.raises(
+        ValueError, match=r"AVX512 differs from AVX2 in \['parameters', 'threads'\]"
+    ):
+        gpt_measurements.code_paths([twice, other])
 
 
 def test_ladder_steps_words_each_rung_against_the_one_before():

@@ -1,7 +1,5 @@
 """transformer_book.report.glue: the value reaches the book the way myst-nb expects."""
 
-import math
-
 import pytest
 import torch
 from IPython.core.interactiveshell import InteractiveShell
@@ -130,25 +128,45 @@ def test_paired_differences_their_mean_and_standard_error():
         report.paired([0.9, 0.8], [0.5])
 
 
-def test_paired_ratio_is_the_geometric_mean_with_a_t_interval_on_the_logs():
-    # ratios 2, 1/2, 1: logs ln2, -ln2, 0: mean 0, sd ln2, SE ln2 / sqrt(3)
-    ratio, low, high = report.paired_ratio([2.0, 1.0, 3.0], [1.0, 2.0, 3.0])
-    half = 4.303 * math.log(2) / 3**0.5  # t(0.975, 2 degrees of freedom) · SE
-    assert ratio == pytest.approx(1.0)
-    assert low == pytest.approx(math.exp(-half), rel=1e-3)
-    assert high == pytest.approx(math.exp(half), rel=1e-3)
-    assert low * high == pytest.approx(1.0)  # symmetric about 1 on the log scale
-    # the same ratio in every round: no spread, the interval shrinks to the ratio
-    assert report.paired_ratio([3.0, 6.0], [2.0, 4.0]) == pytest.approx((1.5,) * 3)
-    narrower = report.paired_ratio([2.0, 1.0, 3.0], [1.0, 2.0, 3.0], level=0.5)
-    assert low < narrower[1] < 1 < narrower[2] < high
+def test_median_ratio_takes_the_sign_tests_ranks_from_each_end():
+    # 22 rounds: P(X <= 5) = 0.0085 <= 0.025 < P(X <= 6) = 0.026, X ~ Binomial(22, 1/2),
+    # so the interval runs from the 6th smallest ratio to the 6th largest (the 17th)
+    ours = [float(i) for i in range(1, 23)]
+    ratio, low, high = report.median_ratio(ours[::-1], [1.0] * 22)  # order: no matter
+    assert (ratio, low, high) == (11.5, 6.0, 17.0)
+    # 6 rounds: P(X = 0) = 1/64 <= 0.025: the interval is the smallest to the largest
+    assert report.median_ratio([1, 2, 3, 4, 5, 6], [1] * 6) == (3.5, 1.0, 6.0)
+    narrower = report.median_ratio(ours, [1.0] * 22, level=0.5)
+    assert 6.0 < narrower[1] < 11.5 < narrower[2] < 17.0
 
 
-def test_paired_ratio_names_a_value_that_is_not_positive():
+def test_median_interval_ranks_and_their_coverage():
+    k, coverage = report.median_interval_ranks(22)
+    assert k == 6  # P(X <= 5) = 35,443 / 2^22 = 0.0085; P(X <= 6) = 0.026 > 0.025
+    assert coverage == pytest.approx(1 - 2 * 35_443 / 2**22)  # 0.983
+    assert report.median_interval_ranks(6) == (1, pytest.approx(1 - 2 / 64))
+    assert report.median_interval_ranks(22, level=0.5)[1] >= 0.5
+
+
+def test_median_ratio_is_not_stretched_by_a_stalled_round():
+    steady = [1.0, 0.99, 1.01, 1.02, 0.98, 1.0, 0.97, 1.03, 1.0, 0.99]  # 10 rounds
+    stalled = steady[:-1] + [6.5]  # one round in which the other side stalled
+    before, after = (report.median_ratio(x, [1.0] * 10) for x in (steady, stalled))
+    assert after[2] - after[1] <= 1.5 * (before[2] - before[1])
+    assert after[2] < 1.1  # the stall moved the top end by a rank, not to 6.5
+
+
+def test_median_ratio_names_what_it_cannot_use():
     with pytest.raises(ValueError, match="positive values"):
-        report.paired_ratio([1.0, 0.0], [1.0, 1.0])
-    with pytest.raises(ValueError, match="pair at least two seeds"):
-        report.paired_ratio([1.0], [1.0])
+        report.median_ratio([1.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="at least two.*got 1 and 1 values"):
+        report.median_ratio([1.0], [1.0])
+    with pytest.raises(ValueError, match="as many on each side; got 3 and 2"):
+        report.median_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"level must be .* got 95"):
+        report.median_ratio([1.0, 2.0], [1.0, 2.0], level=95)
+    with pytest.raises(ValueError, match="5 rounds cannot give a 95 % interval"):
+        report.median_ratio([1.0] * 5, [1.0] * 5)
 
 
 def test_ahead_needs_the_t_threshold_not_twice_the_standard_error():

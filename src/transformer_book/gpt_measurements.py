@@ -49,15 +49,6 @@ PHASE_NAMES = {
 }
 
 
-def _against_one(ratios: Sequence[float]) -> str:
-    """Where a ratio's rounds sit against 1, in words."""
-    if min(ratios) > 1:
-        return "above 1 in every round"
-    if max(ratios) < 1:
-        return "below 1 in every round"
-    return "on both sides of 1 over the rounds"
-
-
 def _check_throughput(bench: dict) -> None:
     needed = {"ratio", "ratio_cpu", "repeats", "per_tensor_loop", "phases"}
     missing = needed - set(bench)
@@ -65,6 +56,21 @@ def _check_throughput(bench: dict) -> None:
         raise ValueError(
             f"bench must be a committed nanogpt_throughput.json, missing {sorted(missing)}"
         )
+
+
+def _phase_verdict(paired: dict[str, tuple[float, float, float]]) -> str:
+    """What the phases' paired intervals of gpt.GPT's time over nanoGPT's say."""
+    slower = [PHASE_NAMES[p] for p, (_, lo, _) in paired.items() if lo > 1]
+    faster = [PHASE_NAMES[p] for p, (_, _, hi) in paired.items() if hi < 1]
+    if not slower and not faster:
+        return (
+            "every interval holds 1: the rounds cannot rank the two models in any phase"
+        )
+    parts = [f"gpt.GPT takes longer in {', '.join(slower)}"] if slower else []
+    parts += [f"gpt.GPT takes less time in {', '.join(faster)}"] if faster else []
+    held = len(paired) - len(slower) - len(faster)
+    rest = "; the other interval holds 1" if held == 1 else "; the others hold 1"
+    return "; ".join(parts) + (rest if held else "")
 
 
 def measured_on(bench: dict) -> str:
@@ -91,81 +97,122 @@ def _more_or_fewer(difference: int) -> str:
 def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     """The committed throughput ``bench`` (``nanogpt_throughput.json``) read back.
 
-    Returns the lines to print (each model's tokens per wall and per CPU second, their
-    ratios, the parameter tensors and operations per step, the ratio per round with the
-    multi-tensor AdamW and with AdamW as a loop over the tensors, each phase's time) and,
-    as text for ``report.glue_all``: ``ratio``, ``ratio_cpu`` and ``loop_ratio``
-    (gpt.GPT's tokens over nanoGPT's), ``rounds_mult`` and ``rounds_loop`` (their range
-    over the rounds), ``extra_ops`` (gpt.GPT's operations per step against nanoGPT's:
-    "12 more operations than nanoGPT's"), ``our_tensors``, ``their_tensors``,
-    ``loop_verdict`` (the loop's rounds against the multi-tensor ones, paired round by
-    round, :func:`transformer_book.report.compare_seeds`); per phase of a step,
-    gpt.GPT's time over nanoGPT's (``phase_forward_backward``, ``phase_clip``,
-    ``phase_adamw``), its range over the rounds (the same names with ``_rounds``) and
-    where the rounds put it against 1 (with ``_vs_one``: above or below in every
-    round, or on both sides),
-    ``phase_extra`` (the milliseconds gpt.GPT spends more, phase by phase), and
-    ``phase_sums`` (each model's phases added up, beside its step time from the
-    throughput: two passes that should agree).
+    In each round the two models took their turns back to back, so a round's ratio
+    (gpt.GPT's tokens per second over nanoGPT's, or its time over nanoGPT's in a phase)
+    leaves out what the machine did in that round: the ratios are read as the median
+    of the rounds' ratios with the sign test's interval
+    (:func:`transformer_book.report.median_ratio`).
+
+    Returns the lines to print (each model's tokens per wall and per CPU second, the
+    parameter tensors and operations per step, the median ratios with their intervals,
+    each phase's milliseconds) and, as text for ``report.glue_all``: ``rounds``,
+    ``rank`` and ``coverage`` (how many rounds, the interval's rank from each end, the
+    probability that it holds the true median); ``ratio``, ``ratio_cpu`` and
+    ``loop_ratio`` (wall, CPU, and wall with AdamW as a loop over the tensors), each
+    with its interval (the same names with ``_interval``); ``rounds_mult`` (the single
+    rounds' range, wall); ``loop_verdict`` (what the loop's interval says);
+    ``extra_ops`` (gpt.GPT's operations per step against nanoGPT's: "12 more
+    operations than nanoGPT's"), ``our_tensors``, ``their_tensors``; per phase of a
+    step, gpt.GPT's time over nanoGPT's, each round timed as the median of its steps
+    (``phase_intervals``: ratio and interval per phase), ``phase_verdict`` (where an
+    interval holds 1, the rounds cannot rank the models in that phase), ``phase_extra``
+    (the milliseconds gpt.GPT spends more, phase by phase, from the medians over all
+    steps) and ``phase_sums`` (each model's phases added up, beside its step time from
+    the throughput: two passes that should agree).
     """
     _check_throughput(bench)
     ours, theirs = MODELS
+    n = len(bench["repeats"]["wall"][ours])
+    rank, coverage = report.median_interval_ranks(n)
+    paired = {  # gpt.GPT over nanoGPT: (ratio, low, high)
+        "wall": report.median_ratio(*(bench["repeats"]["wall"][m] for m in MODELS)),
+        "cpu": report.median_ratio(*(bench["repeats"]["cpu"][m] for m in MODELS)),
+        "loop": report.median_ratio(
+            *(bench["per_tensor_loop"]["repeats"]["wall"][m] for m in MODELS)
+        ),
+    }
+    round_ms = bench["phases"]["rounds"]["ms"]  # model -> phase -> ms, round by round
+    phases = {
+        p: report.median_ratio(round_ms[ours][p], round_ms[theirs][p])
+        for p in PHASE_NAMES
+    }  # phase -> gpt.GPT's time over nanoGPT's: (ratio, low, high)
+    wall = bench["repeats"]["wall"]
+    single = [a / b for a, b in zip(wall[ours], wall[theirs])]
+    ms = bench["phases"]["ms"]
+    ops, tensors = bench["operations_per_step"], bench["parameter_tensors"]
     lines = [
         f"{name:8s} {bench['tokens_per_s'][name]:8,.0f} tokens/s, "
         f"{bench['tokens_per_cpu_s'][name]:8,.0f} tokens per CPU s"
         for name in MODELS
     ]
     lines.append(
-        f"ratio {ours} / {theirs}: {bench['ratio']:.2f} (wall), "
-        f"{bench['ratio_cpu']:.2f} (CPU)"
-    )
-    ops, tensors = bench["operations_per_step"], bench["parameter_tensors"]
-    lines.append(
         f"parameter tensors {tensors}; operations per step "
         f"{ops[ours]['foreach']:,} against {ops[theirs]['foreach']:,}"
     )
-    rounds = {  # ours over theirs, round by round
-        kind: [a / b for a, b in zip(r["wall"][ours], r["wall"][theirs])]
-        for kind, r in (
-            ("multi-tensor", bench["repeats"]),
-            ("loop", bench["per_tensor_loop"]["repeats"]),
-        )
-    }
-    spread = {kind: f"{min(r):.2f} to {max(r):.2f}" for kind, r in rounds.items()}
-    lines += [f"AdamW {k:12s}: ratio per round {v}" for k, v in spread.items()]
-    verdict = report.compare_seeds(rounds["loop"], rounds["multi-tensor"], pairs=True)
-    ms, phase_ratio = bench["phases"]["ms"], bench["phases"]["ratio"]
-    per_round = bench["phases"]["rounds"]["ratio"]
     lines.append(
-        "ms per step, gpt.GPT against nanoGPT: "
+        f"{ours} / {theirs}, median of {n} rounds' ratios (95 % interval): "
+        + ", ".join(
+            f"{what} {r:.3f} ({lo:.3f} to {hi:.3f})"
+            for what, (r, lo, hi) in zip(
+                ("wall", "CPU", "AdamW as a loop"), paired.values()
+            )
+        )
+    )
+    lines.append(
+        "time per phase, the same way: "
+        + ", ".join(
+            f"{PHASE_NAMES[p]} {r:.3f} ({lo:.3f} to {hi:.3f})"
+            for p, (r, lo, hi) in phases.items()
+        )
+    )
+    lines.append(
+        "ms per step: "
         + ", ".join(
             f"{PHASE_NAMES[p]} {ms[ours][p]:.2f} against {ms[theirs][p]:.2f}"
             for p in PHASE_NAMES
         )
     )
-    phase_range = {
-        p: f"{min(per_round[p]):.2f} to {max(per_round[p]):.2f}" for p in PHASE_NAMES
-    }
-    lines.append(
-        "ratio per round: "
-        + ", ".join(f"{PHASE_NAMES[p]} {r}" for p, r in phase_range.items())
-    )
     tokens = bench["config"]["batch_size"] * bench["config"]["context"]
     step_ms = {m: 1e3 * tokens / bench["tokens_per_s"][m] for m in MODELS}
     sums = {m: sum(ms[m].values()) for m in MODELS}
+    loop_side = _interval_words(*paired["loop"][1:])
     words = {
-        "ratio": f"{bench['ratio']:.2f}",
-        "ratio_cpu": f"{bench['ratio_cpu']:.2f}",
-        "rounds_mult": spread["multi-tensor"],
-        "rounds_loop": spread["loop"],
+        "rounds": str(n),
+        "rank": _ordinal(rank),
+        "coverage": f"{100 * coverage:.1f} %",
+        **{
+            name: f"{paired[kind][0]:.3f}"
+            for name, kind in (
+                ("ratio", "wall"),
+                ("ratio_cpu", "cpu"),
+                ("loop_ratio", "loop"),
+            )
+        },
+        **{
+            f"{name}_interval": f"{paired[kind][1]:.3f} to {paired[kind][2]:.3f}"
+            for name, kind in (
+                ("ratio", "wall"),
+                ("ratio_cpu", "cpu"),
+                ("loop_ratio", "loop"),
+            )
+        },
+        "rounds_mult": f"{min(single):.2f} to {max(single):.2f}",
+        "loop_verdict": {
+            "holds 1": "the interval holds 1: with that optimiser too, the rounds "
+            "cannot tell the two models' speeds apart",
+            "lies below 1": "the interval lies below 1: with that optimiser gpt.GPT is "
+            "the slower",
+            "lies above 1": "the interval lies above 1: with that optimiser gpt.GPT is "
+            "the faster",
+        }[loop_side],
         "extra_ops": _more_or_fewer(ops[ours]["foreach"] - ops[theirs]["foreach"]),
         "our_tensors": str(tensors[ours]),
         "their_tensors": str(tensors[theirs]),
-        "loop_ratio": f"{bench['per_tensor_loop']['ratio']:.2f}",
-        "loop_verdict": verdict.replace("seed", "round"),
-        **{f"phase_{p}": f"{phase_ratio[p]:.2f}" for p in PHASE_NAMES},
-        **{f"phase_{p}_rounds": r for p, r in phase_range.items()},
-        **{f"phase_{p}_vs_one": _against_one(per_round[p]) for p in PHASE_NAMES},
+        "phase_intervals": ", ".join(
+            f"{PHASE_NAMES[p]} {r:.3f} ({lo:.3f} to {hi:.3f})"
+            for p, (r, lo, hi) in phases.items()
+        ),
+        "phase_verdict": _phase_verdict(phases),
         "phase_extra": ", ".join(
             f"{PHASE_NAMES[p]} {ms[ours][p] - ms[theirs][p]:+.2f} ms"
             for p in PHASE_NAMES
@@ -177,64 +224,143 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     return lines, words
 
 
+def _ordinal(k: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 6 -> "6th", 22 -> "22nd"."""
+    if 10 <= k % 100 <= 20:
+        return f"{k}th"
+    return f"{k}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th') }"
+
+
+CLOCKS = {"wall": "wall-clock", "cpu": "CPU-time"}  # a throughput file's two clocks
+
+
+def _interval_words(low: float, high: float) -> str:
+    """Where a ratio's interval lies against 1, in words."""
+    if low > 1:
+        return "lies above 1"
+    if high < 1:
+        return "lies below 1"
+    return "holds 1"
+
+
 def code_paths(benches: Sequence[dict]) -> tuple[list[str], dict[str, str]]:
-    """Committed throughputs (``nanogpt_throughput*.json``) of the same benchmark run on
-    different CPU code paths, read as paired rounds: in each round the two models took
-    their turns back to back, so each round's ratio (gpt.GPT's tokens per second over
-    nanoGPT's) leaves out what the machine did in that round. Per file: the code path
-    (``machine.cpu_capability`` and the settings that chose it), the geometric mean of
-    the rounds' ratios and its 95 % interval (:func:`transformer_book.report.
-    paired_ratio`), recomputed from the rounds.
+    """Committed throughputs (``nanogpt_throughput*.json``) of the same benchmark, the
+    same configuration and nanoGPT's same ``model.py``, run on different CPU code paths,
+    read as paired rounds: in each round the two models took their turns back to back,
+    so each round's ratio (gpt.GPT's tokens per second over nanoGPT's) leaves out what
+    the machine did in that round. Per file and clock (wall, CPU): the median of the
+    rounds' ratios and its 95 % interval, which a stalled round cannot stretch
+    (:func:`transformer_book.report.median_ratio`), recomputed from the rounds.
 
     Returns the lines to print and, as text for ``report.glue_all``: ``paths`` (each
-    path's ratio and interval), ``paths_verdict`` (what the intervals say: where each
-    holds 1, the rounds cannot tell the speeds apart), ``paths_slowest`` (the lowest
-    interval end as "at most x % slower", or "not slower" where it is above 1)."""
+    path's ratio and interval on both clocks), ``paths_verdict`` (what the intervals
+    say, path by path: both holding 1, the rounds cannot tell the speeds apart),
+    ``paths_span`` (over all paths and clocks, from the lowest interval end to the
+    highest: "between 0.977 and 1.031"), ``paths_bound`` (the end farthest from 1, as
+    how far from equal speed the intervals reach: "3.1 %") and
+    ``paths_cost`` (how many tokens per second each path after the first lost or gained
+    against the first, both models together)."""
     if not benches:
         raise ValueError("benches must hold at least one committed throughput")
-    rows = []
     for bench in benches:
         _check_throughput(bench)
-        machine = bench["machine"]
-        if "cpu_capability" not in machine:
+        if "cpu_capability" not in bench["machine"]:
             raise ValueError(
                 "bench must record its code path (machine.cpu_capability): measured "
                 f"{bench['date'][:10]} before the benchmark recorded it; run it again"
             )
-        wall = bench["repeats"]["wall"]
-        ratio, low, high = report.paired_ratio(wall[MODELS[0]], wall[MODELS[1]])
-        settings = machine.get("cpu_path_settings", {})
-        chosen = ", ".join(f"{k}={v}" for k, v in settings.items())
-        rows.append((machine["cpu_capability"], chosen or "no setting: as the chip comes",
-                     len(wall[MODELS[0]]), ratio, low, high))  # fmt: skip
-    lines = [
-        f"{path:7s} {n} rounds: {ratio:.3f}, 95 % interval {low:.3f} to {high:.3f}"
-        f"  ({chosen})"
-        for path, chosen, n, ratio, low, high in rows
-    ]
-    paths = " and ".join(
-        f"{ratio:.3f} on {path} (95 % interval {low:.3f} to {high:.3f})"
-        for path, _, _, ratio, low, high in rows
-    )
-    holds = [low <= 1 <= high for *_, low, high in rows]
-    faster = [p for p, *_, low, _ in rows if low > 1]
-    slower = [p for p, *_, high in rows if high < 1]
-    if all(holds):
-        verdict = (
-            f"{'every' if len(rows) > 2 else 'each'} interval holds 1: on "
-            f"{'either code path' if len(rows) == 2 else 'these code paths'} the "
-            "rounds cannot tell the two models' speeds apart"
+    names = [b["machine"]["cpu_capability"] for b in benches]
+    if len(set(names)) != len(names):
+        raise ValueError(f"benches must each run on another code path, got {names}")
+    same = ("config", "parameters", "nanogpt_model_sha256", "threads", "torch",
+            "steps_per_repeat")  # fmt: skip
+    for bench in benches[1:]:
+        differ = [k for k in same if bench.get(k) != benches[0].get(k)]
+        if differ:
+            raise ValueError(
+                f"benches must measure the same models to compare code paths; "
+                f"{bench['machine']['cpu_capability']} differs from {names[0]} in {differ}"
+            )
+    ours, theirs = MODELS
+    rows = {}  # path -> clock -> (ratio, low, high)
+    for path, bench in zip(names, benches):
+        per = bench["repeats"]
+        rows[path] = {
+            clock: report.median_ratio(per[clock][ours], per[clock][theirs])
+            for clock in ("wall", "cpu")
+        }
+    lines = []
+    for path, bench in zip(names, benches):
+        chosen = ", ".join(
+            f"{k}={v}" for k, v in bench["machine"].get("cpu_path_settings", {}).items()
         )
-    else:
-        parts = [f"gpt.GPT the faster on {p}" for p in faster]
-        parts += [f"gpt.GPT the slower on {p}" for p in slower]
-        parts += [f"no ranking on {r[0]}" for r, h in zip(rows, holds) if h]
-        verdict = "the intervals put " + ", ".join(parts)
-    lowest = min(low for *_, low, _ in rows)
-    slowest = (
-        f"at most {100 * (1 - lowest):.1f} % slower" if lowest < 1 else "not slower"
+        lines.append(
+            f"{path}, {len(bench['repeats']['wall'][ours])} rounds "
+            f"({chosen or 'no setting: as the chip comes'}):"
+        )
+        lines += [
+            f"  {clock:4s} {r:.4f}, 95 % interval {lo:.4f} to {hi:.4f}"
+            for clock, (r, lo, hi) in rows[path].items()
+        ]
+    paths = "; ".join(
+        f"on {path}, {w[0]:.3f} ({w[1]:.3f} to {w[2]:.3f}) by the wall clock and "
+        f"{c[0]:.3f} ({c[1]:.3f} to {c[2]:.3f}) by CPU time"
+        for path, (w, c) in ((p, (r["wall"], r["cpu"])) for p, r in rows.items())
     )
-    return lines, {"paths": paths, "paths_verdict": verdict, "paths_slowest": slowest}
+    verdicts = []
+    for path, r in rows.items():
+        sides = {clock: _interval_words(lo, hi) for clock, (_, lo, hi) in r.items()}
+        ratio, lo, hi = r["wall"]
+        wall = f"wall clock, 95 % interval {lo:.3f} to {hi:.3f}"
+        if set(sides.values()) == {"holds 1"}:
+            verdicts.append(f"on {path} both intervals hold 1: the rounds cannot tell "
+                            "the two models' speeds apart")  # fmt: skip
+        elif set(sides.values()) == {"lies below 1"}:
+            verdicts.append(f"on {path} both lie below 1: gpt.GPT is the slower, by "
+                            f"{100 * (1 - ratio):.1f} % ({wall})")  # fmt: skip
+        elif set(sides.values()) == {"lies above 1"}:
+            verdicts.append(f"on {path} both lie above 1: gpt.GPT is the faster, by "
+                            f"{100 * (ratio - 1):.1f} % ({wall})")  # fmt: skip
+        elif "holds 1" not in sides.values():  # one below 1, the other above
+            verdicts.append(
+                f"on {path} the clocks disagree: the wall-clock interval "
+                f"{sides['wall']} and the CPU-time interval {sides['cpu']}: no ranking"
+            )
+        else:
+            clock = next(c for c, side in sides.items() if side != "holds 1")
+            other = next(c for c in r if c != clock)
+            ratio = r[clock][0]
+            verdicts.append(
+                f"on {path} the {CLOCKS[clock]} interval {sides[clock]}: by that clock "
+                f"gpt.GPT ran {100 * abs(1 - ratio):.1f} % "
+                f"{'slower' if ratio < 1 else 'faster'}; the {CLOCKS[other]} interval "
+                "holds 1, so one clock resolves the difference and the other does not"
+            )
+    if len(rows) > 1 and all(v.startswith(f"on {p} both intervals hold 1") for p, v in
+                             zip(rows, verdicts)):  # fmt: skip
+        verdicts = [
+            f"on {'both code paths' if len(rows) == 2 else 'every code path'} every "
+            "interval holds 1: the rounds cannot tell the two models' speeds apart"
+        ]
+    lowest = min(lo for r in rows.values() for _, lo, _ in r.values())
+    highest = max(hi for r in rows.values() for _, _, hi in r.values())
+
+    def both(bench: dict) -> float:  # both models' median tokens per second, added
+        return sum(statistics.median(bench["repeats"]["wall"][m]) for m in MODELS)
+
+    cost = [
+        f"{100 * abs(1 - both(b) / both(benches[0])):.0f} % "
+        f"{'fewer' if both(b) < both(benches[0]) else 'more'} tokens per second on "
+        f"{path} than on {names[0]}"
+        for path, b in zip(names[1:], benches[1:])
+    ]
+    return lines, {
+        "paths": paths,
+        "paths_verdict": "; ".join(verdicts),
+        "paths_span": f"between {lowest:.3f} and {highest:.3f}",
+        "paths_bound": f"{100 * max(1 - lowest, highest - 1, 0.0):.1f} %",
+        "paths_cost": ", ".join(cost) or "one path only",
+    }
 
 
 def ablation_rows(ablation: dict) -> dict[str, dict]:
