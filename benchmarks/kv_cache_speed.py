@@ -134,11 +134,12 @@ def timed_weights_once(model, n_new) -> tuple[float, float, None]:
 
 def timed_onednn_kept(model, prompt, n_new) -> tuple[float, float, torch.Tensor]:
     """``timed_generate`` with the cache, oneDNN kept for the one-token steps."""
+    before = model.one_token_native_kernels
     model.one_token_native_kernels = False
     try:
         return timed_generate(model, prompt, n_new, True)
     finally:
-        model.one_token_native_kernels = True
+        model.one_token_native_kernels = before
 
 
 def gelu_call_us(model: gpt.GPT) -> dict:

@@ -10,10 +10,10 @@ vectors (GPT-2) or RoPE inside attention (Llama); the head may share the token
 embedding's weights (``tie_embeddings``, Press & Wolf, 2017). Each attention keeps its
 query, key and value projections as one matrix, as nanoGPT's ``c_attn`` does
 (:meth:`~transformer_book.attention.MultiHeadAttention.stack_projections`, chapter 14).
-:meth:`GPT.generate`
-decodes with a KV cache (:mod:`transformer_book.kv_cache`) or without, and picks tokens
-with :mod:`transformer_book.sampling`. Radford et al. (2019), GPT-2; the layout follows
-nanoGPT's ``model.py``, the names this book's (``q_proj``, ``up_proj``, ...).
+:meth:`GPT.generate` decodes with a KV cache (:mod:`transformer_book.kv_cache`) or
+without, and picks tokens with :mod:`transformer_book.sampling`. Radford et al. (2019),
+GPT-2; the layout follows nanoGPT's ``model.py``, the names this book's (``q_proj``,
+``up_proj``, ...).
 GPT-2's own architecture and weights: :mod:`transformer_book.gpt2_weights`.
 :func:`uptrain_losses` converts a trained model to fewer key/value heads and trains it
 a little further (chapter 09).

@@ -58,6 +58,16 @@ def _check_throughput(bench: dict) -> None:
         )
 
 
+def _clock_ratios(bench: dict) -> dict[str, tuple[float, float, float]]:
+    """gpt.GPT's tokens per second over nanoGPT's, per clock ("wall", "cpu"): the
+    median of the rounds' ratios and its interval, :func:`report.median_ratio`."""
+    per = bench["repeats"]
+    return {
+        clock: report.median_ratio(per[clock][MODELS[0]], per[clock][MODELS[1]])
+        for clock in ("wall", "cpu")
+    }
+
+
 def _phase_verdict(paired: dict[str, tuple[float, float, float]]) -> str:
     """What the phases' paired intervals of gpt.GPT's time over nanoGPT's say."""
     slower = [PHASE_NAMES[p] for p, (_, lo, _) in paired.items() if lo > 1]
@@ -124,13 +134,10 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
     ours, theirs = MODELS
     n = len(bench["repeats"]["wall"][ours])
     rank, coverage = report.median_interval_ranks(n)
-    paired = {  # gpt.GPT over nanoGPT: (ratio, low, high)
-        "wall": report.median_ratio(*(bench["repeats"]["wall"][m] for m in MODELS)),
-        "cpu": report.median_ratio(*(bench["repeats"]["cpu"][m] for m in MODELS)),
-        "loop": report.median_ratio(
-            *(bench["per_tensor_loop"]["repeats"]["wall"][m] for m in MODELS)
-        ),
-    }
+    paired = _clock_ratios(bench)  # gpt.GPT over nanoGPT: (ratio, low, high)
+    paired["loop"] = report.median_ratio(
+        *(bench["per_tensor_loop"]["repeats"]["wall"][m] for m in MODELS)
+    )
     round_ms = bench["phases"]["rounds"]["ms"]  # model -> phase -> ms, round by round
     phases = {
         p: report.median_ratio(round_ms[ours][p], round_ms[theirs][p])
@@ -226,9 +233,8 @@ def throughput(bench: dict) -> tuple[list[str], dict[str, str]]:
 
 def _ordinal(k: int) -> str:
     """1 -> "1st", 2 -> "2nd", 6 -> "6th", 22 -> "22nd"."""
-    if 10 <= k % 100 <= 20:
-        return f"{k}th"
-    return f"{k}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th') }"
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}th" if 10 <= k % 100 <= 20 else f"{k}{suffix}"
 
 
 CLOCKS = {"wall": "wall-clock", "cpu": "CPU-time"}  # a throughput file's two clocks
@@ -281,21 +287,15 @@ def code_paths(benches: Sequence[dict]) -> tuple[list[str], dict[str, str]]:
                 f"benches must measure the same models to compare code paths; "
                 f"{bench['machine']['cpu_capability']} differs from {names[0]} in {differ}"
             )
-    ours, theirs = MODELS
-    rows = {}  # path -> clock -> (ratio, low, high)
-    for path, bench in zip(names, benches):
-        per = bench["repeats"]
-        rows[path] = {
-            clock: report.median_ratio(per[clock][ours], per[clock][theirs])
-            for clock in ("wall", "cpu")
-        }
+    # path -> clock -> (ratio, low, high)
+    rows = {path: _clock_ratios(bench) for path, bench in zip(names, benches)}
     lines = []
     for path, bench in zip(names, benches):
         chosen = ", ".join(
             f"{k}={v}" for k, v in bench["machine"].get("cpu_path_settings", {}).items()
         )
         lines.append(
-            f"{path}, {len(bench['repeats']['wall'][ours])} rounds "
+            f"{path}, {len(bench['repeats']['wall'][MODELS[0]])} rounds "
             f"({chosen or 'no setting: as the chip comes'}):"
         )
         lines += [
@@ -307,9 +307,13 @@ def code_paths(benches: Sequence[dict]) -> tuple[list[str], dict[str, str]]:
         f"{c[0]:.3f} ({c[1]:.3f} to {c[2]:.3f}) by CPU time"
         for path, (w, c) in ((p, (r["wall"], r["cpu"])) for p, r in rows.items())
     )
+    sides_of = {  # path -> clock -> where its interval lies against 1
+        path: {clock: _interval_words(lo, hi) for clock, (_, lo, hi) in r.items()}
+        for path, r in rows.items()
+    }
     verdicts = []
     for path, r in rows.items():
-        sides = {clock: _interval_words(lo, hi) for clock, (_, lo, hi) in r.items()}
+        sides = sides_of[path]
         ratio, lo, hi = r["wall"]
         wall = f"wall clock, 95 % interval {lo:.3f} to {hi:.3f}"
         if set(sides.values()) == {"holds 1"}:
@@ -336,8 +340,8 @@ def code_paths(benches: Sequence[dict]) -> tuple[list[str], dict[str, str]]:
                 f"{'slower' if ratio < 1 else 'faster'}; the {CLOCKS[other]} interval "
                 "holds 1, so one clock resolves the difference and the other does not"
             )
-    if len(rows) > 1 and all(v.startswith(f"on {p} both intervals hold 1") for p, v in
-                             zip(rows, verdicts)):  # fmt: skip
+    every_holds = all(set(s.values()) == {"holds 1"} for s in sides_of.values())
+    if len(rows) > 1 and every_holds:
         verdicts = [
             f"on {'both code paths' if len(rows) == 2 else 'every code path'} every "
             "interval holds 1: the rounds cannot tell the two models' speeds apart"
